@@ -1,0 +1,38 @@
+//===- Communicator.h - collectives behind one interface --------*- C++ -*-===//
+//
+// One interface for the Gloo (CPU) and NCCL (CUDA) backends. Every call has a
+// timeout, so a dead peer surfaces as an rlhf::Error instead of a hang.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_COMMUNICATOR_H
+#define RLHF_RUNTIME_COMMUNICATOR_H
+
+#include "rlhf/runtime/Rendezvous.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+namespace rlhf {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char *backendName() const = 0;
+
+  /// In-place sum across all ranks.
+  virtual void allReduceSum(at::Tensor &tensor) = 0;
+  virtual void broadcast(at::Tensor &tensor, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+/// Connects to the TCPStore at cfg.masterAddr:cfg.masterPort (rank 0 hosts
+/// it) and builds a Gloo process group over loopback or the host's address.
+std::unique_ptr<Communicator> createGlooCommunicator(const RendezvousConfig &cfg);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_COMMUNICATOR_H

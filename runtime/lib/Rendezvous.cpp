@@ -1,0 +1,49 @@
+//===- Rendezvous.cpp - process identity from launcher env vars -----------===//
+
+#include "rlhf/runtime/Rendezvous.h"
+#include "rlhf/runtime/Error.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+using namespace rlhf;
+
+static long long readIntEnv(const char *name, long long fallback, bool required,
+                            long long lo, long long hi) {
+  const char *v = std::getenv(name);
+  if (!v || !*v) {
+    if (required)
+      throw Error(std::string("environment variable ") + name +
+                  " is not set; launch workers with `rlhf-run -n N PROGRAM` "
+                  "or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE");
+    return fallback;
+  }
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v, &end, 10);
+  if (errno || end == v || *end != '\0' || x < lo || x > hi)
+    throw Error(std::string("environment variable ") + name + "='" + v +
+                "' is not an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  return x;
+}
+
+RendezvousConfig RendezvousConfig::fromEnv() {
+  RendezvousConfig c;
+  const bool distributed = std::getenv("WORLD_SIZE") != nullptr;
+  c.worldSize = readIntEnv("WORLD_SIZE", 1, false, 1, 1 << 20);
+  c.rank = readIntEnv("RANK", 0, distributed, 0, c.worldSize - 1);
+  c.localRank = readIntEnv("LOCAL_RANK", c.rank, false, 0, 1 << 20);
+  if (const char *a = std::getenv("MASTER_ADDR"); a && *a)
+    c.masterAddr = a;
+  else if (distributed && c.worldSize > 1)
+    throw Error("environment variable MASTER_ADDR is not set; it must name "
+                "the host of rank 0");
+  c.masterPort = readIntEnv("MASTER_PORT", 29500, distributed && c.worldSize > 1,
+                            1, 65535);
+  c.timeout = std::chrono::milliseconds(
+      readIntEnv("RLHF_COMM_TIMEOUT_MS", c.timeout.count(), false, 1,
+                 std::numeric_limits<int>::max()));
+  return c;
+}

@@ -1,0 +1,33 @@
+# -*- Python -*-
+# lit configuration for rlhfc. Tests are .rlhf and .mlir files with RUN lines.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "rlhfc"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".rlhf", ".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.rlhf_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%rlhf_src", config.rlhf_src_root))
+config.substitutions.append(("%stdlib", os.path.join(config.rlhf_src_root, "stdlib")))
+config.substitutions.append(("%examples", os.path.join(config.rlhf_src_root, "examples")))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()  # FileCheck, count, %python
+# `not` at the start of a RUN line is found through PATH, as in MLIR.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.rlhf_tools_dir, append_path=True)
+
+tool_dirs = [config.rlhf_tools_dir, config.llvm_tools_dir]
+tools = ["rlhfc", "rlhf-opt", "rlhf-run", "rlhf-comm-worker"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+if config.rlhf_have_cuda:
+    config.available_features.add("cuda")
