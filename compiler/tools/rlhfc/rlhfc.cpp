@@ -1,30 +1,123 @@
 //===- rlhfc.cpp - the rlhfc compiler driver ------------------------------===//
+//
+// .rlhf -> AST -> checked program -> (later stages) MLIR, plans, executables.
+// Torch-free: it starts instantly and is safe to run in lit tests.
+//
+//===----------------------------------------------------------------------===//
 
+#include "rlhfc/Frontend/Frontend.h"
+
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "rlhf/IR/RLHFDialect.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
 
-static cl::OptionCategory rlhfcCat("rlhfc options");
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .rlhf>"),
-                                      cl::init("-"), cl::cat(rlhfcCat));
+namespace {
+
+enum class Emit { Check, AST };
+
+cl::OptionCategory rlhfcCat("rlhfc options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .rlhf file, or - for stdin>"),
+                               cl::init("-"), cl::cat(rlhfcCat));
+cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program only)"),
+                   cl::init(Emit::Check),
+                   cl::values(clEnumValN(Emit::Check, "check",
+                                         "parse and check; print only diagnostics"),
+                              clEnumValN(Emit::AST, "ast",
+                                         "the checked AST and each run's typed dataflow")),
+                   cl::cat(rlhfcCat));
+cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
+cl::list<std::string> includeDirs("I", cl::desc("Add a folder to the import search path"),
+                                  cl::value_desc("dir"), cl::Prefix, cl::cat(rlhfcCat));
+cl::opt<std::string> stdlibDir("stdlib",
+                               cl::desc("Standard library folder (default: the "
+                                        "installed one, or $RLHF_STDLIB)"),
+                               cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
+cl::opt<bool> verifyDiagnostics(
+    "verify-diagnostics",
+    cl::desc("Check that the diagnostics match the expected-error/warning/note "
+             "comments in the input (for tests)"),
+    cl::init(false), cl::cat(rlhfcCat));
+
+const char *kOverview =
+    "rlhfc: the RLHF workflow compiler\n\n"
+    "Compiles an RLHF algorithm written as a .rlhf dataflow program (PPO, GRPO,\n"
+    "ReMax, RLOO, DPO, SFT...) for a GPU cluster.\n\n"
+    "Examples:\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf             check a program\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and typed dataflow\n"
+    "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
+    "Imports are searched in the importing file's folder, then the -I folders,\n"
+    "then the standard library. The language is described in lang/README.md.\n";
+
+std::string defaultStdlib() {
+  if (!stdlibDir.empty())
+    return stdlibDir;
+  if (const char *env = std::getenv("RLHF_STDLIB"); env && *env)
+    return env;
+  return RLHF_STDLIB_DIR;
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   InitLLVM x(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "rlhfc " << RLHFC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING
-       << ")\n";
+    os << "rlhfc " << RLHFC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
   });
   cl::HideUnrelatedOptions(rlhfcCat);
-  cl::ParseCommandLineOptions(argc, argv, "rlhfc: the RLHF workflow compiler\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
+
   mlir::MLIRContext ctx;
   ctx.getOrLoadDialect<mlir::rlhf::RLHFDialect>();
-  outs() << "rlhfc: loaded dialects:";
-  for (auto *d : ctx.getLoadedDialects())
-    outs() << " " << d->getNamespace();
-  outs() << "\n";
+
+  std::string err;
+  auto buffer = mlir::openInputFile(inputFile, &err);
+  if (!buffer) {
+    errs() << "rlhfc: error: " << err << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(std::move(buffer), SMLoc());
+
+  rlhfc::FrontendOptions opts;
+  opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
+  opts.stdlibDir = defaultStdlib();
+
+  std::unique_ptr<rlhfc::sema::Program> prog;
+  if (verifyDiagnostics) {
+    mlir::SourceMgrDiagnosticVerifierHandler handler(sm, &ctx);
+    prog = rlhfc::loadProgram(sm, ctx, opts);
+    return mlir::failed(handler.verify()) ? 1 : 0;
+  }
+  mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
+  prog = rlhfc::loadProgram(sm, ctx, opts);
+  if (!prog)
+    return 1;
+
+  auto out = mlir::openOutputFile(outputFile, &err);
+  if (!out) {
+    errs() << "rlhfc: error: " << err << "\n";
+    return 1;
+  }
+  switch (emit) {
+  case Emit::Check:
+    break;
+  case Emit::AST:
+    rlhfc::dumpProgram(*prog, out->os());
+    break;
+  }
+  out->keep();
   return 0;
 }

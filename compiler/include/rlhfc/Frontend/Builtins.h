@@ -1,0 +1,65 @@
+//===- Builtins.h - model methods and host functions ------------*- C++ -*-===//
+//
+// The signature tables Sema checks calls against. One table serves Sema,
+// the AST dump, completion in the language server, and the docs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_FRONTEND_BUILTINS_H
+#define RLHFC_FRONTEND_BUILTINS_H
+
+#include "rlhfc/Frontend/Sema.h"
+
+#include <functional>
+#include <optional>
+
+namespace rlhfc {
+
+/// A named scalar setting such as `clip = 0.2`.
+struct SettingSpec {
+  const char *name;
+  double fallback;
+  double min, max;
+  bool integer = false;
+  bool required = false;
+  const char *help = "";
+};
+
+/// A tensor input: one kind, or a record with the listed fields.
+struct InputSpec {
+  std::string name;
+  TensorKind kind = TensorKind::Tokens;
+  std::vector<std::pair<std::string, TensorKind>> fields;
+  std::string fieldList() const;
+};
+
+struct BuiltinSpec {
+  const char *name;
+  const char *summary;
+  std::vector<InputSpec> inputs;
+  std::vector<SettingSpec> settings;
+  /// For losses, the head of the model they train.
+  std::optional<sema::Head> lossHead;
+  /// Result type from the batch N and sequence length S of the inputs.
+  std::function<RecordType(int64_t N, int64_t S)> result;
+  std::string signature; ///< "(score, values, logprobs, ref_logprobs)"
+};
+
+struct MethodSpec {
+  const char *name;
+  sema::Node::Kind kind;
+  const char *summary;
+  const char *inputHelp;
+  std::vector<SettingSpec> settings;
+};
+
+const BuiltinSpec *lookupBuiltin(llvm::StringRef name);
+const MethodSpec *lookupMethod(llvm::StringRef name);
+std::vector<std::string> builtinNames();
+std::vector<std::string> methodNames();
+llvm::ArrayRef<BuiltinSpec> allBuiltins();
+llvm::ArrayRef<MethodSpec> allMethods();
+
+} // namespace rlhfc
+
+#endif // RLHFC_FRONTEND_BUILTINS_H

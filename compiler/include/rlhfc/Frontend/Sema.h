@@ -1,0 +1,144 @@
+//===- Sema.h - checked .rlhf programs --------------------------*- C++ -*-===//
+//
+// Sema resolves names and presets, checks declarations, instantiates each
+// `run` of an algorithm with its models and dataset, and types every value.
+// The result is what MLIRGen lowers. All errors go through the MLIR
+// diagnostic engine with the location of the offending source.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_FRONTEND_SEMA_H
+#define RLHFC_FRONTEND_SEMA_H
+
+#include "rlhfc/Frontend/AST.h"
+#include "rlhfc/Frontend/Types.h"
+
+#include "mlir/Support/LogicalResult.h"
+
+#include <map>
+#include <optional>
+
+namespace rlhfc::sema {
+
+struct Hardware {
+  std::string name;
+  mlir::LocationAttr loc;
+  double bf16Flops = 0;        ///< FLOP/s, dense
+  double hbmBytes = 0;         ///< bytes
+  double hbmBandwidth = 0;     ///< bytes/s
+  double nvlinkBandwidth = 0;  ///< bytes/s per GPU, one direction
+  double networkBandwidth = 0; ///< bytes/s per GPU, one direction
+};
+
+struct Arch {
+  std::string name;
+  mlir::LocationAttr loc;
+  int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
+  int64_t maxSeq = 4096;
+  bool tieEmbeddings = false;
+
+  int64_t headDim() const { return heads ? hidden / heads : 0; }
+  /// Parameters of the decoder with an LM head (value head: vocab -> 1).
+  int64_t paramCount(bool valueHead = false) const;
+};
+
+struct Cluster {
+  std::string name;
+  mlir::LocationAttr loc;
+  int64_t nodes = 1, gpusPerNode = 8;
+  const Hardware *hardware = nullptr;
+  int64_t gpus() const { return nodes * gpusPerNode; }
+};
+
+enum class Head { LM, Value };
+
+struct Optimizer {
+  std::string kind = "adam";
+  double lr = 1e-6, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0,
+         gradClip = 1.0;
+};
+
+struct Model {
+  std::string name;
+  mlir::LocationAttr loc;
+  Arch arch;
+  bool trainable = false;
+  Head head = Head::LM;
+  Optimizer optimizer;
+  std::string checkpoint;
+};
+
+struct Dataset {
+  std::string name;
+  mlir::LocationAttr loc;
+  std::string path;
+  int64_t batch = 0, maxPromptLen = 0, maxResponseLen = 0;
+  std::vector<std::string> fields;
+  RecordType type;
+};
+
+/// A pinned mesh and strategy from `@place(...)`.
+struct Placement {
+  mlir::LocationAttr loc;
+  int64_t firstGpu = 0, numGpus = 0; ///< global GPU index range
+  int64_t dp = 1, tp = 1, pp = 1, microBatches = 1;
+};
+
+/// One node of the instantiated dataflow graph.
+struct Node {
+  enum class Kind { Generate, Inference, Train, Host, Ema };
+  Kind kind;
+  std::string name; ///< bound result name, or "" when unbound
+  mlir::LocationAttr loc;
+  const Model *model = nullptr;  ///< model calls and the target of ema
+  const Model *source = nullptr; ///< ema source
+  std::string builtin;           ///< host functions and losses
+  struct Input {
+    std::string param;  ///< the callee's parameter name
+    int producer = -1;  ///< node index, or -1 for the dataset
+    std::string field;  ///< field of the producer's record
+    TensorType type;
+  };
+  std::vector<Input> inputs;
+  /// Scalar settings: max_new_tokens, clip, minibatches...
+  std::vector<std::pair<std::string, double>> attrs;
+  RecordType result;
+  std::optional<Placement> placement;
+
+  double attr(llvm::StringRef key, double fallback) const;
+};
+llvm::StringRef nodeKindName(Node::Kind k);
+
+struct RunSettings {
+  int64_t steps = 1, seed = 1, saveInterval = 0;
+};
+
+/// An algorithm bound to concrete models and a dataset by a `run`.
+struct Instance {
+  std::string algorithm;
+  mlir::LocationAttr loc;
+  const Cluster *cluster = nullptr;
+  const Dataset *dataset = nullptr;
+  std::vector<const Model *> models;
+  std::vector<Node> nodes;
+  RunSettings settings;
+};
+
+struct Program {
+  std::vector<std::unique_ptr<ast::Module>> modules; ///< main module first
+  std::map<std::string, Hardware> hardware;
+  std::map<std::string, Arch> archs;
+  std::map<std::string, Cluster> clusters;
+  std::map<std::string, Model> models;
+  std::map<std::string, Dataset> datasets;
+  std::map<std::string, const ast::AlgorithmDecl *> algorithms;
+  std::vector<Instance> instances;
+};
+
+/// Checks `p.modules` and fills the rest of `p`. Emits every error it finds
+/// (not only the first) and fails when there was one.
+mlir::LogicalResult check(Program &p, mlir::MLIRContext &ctx);
+
+} // namespace rlhfc::sema
+
+#endif // RLHFC_FRONTEND_SEMA_H

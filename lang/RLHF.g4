@@ -1,0 +1,89 @@
+// RLHF.g4 - grammar of the .rlhf language. See lang/README.md.
+//
+// Every declaration has one shape:  KEYWORD name (':' base)? '{' property* '}'
+// so the grammar stays small and the meaning of properties lives in Sema,
+// which can give precise, located errors.
+
+grammar RLHF;
+
+program : decl* EOF ;
+
+decl
+  : importDecl
+  | entityDecl
+  | algorithmDecl
+  | runDecl
+  ;
+
+importDecl : IMPORT STRING ';' ;
+
+entityDecl
+  : kind=(HARDWARE | ARCH | CLUSTER | MODEL | DATASET) name=IDENT
+    (':' base=IDENT)? '{' property* '}'
+  ;
+
+property : IDENT ('=' expr)? ';' ;
+
+algorithmDecl
+  : ALGORITHM name=IDENT '(' (param (',' param)* ','?)? ')' '{' stmt* '}'
+  ;
+
+param : name=IDENT ':' type=(IDENT | MODEL | DATASET) ;
+
+stmt : annotation* (target=IDENT '=')? expr ';' ;
+
+annotation : '@' name=IDENT ('(' argList? ')')? ;
+
+runDecl : RUN algo=IDENT '(' argList? ')' '{' property* '}' ;
+
+argList : arg (',' arg)* ','? ;
+
+arg : (name=IDENT '=')? expr ;
+
+expr
+  : primary                                   # primaryExpr
+  | expr '.' IDENT                            # fieldExpr
+  | expr '(' argList? ')'                     # callExpr
+  | expr '[' lo=expr ':' hi=expr ']'          # sliceExpr
+  | '-' expr                                  # negExpr
+  | expr op=('*' | '/') expr                  # mulExpr
+  | expr op=('+' | '-') expr                  # addExpr
+  ;
+
+primary
+  : NUMBER                                    # numberLit
+  | STRING                                    # stringLit
+  | (TRUE | FALSE)                            # boolLit
+  | IDENT                                     # nameRef
+  | '(' expr ')'                              # parenExpr
+  | '[' (expr (',' expr)* ','?)? ']'          # listLit
+  ;
+
+SEMI      : ';' ;
+IMPORT    : 'import' ;
+HARDWARE  : 'hardware' ;
+ARCH      : 'arch' ;
+CLUSTER   : 'cluster' ;
+MODEL     : 'model' ;
+DATASET   : 'dataset' ;
+ALGORITHM : 'algorithm' ;
+RUN       : 'run' ;
+TRUE      : 'true' ;
+FALSE     : 'false' ;
+
+IDENT  : [a-zA-Z_] [a-zA-Z_0-9]* ;
+// A unit suffix is part of the number: 80GiB, 3.35TBps, 989TFLOPS.
+NUMBER : DIGITS ('.' DIGITS)? ([eE] [+-]? DIGITS)? [a-zA-Z]* ;
+fragment DIGITS : [0-9] ('_'? [0-9])* ;
+STRING : '"' (~["\\\r\n] | '\\' ~[\r\n])* '"' ;
+UNTERMINATED_STRING : '"' (~["\\\r\n] | '\\' ~[\r\n])* ;
+
+LINE_COMMENT  : '//' ~[\r\n]* -> channel(HIDDEN) ;
+BLOCK_COMMENT : '/*' .*? '*/' -> channel(HIDDEN) ;
+// Matches only when no '*/' follows, so it never wins over BLOCK_COMMENT.
+UNTERMINATED_COMMENT : '/*' (~'*' | '*'+ ~[*/])* '*'* EOF ;
+WS : [ \t\r\n\f]+ -> channel(HIDDEN) ;
+
+// Anything else becomes one token, so the lexer never fails and the parser
+// reports it with a location.
+ERRCHAR : . ;
