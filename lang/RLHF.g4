@@ -22,7 +22,8 @@ entityDecl
     (':' base=IDENT)? '{' property* '}'
   ;
 
-property : IDENT ('=' expr)? ';' ;
+// Property names may be keywords: `cluster = big;` in a run block.
+property : name=(IDENT | HARDWARE | ARCH | CLUSTER | MODEL | DATASET) ('=' expr)? ';' ;
 
 algorithmDecl
   : ALGORITHM name=IDENT '(' (param (',' param)* ','?)? ')' '{' stmt* '}'

@@ -1,6 +1,7 @@
 //===- ASTDump.cpp - `rlhfc --emit=ast` -----------------------------------===//
 
 #include "rlhfc/Frontend/Frontend.h"
+#include "rlhfc/Frontend/Units.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/Format.h"
@@ -30,12 +31,6 @@ std::string params(int64_t n) {
   return std::to_string(n);
 }
 
-/// Integers print without a fraction; the rest in shortest form.
-std::string num(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v)) && std::abs(v) < 1e15)
-    return std::to_string(static_cast<long long>(v));
-  return llvm::formatv("{0}", llvm::format("%g", v)).str();
-}
 
 class Dumper {
 public:
@@ -121,7 +116,7 @@ public:
                                      : "%" + std::to_string(inp.producer))
                 << "." << inp.field << " : " << inp.type.str() << "\n";
       for (auto &[k, v] : n.attrs)
-        line(2) << k << " = " << num(v) << "\n";
+        line(2) << k << " = " << formatNumber(v) << "\n";
       if (n.placement)
         line(2) << llvm::formatv("place gpus=[{0}:{1}] dp={2} tp={3} pp={4} mbs={5}\n",
                                  n.placement->firstGpu,
@@ -148,7 +143,7 @@ private:
   void expr(const Expr &e, unsigned depth) {
     switch (e.kind) {
     case Expr::Kind::Number:
-      line(depth) << "Number " << num(e.number) << e.text << "\n";
+      line(depth) << "Number " << formatNumber(e.number) << e.text << "\n";
       return;
     case Expr::Kind::String:
       line(depth) << "String \"" << e.text << "\"\n";

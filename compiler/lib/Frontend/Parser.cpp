@@ -72,7 +72,12 @@ std::string describeExpected(const antlr4::misc::IntervalSet &set,
       continue;
     if (decl && t >= RLHFLexer::IMPORT && t <= RLHFLexer::RUN)
       continue;
-    if (t == antlr4::Token::EOF) {
+    // Where a name is expected, the keywords allowed as property names are
+    // just names; listing them would only confuse.
+    if (!decl && set.contains(size_t(RLHFLexer::IDENT)) &&
+        t >= RLHFLexer::HARDWARE && t <= RLHFLexer::DATASET)
+      continue;
+    if (t == ssize_t(antlr4::Token::EOF)) {
       parts.push_back("end of file");
       continue;
     }
@@ -206,7 +211,7 @@ private:
   }
 
   Property property(RLHFParser::PropertyContext *p) {
-    return Property{p->IDENT()->getText(), loc(p->IDENT()),
+    return Property{p->name->getText(), loc(p->name),
                     p->expr() ? expr(p->expr()) : nullptr};
   }
 

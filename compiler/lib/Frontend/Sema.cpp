@@ -64,6 +64,12 @@ std::string closest(StringRef word, llvm::ArrayRef<std::string> candidates) {
   return best;
 }
 
+/// "a model", "an arch".
+std::string withArticle(StringRef noun) {
+  bool vowel = !noun.empty() && StringRef("aeiou").contains(noun.front());
+  return (vowel ? "an " : "a ") + noun.str();
+}
+
 std::string didYouMean(StringRef word, llvm::ArrayRef<std::string> candidates) {
   std::string c = closest(word, candidates);
   return c.empty() ? "" : "; did you mean '" + c + "'?";
@@ -148,6 +154,7 @@ private:
   // ---- diagnostics -------------------------------------------------------
   mlir::InFlightDiagnostic error(mlir::Location loc, const llvm::Twine &msg) {
     failed = true;
+    ++numErrors;
     return mlir::emitError(loc, msg);
   }
   void warning(mlir::Location loc, const llvm::Twine &msg) {
@@ -171,13 +178,20 @@ private:
       if (!inserted) {
         error(s.loc, formatv("{0} '{1}' is already declared", s.kindName(), name))
                 .attachNote(it->second.loc)
-            << "previous declaration of '" << name << "' (a "
-            << it->second.kindName() << ") is here";
+            << "previous declaration of '" << name << "' ("
+            << withArticle(it->second.kindName()) << ") is here";
         return;
       }
       symbolOrder.push_back(name);
     };
-    for (auto &m : p.modules) {
+    // Imported modules first: a name that clashes with an import is then
+    // reported in the file that redeclares it, not in the library.
+    std::vector<ast::Module *> order;
+    for (size_t i = 1; i < p.modules.size(); ++i)
+      order.push_back(p.modules[i].get());
+    if (!p.modules.empty())
+      order.push_back(p.modules.front().get());
+    for (ast::Module *m : order) {
       for (auto &e : m->entities)
         add(e->name, Symbol{Symbol::Entity, e.get(), nullptr, e->loc});
       for (auto &a : m->algorithms) {
@@ -206,8 +220,8 @@ private:
       return nullptr;
     }
     if (it->second.kind != Symbol::Entity || it->second.entity->kind != k) {
-      error(use, formatv("'{0}' is a {1}, but {2} is needed here", name,
-                         it->second.kindName(), role))
+      error(use, formatv("'{0}' is {1}, but {2} is needed here", name,
+                         withArticle(it->second.kindName()), withArticle(role)))
               .attachNote(it->second.loc)
           << "'" << name << "' is declared here";
       return nullptr;
@@ -382,13 +396,18 @@ private:
     auto s = evalScalar(e);
     if (!s)
       return std::nullopt;
-    if (s->dim != UnitDim::None || !s->isInteger || s->value != std::floor(s->value)) {
+    if (s->dim != UnitDim::None) {
+      error(e.loc, formatv("{0} must be a plain integer, not {1}", what,
+                           unitDimName(s->dim)));
+      return std::nullopt;
+    }
+    if (!s->isInteger || s->value != std::floor(s->value)) {
       error(e.loc, formatv("{0} must be an integer", what));
       return std::nullopt;
     }
     if (s->value < double(lo) || s->value > double(hi)) {
       error(e.loc, formatv("{0} must be between {1} and {2}, got {3}", what, lo,
-                           hi, int64_t(s->value)));
+                           hi, formatNumber(s->value)));
       return std::nullopt;
     }
     return int64_t(s->value);
@@ -659,8 +678,8 @@ private:
         continue;
       }
       if (!llvm::is_contained(roles, el->text)) {
-        error(el->loc, formatv("unknown dataset field '{0}'{1}; fields are "
-                               "prompt, answer, chosen, rejected and text",
+        error(el->loc, formatv("unknown dataset field '{0}' (fields are "
+                               "prompt, answer, chosen, rejected and text){1}",
                                el->text, didYouMean(el->text, roles)));
         continue;
       }
@@ -691,14 +710,17 @@ private:
                                                         "float"};
     for (const Param &prm : a.params) {
       if (!llvm::is_contained(paramTypes, prm.type))
-        error(prm.typeLoc, formatv("unknown parameter type '{0}'{1}; use model, "
-                                   "dataset, int or float",
+        error(prm.typeLoc, formatv("unknown parameter type '{0}' (types are model, "
+                                   "dataset, int and float){1}",
                                    prm.type, didYouMean(prm.type, paramTypes)));
       if (auto [it, ok] = locals.try_emplace(prm.name, prm.loc); !ok)
         error(prm.loc, "parameter '" + prm.name + "' is declared twice")
                 .attachNote(it->second)
             << "first declared here";
     }
+    if (a.body.empty())
+      warning(a.loc, "algorithm '" + a.name + "' has no statements; an iteration "
+                     "would do nothing");
     for (const Stmt &s : a.body) {
       walkNames(*s.expr, locals);
       for (const Annotation &an : s.annotations)
@@ -726,7 +748,12 @@ private:
       return;
     case Expr::Kind::Call:
       if (e.base->kind == Expr::Kind::Name) {
-        if (!lookupBuiltin(e.base->text)) {
+        if (!lookupBuiltin(e.base->text) &&
+            (locals.count(e.base->text) || symbols.count(e.base->text))) {
+          error(e.base->loc, "'" + e.base->text + "' is not a function; call a "
+                             "built-in such as 'gae(...)' or a model method such "
+                             "as 'actor.generate(...)'");
+        } else if (!lookupBuiltin(e.base->text)) {
           std::vector<std::string> cands = builtinNames();
           error(e.base->loc, formatv("unknown function '{0}'{1}", e.base->text,
                                      didYouMean(e.base->text, cands)));
@@ -852,6 +879,7 @@ private:
     }
 
     // Bind parameters.
+    unsigned errorsBeforeArgs = numErrors;
     llvm::StringMap<Local> env;
     size_t positional = 0;
     bool namedSeen = false;
@@ -894,7 +922,8 @@ private:
       if (auto v = bindParam(prm, *a.value))
         env.try_emplace(prm.name, Local{*v, prm.loc, true});
     }
-    for (size_t i = 0; i < alg.params.size(); ++i)
+    bool argErrors = numErrors != errorsBeforeArgs; // don't cascade
+    for (size_t i = 0; i < alg.params.size() && !argErrors; ++i)
       if (!bound[i])
         error(r.loc, "missing argument for parameter '" + alg.params[i].name +
                          "' of '" + alg.name + "'")
@@ -974,6 +1003,7 @@ private:
       v.kind = Value::Dataset;
       v.dataset = &it->second;
       v.record = it->second.type;
+      v.origin = prm.name;
       v.defLoc = it->second.loc;
       return v;
     }
@@ -1020,12 +1050,14 @@ private:
         std::string list;
         for (auto &n : names)
           list += (list.empty() ? "" : ", ") + n;
-        auto diag = error(e.loc, formatv("no field '{0}' in {1}{2}; it has: {3}",
+        auto diag = error(e.loc, formatv("no field '{0}' in {1} (fields: {2}){3}",
                                          e.text,
                                          base->kind == Value::Dataset
                                              ? "dataset '" + base->dataset->name + "'"
-                                             : std::string("this record"),
-                                         didYouMean(e.text, names), list));
+                                         : base->origin.empty()
+                                             ? std::string("this record")
+                                             : "'" + base->origin + "'",
+                                         list, didYouMean(e.text, names)));
         if (base->defLoc)
           diag.attachNote(mlir::Location(base->defLoc)) << "defined here";
         return std::nullopt;
@@ -1078,19 +1110,25 @@ private:
 
   void checkStmt(const Stmt &s, llvm::StringMap<Local> &env) {
     const Expr &e = *s.expr;
-    if (e.kind != Expr::Kind::Call) {
-      error(e.loc, "a statement must be a call, such as "
-                   "'g = actor.generate(p.prompt, max_new_tokens = 128);'");
-      return;
-    }
-    std::optional<Node> node = checkCall(e, env);
-    if (!node) {
-      // Later uses of a failed result stay quiet instead of cascading.
+    // After an error, later uses of the result and the names this statement
+    // read stay quiet instead of cascading into more errors and warnings.
+    auto fail = [&] {
+      markUsed(e, env);
       if (!s.target.empty()) {
         Value poisoned;
         poisoned.kind = Value::Poisoned;
         env.try_emplace(s.target, Local{poisoned, s.loc, true});
       }
+    };
+    if (e.kind != Expr::Kind::Call) {
+      error(e.loc, "a statement must be a call, such as "
+                   "'g = actor.generate(p.prompt, max_new_tokens = 128);'");
+      fail();
+      return;
+    }
+    std::optional<Node> node = checkCall(e, env);
+    if (!node) {
+      fail();
       return;
     }
     node->name = s.target;
@@ -1113,6 +1151,19 @@ private:
         env.find(s.target)->second.used = true; // stats are optional
     }
     current->nodes.push_back(std::move(*node));
+  }
+
+  void markUsed(const Expr &e, llvm::StringMap<Local> &env) {
+    if (e.kind == Expr::Kind::Name)
+      if (auto it = env.find(e.text); it != env.end())
+        it->second.used = true;
+    for (const Expr *sub : {e.base.get(), e.lo.get(), e.hi.get()})
+      if (sub)
+        markUsed(*sub, env);
+    for (const Arg &a : e.args)
+      markUsed(*a.value, env);
+    for (const ExprPtr &x : e.elems)
+      markUsed(*x, env);
   }
 
   std::optional<Node> checkCall(const Expr &e, llvm::StringMap<Local> &env) {
@@ -1158,7 +1209,8 @@ private:
       }
       if (v->number < spec->min || v->number > spec->max) {
         error(a.value->loc, formatv("'{0}' of {1} must be between {2} and {3}, got {4}",
-                                    a.name, callee, spec->min, spec->max, v->number));
+                                    a.name, callee, formatNumber(spec->min),
+                                    formatNumber(spec->max), formatNumber(v->number)));
         ok = false;
         continue;
       }
@@ -1192,8 +1244,8 @@ private:
     const MethodSpec *spec = lookupMethod(callee.text);
     if (!spec) {
       std::vector<std::string> names = methodNames();
-      error(callee.loc, formatv("model '{0}' has no method '{1}'{2}; methods are "
-                                "generate, inference, train and ema",
+      error(callee.loc, formatv("model '{0}' has no method '{1}' (methods are "
+                                "generate, inference, train and ema){2}",
                                 model.name, callee.text, didYouMean(callee.text, names)));
       return std::nullopt;
     }
@@ -1246,10 +1298,12 @@ private:
       auto t = expectTensor(*in, inExpr, TensorKind::Tokens, "prompt", calleeName);
       if (!t)
         return std::nullopt;
-      if (in->field != "prompt") {
+      if (t->field != "prompt") {
         error(inExpr.loc, formatv("{0} needs prompt token ids, but '{1}' holds "
-                                  "whole sequences",
-                                  calleeName, in->origin));
+                                  "whole sequences; pass a dataset's 'prompt' field",
+                                  calleeName,
+                                  in->kind == Value::Tensor ? in->origin
+                                                            : in->origin + "." + t->field));
         return std::nullopt;
       }
       int64_t groups = int64_t(n.attr("n", 1));
@@ -1293,7 +1347,12 @@ private:
                   "is declared here; add 'trainable;' to its block to train it");
         return std::nullopt;
       }
-      if (in->kind != Value::Record || !in->record.find("loss")) {
+      const BuiltinSpec *lossSpec =
+          in->kind == Value::Record && in->producer >= 0 &&
+                  current->nodes[in->producer].kind == Node::Kind::Host
+              ? lookupBuiltin(current->nodes[in->producer].builtin)
+              : nullptr;
+      if (!lossSpec || !lossSpec->lossHead || !in->record.find("loss")) {
         error(inExpr.loc, formatv("{0} takes a loss, such as "
                                   "'ppo_actor_loss(g, adv)', but got {1}",
                                   calleeName, describe(*in)));
@@ -1334,6 +1393,13 @@ private:
       const sema::Model &src = *in->model;
       if (&src == &model) {
         error(inExpr.loc, "a model cannot be averaged into itself");
+        return std::nullopt;
+      }
+      if (src.head != model.head) {
+        modelNote(error(inExpr.loc, formatv("cannot average '{0}' into '{1}': one has "
+                                            "an lm head and the other a value head",
+                                            src.name, model.name)),
+                  "is declared here");
         return std::nullopt;
       }
       if (src.arch.paramCount(src.head == Head::Value) !=
@@ -1418,10 +1484,17 @@ private:
     for (const Arg &a : call.args) {
       if (a.name.empty()) {
         if (pos >= spec->inputs.size()) {
-          error(a.loc, formatv("{0} takes {1} input{2} ({3}); settings are named, "
-                               "e.g. 'clip = 0.2'",
-                               calleeName, spec->inputs.size(),
-                               spec->inputs.size() == 1 ? "" : "s", spec->signature));
+          std::string settings;
+          for (const SettingSpec &st : spec->settings)
+            settings += (settings.empty() ? "" : ", ") + std::string(st.name);
+          error(a.loc, formatv("{0} takes {1} input{2} {3}{4}", calleeName,
+                               spec->inputs.size(), spec->inputs.size() == 1 ? "" : "s",
+                               spec->signature,
+                               settings.empty() ? std::string()
+                                                : "; its settings (" + settings +
+                                                      ") are named, e.g. '" +
+                                                      spec->settings.front().name +
+                                                      " = ...'"));
           return std::nullopt;
         }
         tensorArgs[pos++] = &a;
@@ -1535,8 +1608,13 @@ private:
                     "'@place(mesh = c[0:8], dp = 2, tp = 4, pp = 1)'");
       return;
     }
-    if (n.kind == Node::Kind::Host || n.kind == Node::Kind::Ema) {
+    if (n.kind == Node::Kind::Host) {
       error(an.loc, "'@place' pins model calls; host functions run on the controller");
+      return;
+    }
+    if (n.kind == Node::Kind::Ema) {
+      error(an.loc, "'@place' pins generate, inference and train calls; 'ema' "
+                    "runs where its models are");
       return;
     }
     if (n.placement) {
@@ -1589,10 +1667,14 @@ private:
                      : a.name == "pp"  ? &pl.pp
                      : a.name == "mbs" ? &pl.microBatches
                                        : nullptr;
+      if (a.name.empty()) {
+        error(a.loc, "'@place' settings are named: write 'mesh = c[0:8]', 'dp = 2'...");
+        return;
+      }
       if (!dst) {
-        error(a.loc, formatv("unknown '@place' setting '{0}'{1}; settings are mesh, "
-                             "dp, tp, pp and mbs",
-                             a.name.empty() ? "(positional)" : a.name,
+        error(a.loc, formatv("unknown '@place' setting '{0}' (settings are mesh, "
+                             "dp, tp, pp and mbs){1}",
+                             a.name,
                              didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs"})));
         return;
       }
@@ -1645,6 +1727,7 @@ private:
   Program &p;
   mlir::MLIRContext &ctx;
   bool failed = false;
+  unsigned numErrors = 0;
   std::map<std::string, Symbol> symbols;
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;

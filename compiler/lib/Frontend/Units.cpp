@@ -4,6 +4,9 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+#include <cstdio>
+
 using namespace rlhfc;
 
 static const Unit kUnits[] = {
@@ -51,4 +54,13 @@ std::string rlhfc::knownUnitList() {
   for (const Unit &u : kUnits)
     s += (s.empty() ? "" : ", ") + std::string(u.name);
   return s;
+}
+
+std::string rlhfc::formatNumber(double v) {
+  char buf[32];
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
 }

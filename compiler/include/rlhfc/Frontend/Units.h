@@ -22,6 +22,10 @@ struct Unit {
 const Unit *lookupUnit(llvm::StringRef name);
 std::string knownUnitList();
 
+/// Integers without a fraction ("1024"), everything else in shortest form
+/// ("0.95", "1e-06"), for messages and dumps.
+std::string formatNumber(double v);
+
 } // namespace rlhfc
 
 #endif // RLHFC_FRONTEND_UNITS_H
