@@ -17,6 +17,8 @@
 #include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+
 using namespace rlhfc;
 using namespace rlhfc::ast;
 using rlhf::grammar::RLHFLexer;
@@ -325,8 +327,10 @@ private:
         if (ch != '_')
           digits += ch;
       e->text = text.substr(unitAt);
-      e->isInteger = digits.find_first_of(".eE") == std::string::npos;
       e->number = std::strtod(digits.c_str(), nullptr);
+      // 4096 and 1e3 are integers; 0.5 and 1.5e0 are not.
+      e->isInteger = digits.find('.') == std::string::npos &&
+                     e->number == std::floor(e->number);
       return e;
     }
     if (auto *s = dynamic_cast<RLHFParser::StringLitContext *>(c)) {
@@ -482,8 +486,8 @@ std::unique_ptr<Module> rlhfc::parseModule(llvm::SourceMgr &sm, unsigned bufferI
   }
   if (text.trim().empty()) {
     mlir::emitError(fileLoc(1, 1))
-        << "file is empty; a program declares models, a dataset, an "
-           "algorithm and a run (see lang/README.md)";
+        << "file is empty; there is nothing to compile (see lang/README.md "
+           "for what a program declares)";
     return nullptr;
   }
   // NUL bytes and invalid UTF-8 mean this is not program text at all.

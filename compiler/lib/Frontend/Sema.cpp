@@ -135,7 +135,7 @@ public:
 
   mlir::LogicalResult run() {
     collectSymbols();
-    for (auto &[name, sym] : symbols)
+    for (const std::string &name : symbolOrder)
       resolveEntity(name);
     for (auto &m : p.modules)
       for (auto &a : m->algorithms)
@@ -531,6 +531,8 @@ private:
   const Arch *resolveArch(const EntityDecl &d) {
     if (auto it = p.archs.find(d.name); it != p.archs.end())
       return &it->second;
+    if (!brokenArchs.insert(d.name).second)
+      return nullptr; // already reported
     PropMap m;
     std::vector<const EntityDecl *> chain;
     if (!gatherProps(d, kArchProps, m, chain) || !checkRequired(d, kArchProps, m))
@@ -538,6 +540,7 @@ private:
     Arch a;
     if (!fillArch(d, m, a))
       return nullptr;
+    brokenArchs.erase(d.name);
     return &(p.archs[d.name] = a);
   }
 
@@ -795,6 +798,7 @@ private:
     const sema::Cluster *cluster = nullptr;
     double number = 0;
     bool isInteger = false;
+    UnitDim dim = UnitDim::None;
     RecordType record;
     TensorType tensor;
     int producer = -1; ///< node index, -1 = dataset
@@ -970,6 +974,11 @@ private:
       auto s = evalScalar(arg);
       if (!s)
         return std::nullopt;
+      if (s->dim != UnitDim::None) {
+        error(arg.loc, "parameter '" + prm.name + "' is a plain " + prm.type +
+                           ", not " + unitDimName(s->dim).str());
+        return std::nullopt;
+      }
       if (prm.type == "int" && !s->isInteger) {
         error(arg.loc, "parameter '" + prm.name + "' is an int");
         return std::nullopt;
@@ -1100,6 +1109,7 @@ private:
       v.kind = Value::Number;
       v.number = s->value;
       v.isInteger = s->isInteger;
+      v.dim = s->dim;
       return v;
     }
     default:
@@ -1199,6 +1209,12 @@ private:
       if (v->kind != Value::Number) {
         error(a.value->loc, formatv("'{0}' of {1} is a number, not {2}", a.name,
                                     callee, describe(*v)));
+        ok = false;
+        continue;
+      }
+      if (v->dim != UnitDim::None) {
+        error(a.value->loc, formatv("'{0}' of {1} is a plain number, not {2}",
+                                    a.name, callee, unitDimName(v->dim)));
         ok = false;
         continue;
       }
@@ -1331,6 +1347,13 @@ private:
         return std::nullopt;
       n.inputs.push_back(*t);
       int64_t N = t->type.shape[0], S = t->type.shape[1];
+      if (S > model.arch.maxSeq) {
+        modelNote(error(inExpr.loc, formatv("sequences of {0} tokens exceed the {1} "
+                                            "positions of '{2}'",
+                                            S, model.arch.maxSeq, model.name)),
+                  "is declared here");
+        return std::nullopt;
+      }
       n.result.fields = {{"seq", t->type}};
       if (model.head == Head::LM) {
         n.result.fields.push_back({"logprobs", {TensorKind::Logprobs, DType::F32, {N, S}}});
@@ -1371,6 +1394,16 @@ private:
         return std::nullopt;
       }
       int64_t N = in->record.find("loss")->type.batch();
+      for (const Node::Input &li : current->nodes[in->producer].inputs)
+        if (li.type.kind == TensorKind::Tokens && li.type.shape.size() == 2 &&
+            li.type.shape[1] > model.arch.maxSeq) {
+          modelNote(error(inExpr.loc, formatv("sequences of {0} tokens exceed the "
+                                              "{1} positions of '{2}'",
+                                              li.type.shape[1], model.arch.maxSeq,
+                                              model.name)),
+                    "is declared here");
+          return std::nullopt;
+        }
       int64_t mb = int64_t(n.attr("minibatches", 1));
       if (N % mb) {
         error(call.loc, formatv("batch of {0} sequences cannot be split into {1} "
@@ -1448,7 +1481,7 @@ private:
                                        name, callee, tensorKindNoun(k),
                                        v.origin.empty() ? describe(v) : "'" + v.origin + "' " +
                                                                               v.record.str()));
-        if (v.defLoc)
+        if (v.defLoc && !v.origin.empty())
           d.attachNote(mlir::Location(v.defLoc)) << "'" << v.origin << "' is defined here";
         return std::nullopt;
       }
@@ -1457,7 +1490,7 @@ private:
     if (v.kind != Value::Tensor || v.tensor.kind != k) {
       auto d = error(at.loc, formatv("'{0}' of {1} needs {2}, but got {3}", name, callee,
                                      tensorKindNoun(k), describe(v)));
-      if (v.kind == Value::Tensor && v.defLoc)
+      if (v.kind == Value::Tensor && v.defLoc && !v.origin.empty())
         d.attachNote(mlir::Location(v.defLoc)) << "'" << v.origin << "' is defined here";
       return std::nullopt;
     }
@@ -1558,7 +1591,7 @@ private:
                                          is.name, calleeName, fname2,
                                          tensorKindNoun(kind), v->origin,
                                          v->record.str()));
-          if (v->defLoc)
+          if (v->defLoc && !v->origin.empty())
             d.attachNote(mlir::Location(v->defLoc)) << "'" << v->origin << "' is defined here";
           return std::nullopt;
         }
@@ -1699,6 +1732,15 @@ private:
                             pl.tp, c->gpusPerNode));
       return;
     }
+    // Ranks are tp-major within the mesh: each run of tp GPUs is one group.
+    for (int64_t g = pl.firstGpu; c && g < pl.firstGpu + pl.numGpus; g += pl.tp)
+      if (g / c->gpusPerNode != (g + pl.tp - 1) / c->gpusPerNode) {
+        error(an.loc, formatv("the tensor-parallel group of GPUs [{0}:{1}] spans "
+                              "two nodes; start the mesh at a multiple of tp = {2} "
+                              "within a node",
+                              g, g + pl.tp, pl.tp));
+        return;
+      }
     const sema::Arch &arch = n.model->arch;
     if (arch.heads % pl.tp || arch.kvHeads % pl.tp) {
       error(an.loc, formatv("tp = {0} does not divide the {1} heads and {2} kv "
@@ -1729,6 +1771,7 @@ private:
   bool failed = false;
   unsigned numErrors = 0;
   std::map<std::string, Symbol> symbols;
+  std::set<std::string> brokenArchs; // archs whose errors were reported
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;
   const RunDecl *currentRun = nullptr;

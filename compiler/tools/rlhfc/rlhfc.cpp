@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/Frontend/Frontend.h"
+#include "rlhfc/Frontend/MLIRGen.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -23,7 +24,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Check, AST };
+enum class Emit { Check, AST, MLIR };
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
@@ -34,7 +35,9 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program
                    cl::values(clEnumValN(Emit::Check, "check",
                                          "parse and check; print only diagnostics"),
                               clEnumValN(Emit::AST, "ast",
-                                         "the checked AST and each run's typed dataflow")),
+                                         "the checked AST and each run's typed dataflow"),
+                              clEnumValN(Emit::MLIR, "mlir",
+                                         "the program in the rlhf MLIR dialect")),
                    cl::cat(rlhfcCat));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
@@ -44,6 +47,9 @@ cl::opt<std::string> stdlibDir("stdlib",
                                cl::desc("Standard library folder (default: the "
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
+cl::opt<bool> printLocations("print-locations",
+                              cl::desc("Print source locations in MLIR output"),
+                              cl::init(false), cl::cat(rlhfcCat));
 cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check that the diagnostics match the expected-error/warning/note "
@@ -57,6 +63,7 @@ const char *kOverview =
     "Examples:\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf             check a program\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and typed dataflow\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=mlir the program in the rlhf dialect\n"
     "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
     "Imports are searched in the importing file's folder, then the -I folders,\n"
     "then the standard library. The language is described in lang/README.md.\n";
@@ -117,6 +124,17 @@ int main(int argc, char **argv) {
   case Emit::AST:
     rlhfc::dumpProgram(*prog, out->os());
     break;
+  case Emit::MLIR: {
+    auto module = rlhfc::mlirGen(*prog, ctx);
+    if (!module)
+      return 1;
+    mlir::OpPrintingFlags flags;
+    if (printLocations)
+      flags.enableDebugInfo(true, /*prettyForm=*/false).useLocalScope();
+    module->print(out->os(), flags);
+    out->os() << "\n";
+    break;
+  }
   }
   out->keep();
   return 0;

@@ -13,4 +13,6 @@ void RLHFDialect::initialize() {
 #define GET_OP_LIST
 #include "rlhf/IR/RLHFOps.cpp.inc"
       >();
+  registerAttributes();
+  registerTypes();
 }

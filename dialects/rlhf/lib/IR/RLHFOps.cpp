@@ -1,9 +1,363 @@
-//===- RLHFOps.cpp - rlhf dialect operations ------------------------------===//
+//===- RLHFOps.cpp - rlhf dialect operations and verifiers ----------------===//
 
 #include "rlhf/IR/RLHFOps.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 using namespace mlir;
 using namespace mlir::rlhf;
+
+//===----------------------------------------------------------------------===//
+// Signatures of host functions and losses
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using TK = TensorKind;
+
+ArrayRef<TensorKind> expectedInputs(ComputeKind k) {
+  static const TensorKind gae[] = {TK::score, TK::values, TK::logprobs, TK::logprobs};
+  static const TensorKind score[] = {TK::score};
+  static const TensorKind twoScores[] = {TK::score, TK::score};
+  static const TensorKind kl[] = {TK::score, TK::logprobs, TK::logprobs};
+  static const TensorKind match[] = {TK::tokens, TK::answer};
+  switch (k) {
+  case ComputeKind::gae: return gae;
+  case ComputeKind::grpo_adv: return score;
+  case ComputeKind::remax_adv: return twoScores;
+  case ComputeKind::rloo_adv: return score;
+  case ComputeKind::kl_penalty: return kl;
+  case ComputeKind::exact_match: return match;
+  }
+  return {};
+}
+
+ArrayRef<TensorKind> expectedInputs(LossKind k) {
+  static const TensorKind ppoActor[] = {TK::tokens, TK::logprobs, TK::advantages};
+  static const TensorKind ppoValue[] = {TK::tokens, TK::values, TK::returns};
+  static const TensorKind grpo[] = {TK::tokens, TK::logprobs, TK::advantages,
+                                    TK::logprobs};
+  static const TensorKind dpo[] = {TK::tokens, TK::tokens, TK::logprobs, TK::logprobs};
+  static const TensorKind sft[] = {TK::tokens};
+  static const TensorKind rm[] = {TK::tokens, TK::tokens};
+  switch (k) {
+  case LossKind::ppo_actor: return ppoActor;
+  case LossKind::ppo_value: return ppoValue;
+  case LossKind::grpo: return grpo;
+  case LossKind::dpo: return dpo;
+  case LossKind::sft: return sft;
+  case LossKind::rm: return rm;
+  }
+  return {};
+}
+
+Head lossHead(LossKind k) {
+  return k == LossKind::ppo_value || k == LossKind::rm ? Head::value : Head::lm;
+}
+
+/// Checks operand kinds against a signature, naming the first mismatch.
+LogicalResult verifyInputKinds(Operation *op, StringRef callee, ValueRange inputs,
+                               ArrayRef<TensorKind> expected) {
+  if (inputs.size() != expected.size())
+    return op->emitOpError() << "'" << callee << "' takes " << expected.size()
+                             << " inputs, got " << inputs.size();
+  for (auto [i, v, k] : llvm::enumerate(inputs, expected)) {
+    TensorKind got = *getTensorKind(v.getType());
+    if (got != k)
+      return op->emitOpError()
+             << "input #" << i << " of '" << callee << "' must hold "
+             << stringifyTensorKind(k) << ", but holds " << stringifyTensorKind(got);
+  }
+  return success();
+}
+
+int64_t batchOf(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  return rt.getRank() ? rt.getDimSize(0) : 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Placement
+//===----------------------------------------------------------------------===//
+
+/// A mesh and strategy go together, and the strategy fills the mesh.
+LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
+                           StringRef what = "") {
+  if (!mesh && !strategy)
+    return success();
+  if (!mesh || !strategy)
+    return op->emitOpError() << what << "needs both a mesh and a strategy";
+  if (strategy.getNumDevices() != mesh.getSize())
+    return op->emitOpError()
+           << what << "strategy dp*tp*pp = " << strategy.getDp() << "*"
+           << strategy.getTp() << "*" << strategy.getPp() << " = "
+           << strategy.getNumDevices() << " does not match the "
+           << mesh.getSize() << " devices of its mesh";
+  return success();
+}
+
+/// Against the cluster: the mesh fits, and every tensor-parallel group stays
+/// inside one node (ranks are tp-major within the mesh).
+LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster, MeshAttr mesh,
+                                    StrategyAttr strategy, StringRef what = "") {
+  if (!mesh || !strategy || !cluster)
+    return success();
+  if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
+    return op->emitOpError() << what << "mesh <" << mesh.getFirst() << ", "
+                             << mesh.getSize() << "> exceeds the "
+                             << cluster.getNumGpus() << " GPUs of cluster @"
+                             << cluster.getSymName();
+  int64_t gpn = cluster.getGpusPerNode(), tp = strategy.getTp();
+  for (int64_t g = mesh.getFirst(); g < mesh.getFirst() + mesh.getSize(); g += tp)
+    if (g / gpn != (g + tp - 1) / gpn)
+      return op->emitOpError() << what << "tensor-parallel group of " << tp
+                               << " GPUs starting at GPU " << g
+                               << " spans two nodes; tp must stay within a node";
+  return success();
+}
+
+ClusterOp clusterOf(Operation *op, SymbolTableCollection &symbols) {
+  auto alg = op->getParentOfType<AlgorithmOp>();
+  if (!alg)
+    return nullptr;
+  return symbols.lookupNearestSymbolFrom<ClusterOp>(alg, alg.getClusterAttr());
+}
+
+FailureOr<ModelOp> lookupModel(Operation *op, SymbolTableCollection &symbols,
+                               FlatSymbolRefAttr ref) {
+  auto model = symbols.lookupNearestSymbolFrom<ModelOp>(op, ref);
+  if (!model)
+    return op->emitOpError() << "'" << ref.getValue()
+                             << "' does not name an rlhf.model";
+  return model;
+}
+
+template <typename CallOp>
+LogicalResult verifyCallSymbols(CallOp op, SymbolTableCollection &symbols,
+                                ModelOp &model) {
+  auto m = lookupModel(op, symbols, op.getModelAttr());
+  if (failed(m))
+    return failure();
+  model = *m;
+  return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMeshAttr(),
+                               op.getStrategyAttr());
+}
+
+/// Enum attributes print as a bare keyword: `head lm`, `gae(...)`.
+template <typename EnumAttrT>
+ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
+  StringRef word;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&word))
+    return failure();
+  using Enum = decltype(std::declval<EnumAttrT>().getValue());
+  std::optional<Enum> value;
+  if constexpr (std::is_same_v<Enum, Head>)
+    value = symbolizeHead(word);
+  else if constexpr (std::is_same_v<Enum, LossKind>)
+    value = symbolizeLossKind(word);
+  else
+    value = symbolizeComputeKind(word);
+  if (!value)
+    return parser.emitError(loc) << "unknown " << EnumAttrT::getMnemonic()
+                                 << " '" << word << "'";
+  attr = EnumAttrT::get(parser.getContext(), *value);
+  return success();
+}
+
+template <typename EnumAttrT>
+void printEnumKeyword(OpAsmPrinter &printer, Operation *, EnumAttrT attr) {
+  printer << stringifyEnum(attr.getValue());
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Declarations
+//===----------------------------------------------------------------------===//
+
+LogicalResult ClusterOp::verify() {
+  if (getNodes() < 1 || getGpusPerNode() < 1)
+    return emitOpError() << "needs at least one node and one GPU per node";
+  return success();
+}
+
+LogicalResult ModelOp::verify() {
+  if (getOptimizerAttr() && !getTrainable())
+    return emitOpError() << "has optimizer settings but is not trainable";
+  return success();
+}
+
+LogicalResult AlgorithmOp::verify() {
+  if (getSteps() < 1)
+    return emitOpError() << "needs at least one step";
+  return success();
+}
+
+LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr()))
+    return emitOpError() << "'" << getCluster() << "' does not name an rlhf.cluster";
+  return success();
+}
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto ds = symbols.lookupNearestSymbolFrom<DatasetOp>(*this, getDatasetAttr());
+  if (!ds)
+    return emitOpError() << "'" << getDataset() << "' does not name an rlhf.dataset";
+  if (ds.getBatchType() != getBatch().getType())
+    return emitOpError() << "result type " << getBatch().getType()
+                         << " differs from the batch type of @" << getDataset()
+                         << ", " << ds.getBatchType();
+  return success();
+}
+
+LogicalResult FieldOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        ValueRange operands, DictionaryAttr attrs,
+                                        OpaqueProperties props, RegionRange,
+                                        SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props);
+  auto rec = dyn_cast<RecordType>(adaptor.getRecord().getType());
+  RankedTensorType t = rec ? rec.getFieldType(adaptor.getName()) : nullptr;
+  if (!t)
+    return emitOptionalError(loc, "'rlhf.field' op record has no field '",
+                             adaptor.getName(), "'");
+  inferred.push_back(t);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Model calls
+//===----------------------------------------------------------------------===//
+
+LogicalResult GenerateOp::verify() {
+  if (getTensorKind(getPrompt().getType()) != TensorKind::tokens)
+    return emitOpError() << "prompt must hold tokens";
+  if (getMaxNewTokens() < 1 || getN() < 1)
+    return emitOpError() << "max_new_tokens and n must be positive";
+  auto rec = cast<RecordType>(getResult().getType());
+  for (StringRef f : {"seq", "logprobs"})
+    if (!rec.getFieldType(f))
+      return emitOpError() << "result must have a '" << f << "' field";
+  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+}
+
+LogicalResult GenerateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ModelOp model;
+  if (failed(verifyCallSymbols(*this, symbols, model)))
+    return failure();
+  if (model.getHead() != Head::lm)
+    return emitOpError() << "cannot generate with @" << model.getSymName()
+                         << ": it has a value head";
+  return success();
+}
+
+LogicalResult InferenceOp::verify() {
+  if (getTensorKind(getSeq().getType()) != TensorKind::tokens)
+    return emitOpError() << "input must hold tokens";
+  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+}
+
+LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ModelOp model;
+  if (failed(verifyCallSymbols(*this, symbols, model)))
+    return failure();
+  auto rec = cast<RecordType>(getResult().getType());
+  StringRef want = model.getHead() == Head::lm ? "logprobs" : "values";
+  if (!rec.getFieldType(want))
+    return emitOpError() << "result of @" << model.getSymName() << " must have a '"
+                         << want << "' field";
+  return success();
+}
+
+LogicalResult TrainStepOp::verify() {
+  if (failed(verifyInputKinds(*this, stringifyLossKind(getLoss()), getInputs(),
+                              expectedInputs(getLoss()))))
+    return failure();
+  if (getMinibatches() < 1 || getEpochs() < 1)
+    return emitOpError() << "minibatches and epochs must be positive";
+  int64_t n = batchOf(getInputs().front().getType());
+  if (n % getMinibatches())
+    return emitOpError() << "batch of " << n << " does not split into "
+                         << getMinibatches() << " minibatches";
+  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+}
+
+LogicalResult TrainStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ModelOp model;
+  if (failed(verifyCallSymbols(*this, symbols, model)))
+    return failure();
+  if (!model.getTrainable())
+    return emitOpError() << "cannot train @" << model.getSymName()
+                         << ": it is not trainable";
+  if (model.getHead() != lossHead(getLoss()))
+    return emitOpError() << "loss '" << stringifyLossKind(getLoss())
+                         << "' needs a model with a " << stringifyHead(lossHead(getLoss()))
+                         << " head, but @" << model.getSymName() << " has a "
+                         << stringifyHead(model.getHead()) << " head";
+  return success();
+}
+
+LogicalResult ComputeOp::verify() {
+  return verifyInputKinds(*this, stringifyComputeKind(getKind()), getInputs(),
+                          expectedInputs(getKind()));
+}
+
+LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto target = lookupModel(*this, symbols, getTargetAttr());
+  auto source = lookupModel(*this, symbols, getSourceAttr());
+  if (failed(target) || failed(source))
+    return failure();
+  if (*target == *source)
+    return emitOpError() << "cannot average a model into itself";
+  if (target->getArch() != source->getArch() ||
+      target->getHead() != source->getHead())
+    return emitOpError() << "@" << source->getSymName() << " and @"
+                         << target->getSymName() << " have different architectures";
+  double decay = getDecay().convertToDouble();
+  if (decay < 0 || decay > 1)
+    return emitOpError() << "decay must be in [0, 1]";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReallocOp::verify() {
+  if (failed(verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
+      failed(verifyLayout(*this, getToMesh(), getTo(), "target layout: ")))
+    return failure();
+  if (getSource() == getTarget() && getFromMesh() == getToMesh() &&
+      getFrom() == getTo())
+    return emitOpError() << "moves @" << getSource()
+                         << " to the layout it already has";
+  return success();
+}
+
+LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto src = lookupModel(*this, symbols, getSourceAttr());
+  auto dst = lookupModel(*this, symbols, getTargetAttr());
+  if (failed(src) || failed(dst))
+    return failure();
+  if (src->getArch() != dst->getArch())
+    return emitOpError() << "source @" << src->getSymName() << " and target @"
+                         << dst->getSymName()
+                         << " are not layouts of the same model: their "
+                            "architectures differ";
+  ClusterOp cluster = clusterOf(*this, symbols);
+  if (failed(verifyLayoutOnCluster(*this, cluster, getFromMesh(), getFrom(),
+                                   "source layout: ")) ||
+      failed(verifyLayoutOnCluster(*this, cluster, getToMesh(), getTo(),
+                                   "target layout: ")))
+    return failure();
+  return success();
+}
+
+LogicalResult TransferOp::verify() {
+  if (getFrom() == getTo())
+    return emitOpError() << "moves a tensor to the mesh it is already on";
+  return success();
+}
 
 #define GET_OP_CLASSES
 #include "rlhf/IR/RLHFOps.cpp.inc"

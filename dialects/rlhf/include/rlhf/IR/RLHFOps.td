@@ -3,22 +3,287 @@
 #ifndef RLHF_OPS_TD
 #define RLHF_OPS_TD
 
-include "rlhf/IR/RLHFDialect.td"
+include "rlhf/IR/RLHFAttrs.td"
+include "rlhf/IR/RLHFEnums.td"
+include "rlhf/IR/RLHFTypes.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// A tensor with a #rlhf.kind encoding.
+def RLHF_KindedTensor : Type<
+    CPred<"::mlir::rlhf::getTensorKind($_self).has_value()">,
+    "ranked tensor with a #rlhf.kind encoding", "::mlir::RankedTensorType">;
+
+//===----------------------------------------------------------------------===//
+// Declarations
+//===----------------------------------------------------------------------===//
+
+def RLHF_ClusterOp : RLHF_Op<"cluster", [Symbol]> {
+  let summary = "declares the GPUs a program runs on";
+  let description = [{
+    `nodes` nodes of `gpus_per_node` GPUs each, all of one hardware preset.
+
+    ```mlir
+    rlhf.cluster @c nodes 2 gpus_per_node 8 hardware #rlhf.hardware<...>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$nodes,
+                       I64Attr:$gpus_per_node, RLHF_HardwareAttr:$hardware);
+  let assemblyFormat = [{
+    $sym_name `nodes` $nodes `gpus_per_node` $gpus_per_node `hardware` $hardware
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumGpus() { return getNodes() * getGpusPerNode(); }
+  }];
+}
 
 def RLHF_ModelOp : RLHF_Op<"model", [Symbol]> {
   let summary = "declares a model taking part in the algorithm";
   let description = [{
-    Declares a named LLM (actor, critic, reference, reward...). Calls refer to
-    it by symbol. `trainable` marks models that `train_step` may update.
+    A named LLM (actor, critic, reference, reward...) with its architecture
+    and head. Calls refer to it by symbol. Only `trainable` models may be the
+    target of `rlhf.train_step`; they carry optimizer settings.
 
     ```mlir
-    rlhf.model @actor trainable
-    rlhf.model @ref
+    rlhf.model @actor #rlhf.arch<...> head lm trainable optimizer #rlhf.optimizer<...>
+    rlhf.model @reward #rlhf.arch<...> head value
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, UnitAttr:$trainable);
-  let assemblyFormat = "$sym_name (`trainable` $trainable^)? attr-dict";
+  let arguments = (ins SymbolNameAttr:$sym_name, RLHF_ArchAttr:$arch,
+                       RLHF_HeadAttr:$head, UnitAttr:$trainable,
+                       OptionalAttr<RLHF_OptimizerAttr>:$optimizer,
+                       OptionalAttr<StrAttr>:$checkpoint);
+  let assemblyFormat = [{
+    $sym_name $arch `head` custom<EnumKeyword>($head) (`trainable` $trainable^)?
+    (`optimizer` $optimizer^)? (`checkpoint` $checkpoint^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RLHF_DatasetOp : RLHF_Op<"dataset", [Symbol]> {
+  let summary = "declares the dataset one iteration reads a batch of";
+  let description = [{
+    ```mlir
+    rlhf.dataset @prompts "prompts.jsonl" : !rlhf.record<prompt: tensor<512x128xi32, #rlhf.kind<tokens>>>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$path,
+                       TypeAttrOf<RLHF_RecordType>:$batch_type);
+  let assemblyFormat = "$sym_name $path attr-dict `:` $batch_type";
+}
+
+//===----------------------------------------------------------------------===//
+// The algorithm and its dataflow
+//===----------------------------------------------------------------------===//
+
+def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
+    Symbol, SingleBlock, NoTerminator, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one iteration of an RLHF algorithm, run `steps` times";
+  let description = [{
+    The region holds the dataflow of one iteration in program order: loads,
+    model calls, host compute, and after planning the reallocations and
+    transfers between them. Model calls refer to `rlhf.model` symbols of the
+    enclosing module.
+
+    ```mlir
+    rlhf.algorithm @ppo cluster @c steps 20 seed 1 save_interval 10 {
+      %b = rlhf.load @prompts : !rlhf.record<...>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$cluster,
+                       I64Attr:$steps, I64Attr:$seed, I64Attr:$save_interval);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `cluster` $cluster `steps` $steps `seed` $seed
+    `save_interval` $save_interval attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def RLHF_LoadOp : RLHF_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads this iteration's batch from a dataset";
+  let arguments = (ins FlatSymbolRefAttr:$dataset);
+  let results = (outs RLHF_RecordType:$batch);
+  let assemblyFormat = "$dataset attr-dict `:` type($batch)";
+}
+
+def RLHF_FieldOp : RLHF_Op<"field", [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "takes one field of a record";
+  let description = [{
+    ```mlir
+    %seq = rlhf.field %g["seq"] : !rlhf.record<seq: tensor<512x256xi32, #rlhf.kind<tokens>>, ...>
+    ```
+  }];
+  let arguments = (ins RLHF_RecordType:$record, StrAttr:$name);
+  let results = (outs RLHF_KindedTensor:$result);
+  let assemblyFormat = [{
+    $record `[` $name `]` attr-dict `:` type($record)
+  }];
+  
+}
+
+// Placement shared by the model calls: the planner (or a manual @place)
+// fills mesh and strategy; `pinned` marks a placement the user chose.
+class RLHF_CallOp<string mnemonic, list<Trait> traits = []> :
+    RLHF_Op<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  dag placementArgs = (ins OptionalAttr<RLHF_MeshAttr>:$mesh,
+                           OptionalAttr<RLHF_StrategyAttr>:$strategy,
+                           UnitAttr:$pinned,
+                           OptionalAttr<RLHF_CostAttr>:$cost);
+  string placementFormat =
+      "(`on` $mesh^)? (`as` $strategy^)? (`pinned` $pinned^)? (`cost` $cost^)?";
+  let hasVerifier = 1;
+}
+
+def RLHF_GenerateOp : RLHF_CallOp<"generate"> {
+  let summary = "samples continuations of prompts with an lm-head model";
+  let description = [{
+    Produces `n` samples per prompt: the prompts, the full sequences, the
+    per-token logprobs of the sampled tokens and a mask of generated tokens.
+
+    ```mlir
+    %g = rlhf.generate @actor(%prompt) max_new_tokens 128 n 1 temperature 1.0 top_p 1.0
+         : tensor<512x128xi32, #rlhf.kind<tokens>> -> !rlhf.record<...>
+    ```
+  }];
+  let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_KindedTensor:$prompt,
+                            I64Attr:$max_new_tokens, I64Attr:$n,
+                            F64Attr:$temperature, F64Attr:$top_p, UnitAttr:$greedy),
+                       placementArgs);
+  let results = (outs RLHF_RecordType:$result);
+  let assemblyFormat = "$model `(` $prompt `)` `max_new_tokens` $max_new_tokens "
+      "`n` $n `temperature` $temperature `top_p` $top_p (`greedy` $greedy^)? " #
+      placementFormat # " attr-dict `:` type($prompt) `->` type($result)";
+}
+
+def RLHF_InferenceOp : RLHF_CallOp<"inference"> {
+  let summary = "a forward pass: logprobs (lm head) or values and scores";
+  let description = [{
+    ```mlir
+    %r = rlhf.inference @reward(%seq) : tensor<...> -> !rlhf.record<...>
+    ```
+  }];
+  let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_KindedTensor:$seq),
+                       placementArgs);
+  let results = (outs RLHF_RecordType:$result);
+  let assemblyFormat = "$model `(` $seq `)` " # placementFormat #
+      " attr-dict `:` type($seq) `->` type($result)";
+}
+
+def RLHF_TrainStepOp : RLHF_CallOp<"train_step"> {
+  let summary = "one optimizer pass of a trainable model over the batch";
+  let description = [{
+    Runs forward and backward with `loss` on its inputs, split into
+    `minibatches` optimizer steps, for `epochs` passes. The loss settings
+    (clip, kl, beta...) are in `settings`.
+
+    ```mlir
+    %s = rlhf.train_step @actor ppo_actor(%seq, %logprobs, %adv) minibatches 4 epochs 1
+         settings {clip = 2.0e-01 : f64} : tensor<...>, tensor<...>, tensor<...> -> !rlhf.record<...>
+    ```
+  }];
+  let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_LossKindAttr:$loss,
+                            Variadic<RLHF_KindedTensor>:$inputs,
+                            I64Attr:$minibatches, I64Attr:$epochs,
+                            DictionaryAttr:$settings),
+                       placementArgs);
+  let results = (outs RLHF_RecordType:$stats);
+  let assemblyFormat = "$model custom<EnumKeyword>($loss) `(` $inputs `)` `minibatches` "
+      "$minibatches `epochs` $epochs `settings` $settings " # placementFormat #
+      " attr-dict `:` type($inputs) `->` type($stats)";
+}
+
+def RLHF_ComputeOp : RLHF_Op<"compute", [Pure]> {
+  let summary = "a host function: advantages, rewards or reward shaping";
+  let description = [{
+    Runs on the controller over gathered batches.
+
+    ```mlir
+    %adv = rlhf.compute gae(%score, %values, %lp, %ref_lp) {gamma = 1.0 : f64,
+           kl = 1.0e-01 : f64, lam = 9.5e-01 : f64} : (...) -> !rlhf.record<...>
+    ```
+  }];
+  let arguments = (ins RLHF_ComputeKindAttr:$kind, Variadic<RLHF_KindedTensor>:$inputs,
+                       DictionaryAttr:$settings);
+  let results = (outs RLHF_RecordType:$result);
+  let assemblyFormat = [{
+    custom<EnumKeyword>($kind) `(` $inputs `)` $settings attr-dict `:`
+    functional-type($inputs, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def RLHF_EmaOp : RLHF_Op<"ema", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "moves a model's weights toward another's (parameter versions)";
+  let description = [{
+    `target = decay * target + (1 - decay) * source`, using the source's
+    weights after this iteration's train steps.
+
+    ```mlir
+    rlhf.ema @ref from @actor decay 0.995
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$target, FlatSymbolRefAttr:$source,
+                       F64Attr:$decay);
+  let assemblyFormat = "$target `from` $source `decay` $decay attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Movement inserted by the planner
+//===----------------------------------------------------------------------===//
+
+def RLHF_ReallocOp : RLHF_Op<"realloc", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "re-shards a model's parameters from one layout to another";
+  let description = [{
+    Moves the parameters of `source` laid out as (`from_mesh`, `from`) into
+    `target` laid out as (`to_mesh`, `to`). Usually `source` and `target` are
+    the same model; they may differ (a generation replica of the actor), but
+    must be layouts of the same architecture.
+
+    ```mlir
+    rlhf.realloc @actor on #rlhf.mesh<0, 16> as #rlhf.strategy<dp = 2, tp = 8, pp = 1, mbs = 1>
+        to @actor on #rlhf.mesh<0, 16> as #rlhf.strategy<dp = 16, tp = 1, pp = 1, mbs = 1>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, RLHF_MeshAttr:$from_mesh,
+                       RLHF_StrategyAttr:$from,
+                       FlatSymbolRefAttr:$target, RLHF_MeshAttr:$to_mesh,
+                       RLHF_StrategyAttr:$to, OptionalAttr<RLHF_CostAttr>:$cost);
+  let assemblyFormat = [{
+    $source `on` $from_mesh `as` $from `to` $target `on` $to_mesh `as` $to
+    (`cost` $cost^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RLHF_TransferOp : RLHF_Op<"transfer", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "moves a tensor between device meshes";
+  let description = [{
+    From the producer's data-parallel heads on `from` to the consumer's ranks
+    on `to`.
+
+    ```mlir
+    %s2 = rlhf.transfer %s from #rlhf.mesh<0, 8> to #rlhf.mesh<8, 8> : tensor<...>
+    ```
+  }];
+  let arguments = (ins RLHF_KindedTensor:$input, RLHF_MeshAttr:$from,
+                       RLHF_MeshAttr:$to, OptionalAttr<RLHF_CostAttr>:$cost);
+  let results = (outs RLHF_KindedTensor:$result);
+  let assemblyFormat = [{
+    $input `from` $from `to` $to (`cost` $cost^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // RLHF_OPS_TD

@@ -1,0 +1,219 @@
+//===- MLIRGen.cpp - checked program to the rlhf dialect ------------------===//
+
+#include "rlhfc/Frontend/MLIRGen.h"
+#include "rlhfc/Frontend/Builtins.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "rlhf/IR/RLHFOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+using namespace rlhfc;
+using namespace mlir;
+namespace r = mlir::rlhf;
+
+namespace {
+
+class Gen {
+public:
+  Gen(MLIRContext &ctx) : ctx(ctx), b(&ctx) {}
+
+  OwningOpRef<ModuleOp> run(const sema::Program &p) {
+    Location loc = UnknownLoc::get(&ctx);
+    if (!p.modules.empty())
+      loc = FileLineColLoc::get(&ctx, p.modules.front()->filename, 1, 1);
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    b.setInsertionPointToEnd(module->getBody());
+    for (auto &[name, c] : p.clusters)
+      cluster(c);
+    for (auto &[name, m] : p.models)
+      model(m);
+    for (auto &[name, d] : p.datasets)
+      dataset(d);
+    llvm::StringSet<> used;
+    for (const sema::Instance &in : p.instances) {
+      std::string name = in.algorithm;
+      for (int i = 1; used.count(name); ++i)
+        name = in.algorithm + "_" + std::to_string(i);
+      used.insert(name);
+      algorithm(in, name);
+    }
+    if (failed(verify(*module)))
+      return nullptr;
+    return module;
+  }
+
+private:
+  FloatAttr f64(double v) { return b.getF64FloatAttr(v); }
+  IntegerAttr i64(int64_t v) { return b.getI64IntegerAttr(v); }
+  FlatSymbolRefAttr sym(StringRef name) { return FlatSymbolRefAttr::get(&ctx, name); }
+  UnitAttr flag(bool on) { return on ? b.getUnitAttr() : nullptr; }
+
+  RankedTensorType tensorType(const rlhfc::TensorType &t) {
+    Type elt = t.dtype == DType::F32
+                   ? Type(b.getF32Type())
+                   : Type(b.getIntegerType(t.dtype == DType::I8 ? 8 : 32));
+    r::TensorKind kind = *r::symbolizeTensorKind(tensorKindName(t.kind));
+    return r::getKindedTensorType(&ctx, t.shape, elt, kind);
+  }
+
+  r::RecordType recordType(const rlhfc::RecordType &rec) {
+    SmallVector<StringAttr> names;
+    SmallVector<RankedTensorType> types;
+    for (const Field &f : rec.fields) {
+      names.push_back(b.getStringAttr(f.name));
+      types.push_back(tensorType(f.type));
+    }
+    return r::RecordType::get(&ctx, names, types);
+  }
+
+  void cluster(const sema::Cluster &c) {
+    const sema::Hardware &h = *c.hardware;
+    auto hw = r::HardwareAttr::get(&ctx, h.name, APFloat(h.bf16Flops),
+                                   APFloat(h.hbmBytes), APFloat(h.hbmBandwidth),
+                                   APFloat(h.nvlinkBandwidth),
+                                   APFloat(h.networkBandwidth));
+    b.create<r::ClusterOp>(c.loc, c.name, c.nodes, c.gpusPerNode, hw);
+  }
+
+  void model(const sema::Model &m) {
+    const sema::Arch &a = m.arch;
+    auto arch = r::ArchAttr::get(&ctx, a.name, a.layers, a.hidden, a.heads,
+                                 a.kvHeads, a.ffn, a.vocab, a.maxSeq,
+                                 a.tieEmbeddings);
+    r::OptimizerAttr opt;
+    if (m.trainable) {
+      const sema::Optimizer &o = m.optimizer;
+      opt = r::OptimizerAttr::get(&ctx, o.kind, APFloat(o.lr), APFloat(o.beta1),
+                                  APFloat(o.beta2), APFloat(o.eps),
+                                  APFloat(o.weightDecay), APFloat(o.gradClip));
+    }
+    auto head = r::HeadAttr::get(
+        &ctx, m.head == sema::Head::Value ? r::Head::value : r::Head::lm);
+    b.create<r::ModelOp>(m.loc, b.getStringAttr(m.name), arch, head,
+                         flag(m.trainable), opt,
+                         m.checkpoint.empty() ? StringAttr()
+                                              : b.getStringAttr(m.checkpoint));
+  }
+
+  void dataset(const sema::Dataset &d) {
+    b.create<r::DatasetOp>(d.loc, d.name, d.path, recordType(d.type));
+  }
+
+  /// The tensor for input `in`, reusing one rlhf.field per (producer, field).
+  Value input(const sema::Node::Input &in, Location loc) {
+    auto key = std::make_pair(in.producer, in.field);
+    if (auto it = fields.find(key); it != fields.end())
+      return it->second;
+    Value rec = in.producer < 0 ? batch : results.at(in.producer);
+    Value v = b.create<r::FieldOp>(loc, tensorType(in.type), rec, in.field);
+    fields[key] = v;
+    return v;
+  }
+
+  DictionaryAttr settings(const sema::Node &n) {
+    SmallVector<NamedAttribute> attrs;
+    for (auto &[k, v] : n.attrs)
+      attrs.push_back(b.getNamedAttr(k, f64(v)));
+    return b.getDictionaryAttr(attrs);
+  }
+
+  template <typename CallOp>
+  void place(CallOp op, const sema::Node &n) {
+    if (!n.placement)
+      return;
+    const sema::Placement &pl = *n.placement;
+    op.setMeshAttr(r::MeshAttr::get(&ctx, pl.firstGpu, pl.numGpus));
+    op.setStrategyAttr(r::StrategyAttr::get(&ctx, pl.dp, pl.tp, pl.pp,
+                                            pl.microBatches, false, false));
+    op.setPinnedAttr(b.getUnitAttr());
+  }
+
+  void algorithm(const sema::Instance &in, StringRef name) {
+    auto alg = b.create<r::AlgorithmOp>(in.loc, b.getStringAttr(name),
+                                        sym(in.cluster->name), i64(in.settings.steps),
+                                        i64(in.settings.seed),
+                                        i64(in.settings.saveInterval));
+    Block *body = new Block();
+    alg.getBody().push_back(body);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(body);
+    fields.clear();
+    results.assign(in.nodes.size(), Value());
+    batch = b.create<r::LoadOp>(in.loc, recordType(in.dataset->type),
+                                sym(in.dataset->name));
+    for (size_t i = 0; i < in.nodes.size(); ++i) {
+      const sema::Node &n = in.nodes[i];
+      Location loc = n.loc;
+      switch (n.kind) {
+      case sema::Node::Kind::Generate: {
+        auto op = b.create<r::GenerateOp>(
+            loc, recordType(n.result), sym(n.model->name), input(n.inputs[0], loc),
+            i64(int64_t(n.attr("max_new_tokens", 1))), i64(int64_t(n.attr("n", 1))),
+            f64(n.attr("temperature", 1.0)), f64(n.attr("top_p", 1.0)),
+            flag(n.attr("greedy", 0) != 0), nullptr, nullptr, nullptr, nullptr);
+        place(op, n);
+        results[i] = op.getResult();
+        break;
+      }
+      case sema::Node::Kind::Inference: {
+        auto op = b.create<r::InferenceOp>(loc, recordType(n.result),
+                                           sym(n.model->name),
+                                           input(n.inputs[0], loc), nullptr,
+                                           nullptr, nullptr, nullptr);
+        place(op, n);
+        results[i] = op.getResult();
+        break;
+      }
+      case sema::Node::Kind::Host: {
+        const BuiltinSpec *spec = lookupBuiltin(n.builtin);
+        if (spec && spec->lossHead)
+          break; // folded into the train step that consumes it
+        SmallVector<Value> ins;
+        for (const auto &inp : n.inputs)
+          ins.push_back(input(inp, loc));
+        auto op = b.create<r::ComputeOp>(
+            loc, recordType(n.result),
+            r::ComputeKindAttr::get(&ctx, *r::symbolizeComputeKind(n.builtin)), ins,
+            settings(n));
+        results[i] = op.getResult();
+        break;
+      }
+      case sema::Node::Kind::Train: {
+        const sema::Node &lossNode = in.nodes[n.inputs[0].producer];
+        StringRef lossName = StringRef(lossNode.builtin).drop_back(strlen("_loss"));
+        SmallVector<Value> ins;
+        for (const auto &inp : lossNode.inputs)
+          ins.push_back(input(inp, loc));
+        auto op = b.create<r::TrainStepOp>(
+            loc, recordType(n.result), sym(n.model->name),
+            r::LossKindAttr::get(&ctx, *r::symbolizeLossKind(lossName)), ins,
+            i64(int64_t(n.attr("minibatches", 1))), i64(int64_t(n.attr("epochs", 1))),
+            settings(lossNode), nullptr, nullptr, nullptr, nullptr);
+        place(op, n);
+        results[i] = op.getResult();
+        break;
+      }
+      case sema::Node::Kind::Ema:
+        b.create<r::EmaOp>(loc, sym(n.model->name), sym(n.source->name),
+                           f64(n.attr("decay", 0.99)));
+        break;
+      }
+    }
+  }
+
+  MLIRContext &ctx;
+  OpBuilder b;
+  Value batch;
+  std::vector<Value> results;
+  std::map<std::pair<int, std::string>, Value> fields;
+};
+
+} // namespace
+
+OwningOpRef<ModuleOp> rlhfc::mlirGen(const sema::Program &program, MLIRContext &ctx) {
+  ctx.getOrLoadDialect<r::RLHFDialect>();
+  return Gen(ctx).run(program);
+}

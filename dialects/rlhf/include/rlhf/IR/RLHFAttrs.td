@@ -1,0 +1,121 @@
+//===- RLHFAttrs.td - rlhf attributes ----------------------*- tablegen -*-===//
+
+#ifndef RLHF_ATTRS_TD
+#define RLHF_ATTRS_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "rlhf/IR/RLHFDialect.td"
+include "rlhf/IR/RLHFEnums.td"
+
+class RLHF_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<RLHF_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def RLHF_ArchAttr : RLHF_Attr<"Arch", "arch"> {
+  let summary = "a LLaMA-style decoder architecture";
+  let description = [{
+    The shape of a decoder-only transformer with RMSNorm, RoPE, SwiGLU and
+    grouped-query attention: everything the cost model and the runtime need.
+
+    ```mlir
+    #rlhf.arch<name = "llama2_7b", layers = 32, hidden = 4096, heads = 32,
+               kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096,
+               tie_embeddings = false>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"preset name">:$name,
+    "int64_t":$layers, "int64_t":$hidden, "int64_t":$heads,
+    "int64_t":$kv_heads, "int64_t":$ffn, "int64_t":$vocab, "int64_t":$max_seq,
+    "bool":$tie_embeddings);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Parameters of the decoder with an lm head, or with a value head.
+    int64_t getParamCount(bool valueHead) const;
+  }];
+}
+
+def RLHF_HardwareAttr : RLHF_Attr<"Hardware", "hardware"> {
+  let summary = "per-GPU peak compute, memory and link bandwidths";
+  let description = [{
+    Rates are in SI base units: FLOP/s, bytes and bytes/s. Link bandwidths
+    are per GPU in one direction.
+
+    ```mlir
+    #rlhf.hardware<name = "H100_SXM", bf16_flops = 9.89e+14, hbm = 8.0e+10,
+                   hbm_bandwidth = 3.35e+12, nvlink_bandwidth = 4.5e+11,
+                   network_bandwidth = 5.0e+10>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"preset name">:$name,
+    APFloatParameter<"">:$bf16_flops, APFloatParameter<"">:$hbm, APFloatParameter<"">:$hbm_bandwidth,
+    APFloatParameter<"">:$nvlink_bandwidth, APFloatParameter<"">:$network_bandwidth);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def RLHF_OptimizerAttr : RLHF_Attr<"Optimizer", "optimizer"> {
+  let summary = "optimizer settings of a trainable model";
+  let description = [{
+    ```mlir
+    #rlhf.optimizer<kind = "adam", lr = 1.0e-06, beta1 = 0.9, beta2 = 0.95,
+                    eps = 1.0e-08, weight_decay = 0.0, grad_clip = 1.0>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"adam or adamw">:$kind, APFloatParameter<"">:$lr,
+    APFloatParameter<"">:$beta1, APFloatParameter<"">:$beta2, APFloatParameter<"">:$eps, APFloatParameter<"">:$weight_decay,
+    APFloatParameter<"">:$grad_clip);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def RLHF_MeshAttr : RLHF_Attr<"Mesh", "mesh"> {
+  let summary = "a device mesh: a contiguous range of the cluster's GPUs";
+  let description = [{
+    GPUs are numbered node-major: GPU `g` is local GPU `g % gpus_per_node` of
+    node `g / gpus_per_node`. `#rlhf.mesh<8, 8>` is the second node of an
+    8-GPU-per-node cluster; `#rlhf.mesh<0, 4>` is the first half of the first.
+  }];
+  let parameters = (ins "int64_t":$first, "int64_t":$size);
+  let assemblyFormat = "`<` $first `,` $size `>`";
+  let genVerifyDecl = 1;
+}
+
+def RLHF_StrategyAttr : RLHF_Attr<"Strategy", "strategy"> {
+  let summary = "a 3D parallel strategy with micro-batching";
+  let description = [{
+    Data, tensor and pipeline parallel degrees and the number of
+    micro-batches per data-parallel rank. `dp * tp * pp` must equal the size
+    of the mesh the strategy runs on. `zero` shards optimizer state across
+    data-parallel ranks; `recompute` enables activation checkpointing.
+
+    ```mlir
+    #rlhf.strategy<dp = 2, tp = 4, pp = 1, mbs = 4>
+    #rlhf.strategy<dp = 8, tp = 1, pp = 1, mbs = 1, zero = true, recompute = true>
+    ```
+  }];
+  let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp, "int64_t":$mbs,
+    DefaultValuedParameter<"bool", "false">:$zero,
+    DefaultValuedParameter<"bool", "false">:$recompute);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumDevices() const { return getDp() * getTp() * getPp(); }
+  }];
+}
+
+def RLHF_CostAttr : RLHF_Attr<"Cost", "cost"> {
+  let summary = "predicted time and peak memory of an op";
+  let description = [{
+    Set by the cost-estimation pass: seconds and bytes per device.
+
+    ```mlir
+    #rlhf.cost<time = 1.25, memory = 3.2e+10>
+    ```
+  }];
+  let parameters = (ins APFloatParameter<"">:$time, APFloatParameter<"">:$memory);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+#endif // RLHF_ATTRS_TD

@@ -1,0 +1,79 @@
+//===- RLHFEnums.td - rlhf enumerations --------------------*- tablegen -*-===//
+
+#ifndef RLHF_ENUMS_TD
+#define RLHF_ENUMS_TD
+
+include "mlir/IR/EnumAttr.td"
+include "rlhf/IR/RLHFDialect.td"
+
+def RLHF_TensorKind : I32EnumAttr<"TensorKind", "what a tensor holds", [
+    I32EnumAttrCase<"tokens", 0>,
+    I32EnumAttrCase<"answer", 1>,
+    I32EnumAttrCase<"mask", 2>,
+    I32EnumAttrCase<"logprobs", 3>,
+    I32EnumAttrCase<"values", 4>,
+    I32EnumAttrCase<"score", 5>,
+    I32EnumAttrCase<"advantages", 6>,
+    I32EnumAttrCase<"returns", 7>,
+    I32EnumAttrCase<"loss", 8>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_Head : I32EnumAttr<"Head", "the output head of a model", [
+    I32EnumAttrCase<"lm", 0>,
+    I32EnumAttrCase<"value", 1>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_ComputeKind : I32EnumAttr<"ComputeKind",
+    "host functions that estimate advantages and rewards", [
+    I32EnumAttrCase<"gae", 0>,
+    I32EnumAttrCase<"grpo_adv", 1>,
+    I32EnumAttrCase<"remax_adv", 2>,
+    I32EnumAttrCase<"rloo_adv", 3>,
+    I32EnumAttrCase<"kl_penalty", 4>,
+    I32EnumAttrCase<"exact_match", 5>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_LossKind : I32EnumAttr<"LossKind", "training losses", [
+    I32EnumAttrCase<"ppo_actor", 0>,
+    I32EnumAttrCase<"ppo_value", 1>,
+    I32EnumAttrCase<"grpo", 2>,
+    I32EnumAttrCase<"dpo", 3>,
+    I32EnumAttrCase<"sft", 4>,
+    I32EnumAttrCase<"rm", 5>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_TensorKindAttr : EnumAttr<RLHF_Dialect, RLHF_TensorKind, "kind"> {
+  let summary = "what a tensor holds; used as the encoding of builtin tensors";
+  let description = [{
+    `tensor<512x256xi32, #rlhf.kind<tokens>>` holds token ids;
+    `tensor<512x256xf32, #rlhf.kind<logprobs>>` holds log-probabilities of
+    the same shape. Verifiers use the kind to reject, say, logprobs where
+    token ids are needed.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def RLHF_HeadAttr : EnumAttr<RLHF_Dialect, RLHF_Head, "head"> {
+  let summary = "lm (next-token logits) or value (one scalar per token)";
+  let assemblyFormat = "$value";
+}
+
+def RLHF_ComputeKindAttr : EnumAttr<RLHF_Dialect, RLHF_ComputeKind, "compute"> {
+  let summary = "which host function an `rlhf.compute` runs";
+  let assemblyFormat = "$value";
+}
+
+def RLHF_LossKindAttr : EnumAttr<RLHF_Dialect, RLHF_LossKind, "loss"> {
+  let summary = "which loss an `rlhf.train_step` minimises";
+  let assemblyFormat = "$value";
+}
+
+#endif // RLHF_ENUMS_TD

@@ -1,0 +1,73 @@
+//===- RLHFAttrs.cpp - rlhf attributes ------------------------------------===//
+
+#include "rlhf/IR/RLHFDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::rlhf;
+
+#include "rlhf/IR/RLHFEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "rlhf/IR/RLHFAttrs.cpp.inc"
+
+void RLHFDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "rlhf/IR/RLHFAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult ArchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringRef name, int64_t layers, int64_t hidden,
+                               int64_t heads, int64_t kvHeads, int64_t ffn,
+                               int64_t vocab, int64_t maxSeq, bool) {
+  if (layers <= 0 || hidden <= 0 || heads <= 0 || kvHeads <= 0 || ffn <= 0 ||
+      vocab <= 0 || maxSeq <= 0)
+    return emitError() << "architecture sizes must be positive";
+  if (hidden % heads)
+    return emitError() << "hidden size " << hidden << " is not divisible by "
+                       << heads << " heads";
+  if (heads % kvHeads)
+    return emitError() << heads << " heads are not divisible by " << kvHeads
+                       << " kv_heads";
+  return success();
+}
+
+int64_t ArchAttr::getParamCount(bool valueHead) const {
+  int64_t hidden = getHidden(), headDim = hidden / getHeads();
+  int64_t kvDim = getKvHeads() * headDim;
+  int64_t perLayer = 2 * hidden * hidden + 2 * hidden * kvDim +
+                     3 * hidden * getFfn() + 2 * hidden;
+  int64_t embed = getVocab() * hidden;
+  int64_t head =
+      valueHead ? hidden : (getTieEmbeddings() ? 0 : getVocab() * hidden);
+  return getLayers() * perLayer + embed + hidden + head;
+}
+
+LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef name, APFloat flops, APFloat hbm,
+                                   APFloat hbmBw, APFloat nvlinkBw,
+                                   APFloat networkBw) {
+  for (const APFloat &v : {flops, hbm, hbmBw, nvlinkBw, networkBw})
+    if (!(v.convertToDouble() > 0))
+      return emitError() << "hardware rates and sizes must be positive";
+  return success();
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t first, int64_t size) {
+  if (first < 0 || size <= 0)
+    return emitError() << "a mesh needs first >= 0 and size > 0, got <"
+                       << first << ", " << size << ">";
+  return success();
+}
+
+LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t dp, int64_t tp, int64_t pp,
+                                   int64_t mbs, bool, bool) {
+  if (dp <= 0 || tp <= 0 || pp <= 0 || mbs <= 0)
+    return emitError() << "dp, tp, pp and mbs must be positive";
+  return success();
+}

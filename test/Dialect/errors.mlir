@@ -1,0 +1,427 @@
+// RUN: rlhf-opt %s --split-input-file --verify-diagnostics
+// One failing case per verifier rule of the rlhf dialect.
+
+// symbol references to models resolve
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{'nope' does not name an rlhf.model}}
+  %g = rlhf.generate @nope(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// the algorithm's cluster resolves
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{'nowhere' does not name an rlhf.cluster}}
+rlhf.algorithm @a cluster @nowhere steps 1 seed 1 save_interval 0 {
+}
+
+// -----
+
+// a load's dataset resolves and matches its type
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  // expected-error @+1 {{differs from the batch type of @d}}
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<32x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
+// dp*tp*pp equals the mesh size
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{strategy dp*tp*pp = 2*4*1 = 8 does not match the 16 devices of its mesh}}
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <0, 16> as <dp = 2, tp = 4, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// a mesh comes with a strategy
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{needs both a mesh and a strategy}}
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <0, 16> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// tp stays within a node
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{tensor-parallel group of 4 GPUs starting at GPU 6 spans two nodes}}
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <6, 4> as <dp = 1, tp = 4, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// a mesh fits in the cluster
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{mesh <8, 16> exceeds the 16 GPUs of cluster @c}}
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <8, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// generate needs an lm head
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{cannot generate with @critic: it has a value head}}
+  %g = rlhf.generate @critic(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// generate reads token ids
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  %lp = rlhf.field %g["logprobs"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  // expected-error @+1 {{prompt must hold tokens}}
+  %h = rlhf.generate @actor(%lp) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xf32, #rlhf.kind<logprobs>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// inference reads token ids
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  %lp = rlhf.field %g["logprobs"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  // expected-error @+1 {{input must hold tokens}}
+  %r = rlhf.inference @ref(%lp) : tensor<16x8xf32, #rlhf.kind<logprobs>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// inference results match the model's head
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  %s = rlhf.field %g["seq"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  // expected-error @+1 {{result of @critic must have a 'values' field}}
+  %r = rlhf.inference @critic(%s) : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// train_step targets only trainable models
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{cannot train @ref: it is not trainable}}
+  %t = rlhf.train_step @ref sft(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+}
+
+// -----
+
+// a loss trains a model with the right head
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{loss 'sft' needs a model with a lm head, but @critic has a value head}}
+  %t = rlhf.train_step @critic sft(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+}
+
+// -----
+
+// a loss gets the inputs it needs
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{'ppo_actor' takes 3 inputs, got 1}}
+  %t = rlhf.train_step @actor ppo_actor(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+}
+
+// -----
+
+// minibatches divide the batch
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{batch of 16 does not split into 3 minibatches}}
+  %t = rlhf.train_step @actor sft(%p) minibatches 3 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+}
+
+// -----
+
+// host functions get inputs of the right kind
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{input #0 of 'grpo_adv' must hold score, but holds tokens}}
+  %a = rlhf.compute grpo_adv(%p) {group = 2.0 : f64} : (tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
+}
+
+// -----
+
+// record fields that are used exist
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{record has no field 'answer'}}
+  %x = rlhf.field %b["answer"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
+// a record names each field once
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{record field 'seq' appears twice}}
+rlhf.dataset @dup "d.jsonl" : !rlhf.record<seq: tensor<4xi32, #rlhf.kind<tokens>>, seq: tensor<4xi32, #rlhf.kind<tokens>>>
+
+// -----
+
+// record fields are kinded tensors
+// expected-error @+1 {{record field 'x' must be a tensor with a #rlhf.kind encoding}}
+rlhf.dataset @plain "d.jsonl" : !rlhf.record<x: tensor<4xi32>>
+
+// -----
+
+// a realloc moves layouts of the same model
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{source @actor and target @big are not layouts of the same model}}
+  rlhf.realloc @actor on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @big on <0, 8> as <dp = 1, tp = 8, pp = 1, mbs = 1>
+}
+
+// -----
+
+// a realloc changes the layout
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{moves @actor to the layout it already has}}
+  rlhf.realloc @actor on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1>
+}
+
+// -----
+
+// a realloc's layouts fill their meshes
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{target layout: strategy dp*tp*pp = 1*4*1 = 4 does not match the 8 devices of its mesh}}
+  rlhf.realloc @actor on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <0, 8> as <dp = 1, tp = 4, pp = 1, mbs = 1>
+}
+
+// -----
+
+// a transfer moves between different meshes
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{moves a tensor to the mesh it is already on}}
+  %q = rlhf.transfer %p from <0, 8> to <0, 8> : tensor<16x8xi32, #rlhf.kind<tokens>>
+}
+
+// -----
+
+// ema averages distinct models
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{cannot average a model into itself}}
+  rlhf.ema @actor from @actor decay 0.99
+}
+
+// -----
+
+// ema averages models of one architecture
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{@big and @ref have different architectures}}
+  rlhf.ema @ref from @big decay 0.99
+}
+
+// -----
+
+// optimizer settings only on trainable models
+// expected-error @+1 {{has optimizer settings but is not trainable}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm optimizer <kind = "adam", lr = 1.0e-6, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0>
+
+// -----
+
+// architecture sizes are consistent
+// expected-error @+1 {{hidden size 100 is not divisible by 3 heads}}
+rlhf.model @m <name = "x", layers = 1, hidden = 100, heads = 3, kv_heads = 3, ffn = 8, vocab = 8, max_seq = 8, tie_embeddings = false> head lm
+
+// -----
+
+// strategies are positive
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{dp, tp, pp and mbs must be positive}}
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <0, 8> as <dp = 0, tp = 8, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// clusters have GPUs
+// expected-error @+1 {{needs at least one node and one GPU per node}}
+rlhf.cluster @empty nodes 0 gpus_per_node 8 hardware <name = "x", bf16_flops = 1.0, hbm = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 1.0, network_bandwidth = 1.0>
+
+// -----
+
+// hardware rates are positive
+// expected-error @+1 {{hardware rates and sizes must be positive}}
+rlhf.cluster @slow nodes 1 gpus_per_node 8 hardware <name = "x", bf16_flops = 0.0, hbm = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 1.0, network_bandwidth = 1.0>

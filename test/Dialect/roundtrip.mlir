@@ -1,0 +1,49 @@
+// RUN: rlhf-opt %s | rlhf-opt | FileCheck %s
+// Every op, type and attribute of the dialect prints and parses back.
+
+// CHECK: rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.890000e+14, hbm = 8.000000e+10, hbm_bandwidth = 3.350000e+12, nvlink_bandwidth = 4.500000e+11, network_bandwidth = 5.000000e+10>
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+
+// CHECK: rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = {{.*}}, beta1 = 9.000000e-01, beta2 = {{.*}}, eps = 1.000000e-08, weight_decay = 0.000000e+00, grad_clip = 1.000000e+00> checkpoint "ckpt/actor"
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-6, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0> checkpoint "ckpt/actor"
+// CHECK: rlhf.model @critic {{.*}} head value trainable
+rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
+// CHECK: rlhf.model @ref <name = "llama2_7b", {{.*}}> head lm{{$}}
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+// CHECK: rlhf.model @small <name = "qwen2_5_0_5b", {{.*}} tie_embeddings = true> head lm
+rlhf.model @small <name = "qwen2_5_0_5b", layers = 24, hidden = 896, heads = 14, kv_heads = 2, ffn = 4864, vocab = 151936, max_seq = 32768, tie_embeddings = true> head lm
+
+// CHECK: rlhf.dataset @prompts "p.jsonl" : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>
+rlhf.dataset @prompts "p.jsonl" : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>
+
+// CHECK-LABEL: rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
+rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
+  // CHECK: %[[B:.*]] = rlhf.load @prompts
+  %b = rlhf.load @prompts : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>
+  // CHECK: %[[P:.*]] = rlhf.field %[[B]]["prompt"]
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>
+  %a = rlhf.field %b["answer"] : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>
+  // CHECK: %[[G:.*]] = rlhf.generate @actor(%[[P]]) max_new_tokens 4 n 2 temperature {{.*}} top_p 9.000000e-01 greedy on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> pinned cost <time = 1.500000e+00, memory = 2.000000e+10>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 2 temperature 0.7 top_p 0.9 greedy on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> pinned cost <time = 1.5, memory = 2.0e10> : tensor<8x4xi32, #rlhf.kind<tokens>> -> !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  %seq = rlhf.field %g["seq"] : !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  %lp = rlhf.field %g["logprobs"] : !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  // CHECK: rlhf.inference @critic(%{{.*}}) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 2, zero = true, recompute = true> :
+  %v = rlhf.inference @critic(%seq) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 2, zero = true, recompute = true> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, values: tensor<16x8xf32, #rlhf.kind<values>>, score: tensor<16xf32, #rlhf.kind<score>>>
+  %r = rlhf.inference @ref(%seq) : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  %rlp = rlhf.field %r["logprobs"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  // CHECK: rlhf.compute exact_match(%{{.*}}, %{{.*}}) {} :
+  %m = rlhf.compute exact_match(%seq, %a) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<8x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
+  %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
+  // CHECK: rlhf.compute grpo_adv(%{{.*}}) {group = 2.000000e+00 : f64}
+  %adv = rlhf.compute grpo_adv(%s) {group = 2.0 : f64} : (tensor<16xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
+  %ad = rlhf.field %adv["advantages"] : !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
+  // CHECK: rlhf.train_step @actor grpo(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) minibatches 2 epochs 1 settings {clip = 2.000000e-01 : f64, kl = 4.000000e-02 : f64} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> :
+  %st = rlhf.train_step @actor grpo(%seq, %lp, %ad, %rlp) minibatches 2 epochs 1 settings {clip = 0.2 : f64, kl = 0.04 : f64} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xf32, #rlhf.kind<logprobs>>, tensor<16xf32, #rlhf.kind<advantages>>, tensor<16x8xf32, #rlhf.kind<logprobs>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  // CHECK: rlhf.ema @ref from @actor decay {{0.99[45]}}
+  rlhf.ema @ref from @actor decay 0.995
+  // CHECK: rlhf.realloc @actor on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> to @actor on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> cost <time = 2.500000e-01, memory = 0.000000e+00>
+  rlhf.realloc @actor on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> to @actor on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> cost <time = 0.25, memory = 0.0>
+  // CHECK: rlhf.transfer %{{.*}} from <0, 8> to <8, 8> : tensor<16x8xf32, #rlhf.kind<values>>
+  %vals = rlhf.field %v["values"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, values: tensor<16x8xf32, #rlhf.kind<values>>, score: tensor<16xf32, #rlhf.kind<score>>>
+  %moved = rlhf.transfer %vals from <0, 8> to <8, 8> : tensor<16x8xf32, #rlhf.kind<values>>
+}
