@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/Frontend/Frontend.h"
+#include "rlhfc/CostModel/FromIR.h"
 #include "rlhfc/Frontend/MLIRGen.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -47,6 +48,15 @@ cl::opt<std::string> stdlibDir("stdlib",
                                cl::desc("Standard library folder (default: the "
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
+cl::opt<bool> estimate("estimate",
+                        cl::desc("Print each call's estimated time and per-GPU "
+                                 "memory, broken into parts"),
+                        cl::init(false), cl::cat(rlhfcCat));
+cl::opt<std::string> calibrationFile(
+    "calibration",
+    cl::desc("JSON file of measured efficiency factors per hardware preset "
+             "(see docs/cost-model.md)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(rlhfcCat));
 cl::opt<bool> printLocations("print-locations",
                               cl::desc("Print source locations in MLIR output"),
                               cl::init(false), cl::cat(rlhfcCat));
@@ -64,6 +74,7 @@ const char *kOverview =
     "  rlhfc examples/ppo_llama2_7b.rlhf             check a program\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and typed dataflow\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=mlir the program in the rlhf dialect\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --estimate  time and memory of every call\n"
     "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
     "Imports are searched in the importing file's folder, then the -I folders,\n"
     "then the standard library. The language is described in lang/README.md.\n";
@@ -113,10 +124,28 @@ int main(int argc, char **argv) {
   if (!prog)
     return 1;
 
+  rlhfc::cost::Calibration calibration;
+  if (!calibrationFile.empty()) {
+    auto cal = rlhfc::cost::loadCalibration(calibrationFile);
+    if (!cal) {
+      errs() << "rlhfc: error: " << toString(cal.takeError()) << "\n";
+      return 1;
+    }
+    calibration = std::move(*cal);
+  }
+
   auto out = mlir::openOutputFile(outputFile, &err);
   if (!out) {
     errs() << "rlhfc: error: " << err << "\n";
     return 1;
+  }
+  if (estimate) {
+    auto module = rlhfc::mlirGen(*prog, ctx);
+    if (!module || mlir::failed(rlhfc::cost::printEstimates(*module, calibration,
+                                                            out->os())))
+      return 1;
+    out->keep();
+    return 0;
   }
   switch (emit) {
   case Emit::Check:

@@ -1,0 +1,150 @@
+//===- CostModel.h - analytic time and memory of RLHF calls -----*- C++ -*-===//
+//
+// Estimates, without a GPU, the time and per-device peak memory of generate,
+// inference and train calls, of collectives, of parameter reallocation and of
+// batch transfers, from an architecture, a hardware preset, a device mesh and
+// a parallel strategy. Efficiency factors per hardware preset turn peak rates
+// into achievable ones; a calibration file of measured runs overrides them.
+// The formulas and their validation are in docs/cost-model.md.
+//
+// Everything here is plain arithmetic on precomputed constants: the planner
+// calls it millions of times.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_COSTMODEL_COSTMODEL_H
+#define RLHFC_COSTMODEL_COSTMODEL_H
+
+#include "rlhf/runtime/ReallocPlan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace rlhfc::cost {
+
+/// Achievable fractions of peak and link latencies of one hardware preset.
+struct Efficiency {
+  double matmul = 0.60;     ///< of peak bf16 FLOP/s in large GEMMs
+  double hbm = 0.80;        ///< of peak HBM bandwidth in streaming reads
+  double nvlink = 0.80;     ///< of per-GPU NVLink bandwidth in collectives
+  double network = 0.80;    ///< of per-GPU network bandwidth in collectives
+  double nvlinkLatency = 8e-6;   ///< seconds per collective step in a node
+  double networkLatency = 20e-6; ///< seconds per step across nodes
+  double dpOverlap = 0.5;   ///< fraction of the dp gradient all-reduce hidden
+                            ///< behind the backward pass
+  double kernelOverhead = 25e-6; ///< fixed seconds per layer per decode step
+};
+
+struct Hardware {
+  std::string name;
+  double flops = 0;      ///< peak dense bf16 FLOP/s
+  double hbmBytes = 0;   ///< capacity
+  double hbmBw = 0;      ///< bytes/s
+  double nvlinkBw = 0;   ///< bytes/s per GPU, one direction
+  double networkBw = 0;  ///< bytes/s per GPU, one direction
+  int64_t gpusPerNode = 8;
+  Efficiency eff;
+};
+
+/// Per-architecture constants, computed once.
+struct Arch {
+  rlhf::ModelShape shape;
+  int64_t maxSeq = 4096;
+  double layerParams = 0;   ///< parameters of one decoder layer
+  double embedParams = 0;   ///< input embedding
+  double headParams = 0;    ///< lm head (0 if tied) or value head
+  double totalParams = 0;
+  double kvBytesPerToken = 0; ///< K and V of one token in all layers, bf16
+
+  static Arch get(const rlhf::ModelShape &shape, int64_t maxSeq);
+};
+
+/// Where a call runs and how it is split.
+struct Strategy {
+  int64_t firstGpu = 0;
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t microBatches = 1; ///< per dp rank, per minibatch
+  bool zero = false;        ///< shard optimizer state over dp
+  bool recompute = false;   ///< activation checkpointing
+  int64_t devices() const { return dp * tp * pp; }
+};
+
+enum class CallKind { Generate, Inference, Train };
+
+struct CallShape {
+  CallKind kind = CallKind::Inference;
+  int64_t batch = 1;      ///< sequences (after n samples per prompt)
+  int64_t promptLen = 0;  ///< generate: prompt tokens
+  int64_t genLen = 0;     ///< generate: new tokens
+  int64_t seqLen = 0;     ///< inference/train: tokens per sequence
+  int64_t minibatches = 1; ///< train: optimizer steps per call
+  int64_t epochs = 1;
+  bool trainable = false; ///< holds gradients and optimizer state at all times
+};
+
+struct Memory {
+  double weights = 0, grads = 0, optimizer = 0, activations = 0, kvCache = 0;
+  double total() const { return weights + grads + optimizer + activations + kvCache; }
+};
+
+struct Time {
+  double compute = 0;  ///< math at achievable FLOP/s (incl. memory-bound decode)
+  double tpComm = 0;   ///< tensor-parallel all-reduces
+  double ppComm = 0;   ///< pipeline p2p and bubbles
+  double dpComm = 0;   ///< exposed gradient all-reduce
+  double optimizer = 0;
+  double total() const { return compute + tpComm + ppComm + dpComm + optimizer; }
+};
+
+struct Estimate {
+  Time time;
+  Memory memory; ///< peak per device
+  double flops = 0; ///< useful model FLOPs of the call (for MFU)
+};
+
+/// Time and peak memory of one call of a model with `arch` on `hw`.
+Estimate estimateCall(const Arch &arch, const Hardware &hw, const Strategy &s,
+                      const CallShape &c);
+
+// ---- collectives (seconds) -------------------------------------------------
+/// Which link a group of `n` GPUs uses: NVLink if it fits in one node.
+struct Link {
+  double bw = 0, latency = 0;
+};
+Link groupLink(const Hardware &hw, int64_t n, bool spansNodes);
+double allReduce(double bytes, int64_t n, const Link &l);
+double allGather(double bytesTotal, int64_t n, const Link &l);
+double broadcast(double bytes, int64_t n, const Link &l);
+double p2p(double bytes, const Link &l);
+/// nccl-tests' "bus bandwidth" of an all-reduce of `bytes` over `n` GPUs.
+double allReduceBusBw(double bytes, int64_t n, const Link &l);
+
+// ---- movement -----------------------------------------------------------------
+struct MoveEstimate {
+  double time = 0;
+  double intraNodeBytes = 0, interNodeBytes = 0, localBytes = 0;
+};
+
+/// Reallocation cost from the slice-level plan between two layouts.
+MoveEstimate estimateRealloc(const Arch &arch, const Hardware &hw,
+                             const Strategy &from, const Strategy &to);
+
+/// Moving a batch of `bytes` from the dp heads of one mesh to another.
+MoveEstimate estimateTransfer(double bytes, const Hardware &hw,
+                              const Strategy &from, const Strategy &to);
+
+// ---- calibration --------------------------------------------------------------
+/// Built-in efficiency factors of a hardware preset name (A100..., H100...).
+Efficiency defaultEfficiency(llvm::StringRef hardwareName);
+
+/// Reads a calibration file: a JSON object mapping hardware preset names to
+/// partial Efficiency objects (see docs/cost-model.md).
+llvm::Expected<std::map<std::string, Efficiency>>
+loadCalibration(llvm::StringRef path);
+
+} // namespace rlhfc::cost
+
+#endif // RLHFC_COSTMODEL_COSTMODEL_H

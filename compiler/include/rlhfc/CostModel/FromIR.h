@@ -1,0 +1,38 @@
+//===- FromIR.h - cost-model inputs from rlhf IR ----------------*- C++ -*-===//
+
+#ifndef RLHFC_COSTMODEL_FROMIR_H
+#define RLHFC_COSTMODEL_FROMIR_H
+
+#include "rlhfc/CostModel/CostModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "rlhf/IR/RLHFOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace rlhfc::cost {
+
+/// Calibrated efficiency factors by hardware name; empty means built-ins.
+using Calibration = std::map<std::string, Efficiency>;
+
+Hardware hardwareOf(mlir::rlhf::ClusterOp cluster, const Calibration &cal);
+Arch archOf(mlir::rlhf::ModelOp model);
+
+/// The shape of a generate, inference or train_step op.
+CallShape shapeOf(mlir::Operation *call, mlir::rlhf::ModelOp model);
+
+/// The call's pinned or planned strategy, if it has one.
+std::optional<Strategy> strategyOf(mlir::Operation *call);
+
+/// A simple default when nothing is pinned: the whole cluster, tensor
+/// parallel inside a node as far as the heads allow, data parallel across.
+Strategy defaultStrategy(const Arch &arch, const Hardware &hw, int64_t gpus,
+                         const CallShape &shape);
+
+/// Prints, for every call of every algorithm in `module`, its placement and
+/// the estimated time and per-GPU memory broken into parts.
+mlir::LogicalResult printEstimates(mlir::ModuleOp module, const Calibration &cal,
+                                   llvm::raw_ostream &os);
+
+} // namespace rlhfc::cost
+
+#endif // RLHFC_COSTMODEL_FROMIR_H

@@ -1,0 +1,81 @@
+//===- Calibration.cpp - efficiency factors and calibration files ---------===//
+
+#include "rlhfc/CostModel/CostModel.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace rlhfc::cost;
+
+Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
+  Efficiency e;
+  // Fitted to the published measurements in docs/validation/published.csv;
+  // docs/cost-model.md lists the fit and its errors.
+  if (name.starts_with("A100") || name.starts_with("A800")) {
+    e.matmul = 0.62;
+    e.hbm = 0.85;
+    e.nvlink = 0.78;
+    e.network = 0.90;
+  } else if (name.starts_with("H100") || name.starts_with("H800") ||
+             name.starts_with("H200")) {
+    e.matmul = 0.55;
+    e.hbm = 0.80;
+    e.nvlink = 0.80;
+    e.network = 0.90;
+  }
+  return e;
+}
+
+llvm::Expected<std::map<std::string, Efficiency>>
+rlhfc::cost::loadCalibration(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return llvm::createStringError(buf.getError(), "cannot read calibration file %s",
+                                   path.str().c_str());
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: %s", path.str().c_str(),
+                                   llvm::toString(json.takeError()).c_str());
+  auto *obj = json->getAsObject();
+  if (!obj)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: expected a JSON object mapping hardware "
+                                   "names to efficiency factors",
+                                   path.str().c_str());
+  std::map<std::string, Efficiency> out;
+  for (auto &[hwName, value] : *obj) {
+    auto *fields = value.getAsObject();
+    if (!fields)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "%s: '%s' must be an object", path.str().c_str(),
+                                     hwName.str().c_str());
+    Efficiency e = defaultEfficiency(hwName);
+    for (auto &[key, v] : *fields) {
+      std::optional<double> d = v.getAsNumber();
+      double *dst = key == "matmul"            ? &e.matmul
+                    : key == "hbm"             ? &e.hbm
+                    : key == "nvlink"          ? &e.nvlink
+                    : key == "network"         ? &e.network
+                    : key == "nvlink_latency"  ? &e.nvlinkLatency
+                    : key == "network_latency" ? &e.networkLatency
+                    : key == "dp_overlap"      ? &e.dpOverlap
+                    : key == "kernel_overhead" ? &e.kernelOverhead
+                                               : nullptr;
+      if (!dst)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "%s: unknown factor '%s' for '%s'; known: matmul, hbm, nvlink, "
+            "network, nvlink_latency, network_latency, dp_overlap, kernel_overhead",
+            path.str().c_str(), key.str().c_str(), hwName.str().c_str());
+      if (!d || *d < 0)
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "%s: '%s.%s' must be a non-negative number",
+                                       path.str().c_str(), hwName.str().c_str(),
+                                       key.str().c_str());
+      *dst = *d;
+    }
+    out[hwName.str()] = e;
+  }
+  return out;
+}

@@ -1,0 +1,264 @@
+//===- CostModel.cpp - analytic time and memory of RLHF calls -------------===//
+//
+// Formulas and assumptions are written up in docs/cost-model.md; keep the two
+// in step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhfc/CostModel/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace rlhfc::cost;
+
+namespace {
+
+constexpr double kBf16 = 2.0;
+/// Activation bytes per token per layer without recomputation, with
+/// FlashAttention (no s^2 score matrix) and sequence parallelism
+/// (Korthikanti et al. 2022, eq. 2 without the 5as/h term).
+constexpr double kActBytesPerTokenHidden = 34.0;
+/// fp32 master weights, Adam m and v.
+constexpr double kOptimizerBytesPerParam = 12.0;
+/// Adam's update reads and writes master weights, m, v, and the gradient.
+constexpr double kOptimizerTrafficPerParam = 32.0;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Whether a group of `n` GPUs with stride `stride` starting at `first`
+/// leaves one node.
+bool spans(int64_t first, int64_t n, int64_t stride, int64_t gpusPerNode) {
+  if (n <= 1)
+    return false;
+  return first / gpusPerNode != (first + (n - 1) * stride) / gpusPerNode;
+}
+
+} // namespace
+
+Arch Arch::get(const rlhf::ModelShape &m, int64_t maxSeq) {
+  Arch a;
+  a.shape = m;
+  a.maxSeq = maxSeq;
+  double h = double(m.hidden), headDim = double(m.hidden) / m.heads;
+  double kvDim = m.kvHeads * headDim;
+  a.layerParams = 2 * h * h + 2 * h * kvDim + 3 * h * m.ffn + 2 * h;
+  a.embedParams = double(m.vocab) * h;
+  a.headParams = m.valueHead ? h : (m.tieEmbeddings ? 0 : double(m.vocab) * h);
+  a.totalParams = m.layers * a.layerParams + a.embedParams + h + a.headParams;
+  a.kvBytesPerToken = 2 * m.layers * kvDim * kBf16;
+  return a;
+}
+
+Link rlhfc::cost::groupLink(const Hardware &hw, int64_t n, bool spansNodes) {
+  if (spansNodes)
+    return {hw.networkBw * hw.eff.network, hw.eff.networkLatency};
+  return {hw.nvlinkBw * hw.eff.nvlink, hw.eff.nvlinkLatency};
+}
+
+double rlhfc::cost::allReduce(double bytes, int64_t n, const Link &l) {
+  if (n <= 1 || bytes <= 0)
+    return 0;
+  double ring = 2.0 * (n - 1) / n * bytes / l.bw + 2.0 * (n - 1) * l.latency;
+  double tree = 2.0 * bytes / l.bw + 2.0 * std::ceil(std::log2(double(n))) * l.latency;
+  return std::min(ring, tree);
+}
+
+double rlhfc::cost::allGather(double bytesTotal, int64_t n, const Link &l) {
+  if (n <= 1 || bytesTotal <= 0)
+    return 0;
+  return double(n - 1) / n * bytesTotal / l.bw + (n - 1) * l.latency;
+}
+
+double rlhfc::cost::broadcast(double bytes, int64_t n, const Link &l) {
+  if (n <= 1 || bytes <= 0)
+    return 0;
+  return bytes / l.bw + std::ceil(std::log2(double(n))) * l.latency;
+}
+
+double rlhfc::cost::p2p(double bytes, const Link &l) {
+  return bytes <= 0 ? 0 : bytes / l.bw + l.latency;
+}
+
+double rlhfc::cost::allReduceBusBw(double bytes, int64_t n, const Link &l) {
+  double t = allReduce(bytes, n, l);
+  return t > 0 ? bytes / t * 2.0 * (n - 1) / n : 0;
+}
+
+Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
+                                   const Strategy &s, const CallShape &c) {
+  Estimate e;
+  const rlhf::ModelShape &m = a.shape;
+  const double h = double(m.hidden), L = double(m.layers), V = double(m.vocab);
+  const int64_t tp = s.tp, pp = s.pp, dp = s.dp;
+  const double flopRate = hw.flops * hw.eff.matmul;
+  const double memRate = hw.hbmBw * hw.eff.hbm;
+  const double stageLayers = std::ceil(L / pp);
+  // With one stage it holds everything; otherwise the first stage holds the
+  // embedding and the last the final norm and head, and the larger decides.
+  const double stageParams =
+      stageLayers * a.layerParams +
+      (pp == 1 ? a.embedParams + a.headParams + h
+               : std::max(a.embedParams, a.headParams + h));
+  const double kvHeadsPerRank = std::max(1.0, double(m.kvHeads) / tp);
+  const double kvBytesPerTokenRank =
+      2 * stageLayers * kvHeadsPerRank * (h / m.heads) * kBf16;
+
+  // Links of the three kinds of group in this strategy.
+  const Link tpLink = groupLink(hw, tp, spans(s.firstGpu, tp, 1, hw.gpusPerNode));
+  const Link ppLink = groupLink(hw, 2, spans(s.firstGpu, pp, tp, hw.gpusPerNode));
+  const Link dpLink =
+      groupLink(hw, dp, spans(s.firstGpu, dp, tp * pp, hw.gpusPerNode));
+
+  // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
+  // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
+  // AV (Megatron-LM's count), plus the logits.
+  auto fwdFlops = [&](double tokens, double ctx) {
+    double matmul = 2.0 * tokens * (L * (a.layerParams - 2 * h) + a.headParams);
+    double attn = 4.0 * tokens * ctx * h * L;
+    return matmul + attn;
+  };
+
+  const double weightsRank = kBf16 * stageParams / tp;
+  e.memory.weights = weightsRank;
+
+  // One pass of `tokensPerMb` tokens per micro-batch through the pipeline:
+  // the per-stage time of one micro-batch, compute- or memory-bound.
+  auto stageTime = [&](double tokensPerMb, double ctx, double passes,
+                       int allReducesPerLayer) {
+    double flops = passes * fwdFlops(tokensPerMb, ctx) / pp / tp;
+    double compute = std::max(flops / flopRate, weightsRank / memRate);
+    double act = tokensPerMb * h * kBf16;
+    double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
+                        : 0.0;
+    double ppc = pp > 1 ? (passes > 1 ? 2 : 1) * p2p(act, ppLink) : 0.0;
+    return std::make_tuple(compute, tpc, ppc);
+  };
+
+  switch (c.kind) {
+  case CallKind::Inference: {
+    double seqPerDp = double(c.batch) / dp;
+    double mbs = std::max<int64_t>(1, s.microBatches);
+    double tokensPerMb = seqPerDp * c.seqLen / mbs;
+    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, 1, 2);
+    double steps = mbs + pp - 1;
+    e.time.compute = steps * comp;
+    e.time.tpComm = steps * tpc;
+    e.time.ppComm = steps * ppc;
+    e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
+    e.memory.activations = tokensPerMb * h * kActBytesPerTokenHidden / tp +
+                           tokensPerMb * V / tp * 4.0;
+    break;
+  }
+  case CallKind::Generate: {
+    double seqPerDp = double(c.batch) / dp;
+    double mbs = std::max<int64_t>(1, s.microBatches);
+    double seqPerMb = seqPerDp / mbs;
+    // Prefill: one compute-bound forward pass over the prompts.
+    auto [pComp, pTp, pPp] = stageTime(seqPerMb * c.promptLen, c.promptLen, 1, 2);
+    double pSteps = mbs + pp - 1;
+    // Decode: every step reads the stage's weights and the KV cache so far;
+    // compute is 2 FLOPs per parameter per sequence plus attention.
+    double avgCtx = c.promptLen + (c.genLen + 1) / 2.0;
+    double stepFlops = 2.0 * seqPerMb *
+                       (stageLayers * (a.layerParams - 2 * h) +
+                        (pp == 1 ? a.headParams : a.headParams / pp) +
+                        2.0 * avgCtx * h * stageLayers) /
+                       tp;
+    double stepBytes = weightsRank + seqPerMb * avgCtx * kvBytesPerTokenRank;
+    double stepComp = std::max(stepFlops / flopRate, stepBytes / memRate) +
+                      stageLayers * hw.eff.kernelOverhead;
+    double act = seqPerMb * h * kBf16;
+    double stepTp = tp > 1 ? stageLayers * 2 * allReduce(act, tp, tpLink) : 0.0;
+    double stepPp = pp > 1 ? p2p(act, ppLink) : 0.0;
+    // With pp stages and mbs micro-batches in flight, a token takes
+    // max(mbs, pp) stage times.
+    double dSteps = c.genLen * std::max<double>(mbs, pp);
+    e.time.compute = pSteps * pComp + dSteps * stepComp;
+    e.time.tpComm = pSteps * pTp + dSteps * stepTp;
+    e.time.ppComm = pSteps * pPp + dSteps * stepPp;
+    e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) +
+              2.0 * c.batch * c.genLen * (L * (a.layerParams - 2 * h) + a.headParams);
+    e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
+    e.memory.activations = seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp /
+                               stageLayers +
+                           seqPerMb * V / tp * 4.0;
+    break;
+  }
+  case CallKind::Train: {
+    double seqPerDp = double(c.batch) / dp / std::max<int64_t>(1, c.minibatches);
+    double mbs = std::max<int64_t>(1, s.microBatches);
+    double tokensPerMb = seqPerDp * c.seqLen / mbs;
+    double passes = s.recompute ? 4.0 : 3.0;
+    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, passes,
+                                      s.recompute ? 6 : 4);
+    double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
+    double localParams = stageParams / tp;
+    double grads = kBf16 * localParams;
+    double dpc = dp > 1 ? (1.0 - hw.eff.dpOverlap) * allReduce(grads, dp, dpLink) : 0.0;
+    double optState = localParams / (s.zero ? dp : 1);
+    double opt = optState * kOptimizerTrafficPerParam / memRate;
+    double rounds = double(std::max<int64_t>(1, c.minibatches)) * c.epochs;
+    e.time.compute = rounds * steps * comp;
+    e.time.tpComm = rounds * steps * tpc;
+    e.time.ppComm = rounds * steps * ppc;
+    e.time.dpComm = rounds * dpc;
+    e.time.optimizer = rounds * opt;
+    e.flops = 3.0 * fwdFlops(double(c.batch) * c.seqLen, c.seqLen) * c.epochs;
+    e.memory.grads = grads;
+    e.memory.optimizer = kOptimizerBytesPerParam * optState;
+    // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
+    double inFlight = std::min<double>(pp, mbs);
+    double perLayer = tokensPerMb * h * kActBytesPerTokenHidden / tp;
+    double stored = s.recompute ? tokensPerMb * h * kBf16 / tp : perLayer;
+    e.memory.activations = inFlight * stageLayers * stored +
+                           (s.recompute ? perLayer : 0.0) +
+                           tokensPerMb * V / tp * 4.0;
+    break;
+  }
+  }
+  return e;
+}
+
+MoveEstimate rlhfc::cost::estimateRealloc(const Arch &a, const Hardware &hw,
+                                          const Strategy &from, const Strategy &to) {
+  std::vector<rlhf::ParamSpec> params = rlhf::llamaParams(a.shape);
+  rlhf::Layout f{from.firstGpu, from.dp, from.tp, from.pp};
+  rlhf::Layout t{to.firstGpu, to.dp, to.tp, to.pp};
+  rlhf::ReallocPlan plan =
+      rlhf::planRealloc(params, f, t, a.shape.layers, hw.gpusPerNode);
+  MoveEstimate m;
+  m.intraNodeBytes = double(plan.intraNodeBytes);
+  m.interNodeBytes = double(plan.interNodeBytes);
+  m.localBytes = double(plan.localBytes);
+  const Link nv = groupLink(hw, 2, false), net = groupLink(hw, 2, true);
+  double worst = 0;
+  for (size_t g = 0; g < plan.sendIntra.size(); ++g) {
+    double intra = double(std::max(plan.sendIntra[g], plan.recvIntra[g])) / nv.bw;
+    double inter = double(std::max(plan.sendInter[g], plan.recvInter[g])) / net.bw;
+    worst = std::max(worst, intra + inter);
+  }
+  if (plan.intraNodeBytes + plan.interNodeBytes > 0)
+    worst += plan.interNodeBytes ? net.latency : nv.latency;
+  m.time = worst;
+  return m;
+}
+
+MoveEstimate rlhfc::cost::estimateTransfer(double bytes, const Hardware &hw,
+                                           const Strategy &from, const Strategy &to) {
+  MoveEstimate m;
+  bool sameMesh = from.firstGpu == to.firstGpu && from.devices() == to.devices() &&
+                  from.dp == to.dp;
+  if (sameMesh || bytes <= 0) {
+    m.localBytes = bytes;
+    return m;
+  }
+  int64_t lo = std::min(from.firstGpu, to.firstGpu);
+  int64_t hi = std::max(from.firstGpu + from.devices(), to.firstGpu + to.devices());
+  bool crossNode = lo / hw.gpusPerNode != (hi - 1) / hw.gpusPerNode;
+  Link l = groupLink(hw, 2, crossNode);
+  double perSender = bytes / from.dp, perReceiver = bytes / to.dp;
+  m.time = std::max(perSender, perReceiver) / l.bw + l.latency;
+  (crossNode ? m.interNodeBytes : m.intraNodeBytes) = bytes;
+  return m;
+}

@@ -1,0 +1,179 @@
+//===- FromIR.cpp - cost-model inputs from rlhf IR ------------------------===//
+
+#include "rlhfc/CostModel/FromIR.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace rlhfc::cost;
+using namespace mlir;
+namespace r = mlir::rlhf;
+
+Hardware rlhfc::cost::hardwareOf(r::ClusterOp c, const Calibration &cal) {
+  r::HardwareAttr h = c.getHardware();
+  Hardware hw;
+  hw.name = h.getName().str();
+  hw.flops = h.getBf16Flops().convertToDouble();
+  hw.hbmBytes = h.getHbm().convertToDouble();
+  hw.hbmBw = h.getHbmBandwidth().convertToDouble();
+  hw.nvlinkBw = h.getNvlinkBandwidth().convertToDouble();
+  hw.networkBw = h.getNetworkBandwidth().convertToDouble();
+  hw.gpusPerNode = c.getGpusPerNode();
+  auto it = cal.find(hw.name);
+  hw.eff = it != cal.end() ? it->second : defaultEfficiency(hw.name);
+  return hw;
+}
+
+Arch rlhfc::cost::archOf(r::ModelOp m) {
+  r::ArchAttr a = m.getArch();
+  ::rlhf::ModelShape s;
+  s.layers = a.getLayers();
+  s.hidden = a.getHidden();
+  s.heads = a.getHeads();
+  s.kvHeads = a.getKvHeads();
+  s.ffn = a.getFfn();
+  s.vocab = a.getVocab();
+  s.tieEmbeddings = a.getTieEmbeddings();
+  s.valueHead = m.getHead() == r::Head::value;
+  return Arch::get(s, a.getMaxSeq());
+}
+
+CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
+  CallShape c;
+  c.trainable = model.getTrainable();
+  auto dims = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+  if (auto g = dyn_cast<r::GenerateOp>(call)) {
+    c.kind = CallKind::Generate;
+    c.batch = dims(g.getPrompt())[0] * g.getN();
+    c.promptLen = dims(g.getPrompt())[1];
+    c.genLen = g.getMaxNewTokens();
+  } else if (auto i = dyn_cast<r::InferenceOp>(call)) {
+    c.kind = CallKind::Inference;
+    c.batch = dims(i.getSeq())[0];
+    c.seqLen = dims(i.getSeq())[1];
+  } else if (auto t = dyn_cast<r::TrainStepOp>(call)) {
+    c.kind = CallKind::Train;
+    c.batch = dims(t.getInputs().front())[0];
+    c.seqLen = 1;
+    for (Value v : t.getInputs())
+      if (dims(v).size() == 2)
+        c.seqLen = std::max<int64_t>(c.seqLen, dims(v)[1]);
+    c.minibatches = t.getMinibatches();
+    c.epochs = t.getEpochs();
+  }
+  return c;
+}
+
+std::optional<Strategy> rlhfc::cost::strategyOf(Operation *call) {
+  auto mesh = call->getAttrOfType<r::MeshAttr>("mesh");
+  auto st = call->getAttrOfType<r::StrategyAttr>("strategy");
+  if (!mesh || !st)
+    return std::nullopt;
+  Strategy s;
+  s.firstGpu = mesh.getFirst();
+  s.dp = st.getDp();
+  s.tp = st.getTp();
+  s.pp = st.getPp();
+  s.microBatches = st.getMbs();
+  s.zero = st.getZero();
+  s.recompute = st.getRecompute();
+  return s;
+}
+
+Strategy rlhfc::cost::defaultStrategy(const Arch &arch, const Hardware &hw,
+                                      int64_t gpus, const CallShape &shape) {
+  Strategy s;
+  int64_t tp = 1;
+  while (tp * 2 <= std::min<int64_t>(hw.gpusPerNode, gpus) &&
+         arch.shape.heads % (tp * 2) == 0 && gpus % (tp * 2) == 0)
+    tp *= 2;
+  s.tp = tp;
+  s.dp = gpus / tp;
+  // The batch must split over dp (and minibatches); shrink dp into pp.
+  int64_t rows = shape.kind == CallKind::Train
+                     ? shape.batch / std::max<int64_t>(1, shape.minibatches)
+                     : shape.batch;
+  while (s.dp > 1 && rows % s.dp != 0) {
+    s.dp /= 2;
+    s.pp *= 2;
+  }
+  if (s.pp > arch.shape.layers) {
+    s.pp = 1;
+    s.dp = 1;
+  }
+  return s;
+}
+
+namespace {
+
+std::string gb(double bytes) { return llvm::formatv("{0:f1}", bytes / 1e9).str(); }
+std::string sec(double s) {
+  if (s >= 1)
+    return llvm::formatv("{0:f2}s", s).str();
+  return llvm::formatv("{0:f1}ms", s * 1e3).str();
+}
+
+std::string where(Location loc) {
+  if (auto f = dyn_cast<FileLineColLoc>(loc)) {
+    StringRef file = f.getFilename().getValue();
+    return llvm::formatv("{0}:{1}", file.substr(file.find_last_of('/') + 1),
+                         f.getLine())
+        .str();
+  }
+  return "";
+}
+
+} // namespace
+
+LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &cal,
+                                          llvm::raw_ostream &os) {
+  SymbolTable symbols(module);
+  for (auto alg : module.getOps<r::AlgorithmOp>()) {
+    auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+    if (!cluster)
+      return alg.emitError("algorithm has no cluster");
+    Hardware hw = hardwareOf(cluster, cal);
+    int64_t gpus = cluster.getNumGpus();
+    os << llvm::formatv("algorithm @{0} on cluster @{1}: {2} x {3} {4} "
+                        "({5:f0} TFLOP/s bf16, {6} GB HBM per GPU)\n",
+                        alg.getSymName(), cluster.getSymName(), cluster.getNodes(),
+                        cluster.getGpusPerNode(), hw.name, hw.flops / 1e12,
+                        gb(hw.hbmBytes));
+    os << llvm::formatv("{0,-28} {1,-9} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+                        " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
+                        "call", "source", "placement", "time", "compute", "tp",
+                        "pp", "dp", "optim", "mem GB", "weights", "grads", "optim",
+                        "act", "kv");
+    double total = 0;
+    for (Operation &op : alg.getBodyBlock()) {
+      if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+        continue;
+      auto modelRef = op.getAttrOfType<FlatSymbolRefAttr>("model");
+      auto model = symbols.lookup<r::ModelOp>(modelRef.getValue());
+      Arch arch = archOf(model);
+      CallShape shape = shapeOf(&op, model);
+      std::optional<Strategy> st = strategyOf(&op);
+      bool pinned = st.has_value();
+      Strategy s = pinned ? *st : defaultStrategy(arch, hw, gpus, shape);
+      Estimate e = estimateCall(arch, hw, s, shape);
+      total += e.time.total();
+      std::string name = (op.getName().stripDialect() + " @" + modelRef.getValue()).str();
+      std::string place = llvm::formatv("[{0}:{1}] {2}x{3}x{4}{5}", s.firstGpu,
+                                        s.firstGpu + s.devices(), s.dp, s.tp, s.pp,
+                                        pinned ? "" : "*");
+      os << llvm::formatv("{0,-28} {1,-9} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+                          " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
+                          name, where(op.getLoc()), place, sec(e.time.total()),
+                          sec(e.time.compute), sec(e.time.tpComm), sec(e.time.ppComm),
+                          sec(e.time.dpComm), sec(e.time.optimizer),
+                          gb(e.memory.total()), gb(e.memory.weights),
+                          gb(e.memory.grads), gb(e.memory.optimizer),
+                          gb(e.memory.activations), gb(e.memory.kvCache));
+    }
+    os << llvm::formatv("sum of call times: {0} per iteration (calls run one after "
+                        "another; placement marked * is the default: all GPUs, "
+                        "dp x tp x pp)\n\n",
+                        sec(total));
+  }
+  return success();
+}

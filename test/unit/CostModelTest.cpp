@@ -1,0 +1,203 @@
+//===- CostModelTest.cpp - scaling laws and memory accounting -------------===//
+
+#include "rlhfc/CostModel/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace rlhfc::cost;
+
+namespace {
+
+rlhf::ModelShape llama2(int64_t layers, int64_t hidden, int64_t heads,
+                        int64_t kvHeads, int64_t ffn) {
+  rlhf::ModelShape s;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.kvHeads = kvHeads;
+  s.ffn = ffn;
+  s.vocab = 32000;
+  return s;
+}
+
+Arch llama2_7b() { return Arch::get(llama2(32, 4096, 32, 32, 11008), 4096); }
+Arch llama2_13b() { return Arch::get(llama2(40, 5120, 40, 40, 13824), 4096); }
+Arch llama2_70b() { return Arch::get(llama2(80, 8192, 64, 8, 28672), 4096); }
+
+Hardware h100() {
+  Hardware hw;
+  hw.name = "H100_SXM";
+  hw.flops = 989e12;
+  hw.hbmBytes = 80e9;
+  hw.hbmBw = 3.35e12;
+  hw.nvlinkBw = 450e9;
+  hw.networkBw = 50e9;
+  hw.gpusPerNode = 8;
+  hw.eff = defaultEfficiency(hw.name);
+  return hw;
+}
+
+Strategy layout(int64_t dp, int64_t tp, int64_t pp, int64_t mbs = 1) {
+  Strategy s;
+  s.dp = dp;
+  s.tp = tp;
+  s.pp = pp;
+  s.microBatches = mbs;
+  return s;
+}
+
+CallShape train(int64_t batch, int64_t seq) {
+  CallShape c;
+  c.kind = CallKind::Train;
+  c.batch = batch;
+  c.seqLen = seq;
+  c.trainable = true;
+  return c;
+}
+
+CallShape generate(int64_t batch, int64_t prompt, int64_t gen) {
+  CallShape c;
+  c.kind = CallKind::Generate;
+  c.batch = batch;
+  c.promptLen = prompt;
+  c.genLen = gen;
+  return c;
+}
+
+// Parameter counts equal the Hugging Face checkpoints' exactly.
+TEST(CostModel, ParameterCountsMatchPublishedCheckpoints) {
+  EXPECT_EQ(int64_t(llama2_7b().totalParams), 6738415616);
+  EXPECT_EQ(int64_t(llama2_13b().totalParams), 13015864320);
+  EXPECT_EQ(int64_t(llama2_70b().totalParams), 68976648192);
+}
+
+// LLaMA-2 7B trained on one GPU: bf16 weights and grads (2 + 2 bytes per
+// parameter), fp32 master weights and Adam moments (12 bytes).
+TEST(CostModel, Llama2_7bTrainingMemoryByHand) {
+  const double P = 6738415616.0;
+  Estimate e = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), train(8, 512));
+  EXPECT_DOUBLE_EQ(e.memory.weights, 2 * P);
+  EXPECT_DOUBLE_EQ(e.memory.grads, 2 * P);
+  EXPECT_DOUBLE_EQ(e.memory.optimizer, 12 * P);
+  // Activations: 8 x 512 tokens, 34 bytes per token per hidden unit per
+  // layer, 32 layers, plus fp32 logits.
+  double act = 8 * 512 * 4096.0 * 34 * 32 + 8 * 512 * 32000.0 * 4;
+  EXPECT_DOUBLE_EQ(e.memory.activations, act);
+  EXPECT_DOUBLE_EQ(e.memory.kvCache, 0);
+
+  // tp = 8 shards everything by 8; ZeRO over dp = 2 shards the optimizer.
+  Strategy s = layout(2, 8, 1);
+  s.zero = true;
+  Estimate z = estimateCall(llama2_7b(), h100(), s, train(16, 512));
+  EXPECT_DOUBLE_EQ(z.memory.weights, 2 * P / 8);
+  EXPECT_DOUBLE_EQ(z.memory.optimizer, 12 * P / 8 / 2);
+}
+
+// Generation of LLaMA-2 7B: the KV cache holds K and V of every token in
+// every layer, bf16: 2 * 32 * 4096 * 2 bytes per token.
+TEST(CostModel, Llama2_7bKvCacheByHand) {
+  Estimate e = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), generate(64, 128, 128));
+  EXPECT_DOUBLE_EQ(e.memory.kvCache, 64.0 * 256 * 2 * 32 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(e.memory.grads, 0);
+  // GQA (LLaMA-2 70B: 8 kv heads of 64) shrinks the cache by 8x per layer.
+  Estimate g = estimateCall(llama2_70b(), h100(), layout(1, 8, 1), generate(64, 128, 128));
+  EXPECT_DOUBLE_EQ(g.memory.kvCache, 64.0 * 256 * 2 * 80 * 1 * 128 * 2);
+}
+
+TEST(CostModel, RaisingTpCutsMathButAddsCommunication) {
+  Estimate t1 = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), train(64, 1024));
+  Estimate t2 = estimateCall(llama2_7b(), h100(), layout(1, 2, 1), train(64, 1024));
+  Estimate t8 = estimateCall(llama2_7b(), h100(), layout(1, 8, 1), train(64, 1024));
+  EXPECT_LT(t2.time.compute, t1.time.compute);
+  EXPECT_LT(t8.time.compute, t2.time.compute);
+  EXPECT_EQ(t1.time.tpComm, 0);
+  EXPECT_GT(t2.time.tpComm, 0);
+  EXPECT_GT(t8.time.tpComm, t2.time.tpComm);
+}
+
+TEST(CostModel, DecodeTimeTracksBytesRead) {
+  // At batch 1 decode reads the weights every token: time scales with the
+  // model's bytes, not its FLOPs.
+  Estimate small = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), generate(1, 16, 256));
+  Estimate big = estimateCall(llama2_13b(), h100(), layout(1, 1, 1), generate(1, 16, 256));
+  double bytesRatio = llama2_13b().totalParams / llama2_7b().totalParams;
+  double timeRatio = big.time.total() / small.time.total();
+  EXPECT_NEAR(timeRatio, bytesRatio, 0.15 * bytesRatio);
+  // Per-token time is about weight bytes / achievable bandwidth.
+  Hardware hw = h100();
+  double perToken = small.time.total() / 256;
+  double weightRead = 2 * llama2_7b().totalParams / (hw.hbmBw * hw.eff.hbm);
+  EXPECT_GT(perToken, weightRead);
+  EXPECT_LT(perToken, 1.5 * weightRead);
+  // A longer context reads a larger KV cache.
+  Estimate longCtx = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), generate(64, 2048, 256));
+  Estimate shortCtx = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), generate(64, 16, 256));
+  EXPECT_GT(longCtx.time.total(), shortCtx.time.total());
+}
+
+TEST(CostModel, LargerBatchNeverLowersTotalTime) {
+  for (auto kind : {CallKind::Generate, CallKind::Inference, CallKind::Train})
+    for (auto [dp, tp, pp] : {std::tuple{1, 1, 1}, {2, 4, 1}, {1, 2, 4}, {4, 1, 2}}) {
+      double last = 0;
+      for (int64_t batch = 8; batch <= 4096; batch *= 2) {
+        CallShape c;
+        c.kind = kind;
+        c.batch = batch;
+        c.seqLen = 512;
+        c.promptLen = 128;
+        c.genLen = 128;
+        Estimate e = estimateCall(llama2_7b(), h100(), layout(dp, tp, pp, 4), c);
+        EXPECT_GE(e.time.total(), last) << "batch " << batch << " dp " << dp
+                                        << " tp " << tp << " pp " << pp;
+        last = e.time.total();
+      }
+    }
+}
+
+TEST(CostModel, PipelineBubbleShrinksWithMoreMicroBatches) {
+  Estimate m1 = estimateCall(llama2_13b(), h100(), layout(1, 1, 4, 1), train(64, 1024));
+  Estimate m16 = estimateCall(llama2_13b(), h100(), layout(1, 1, 4, 16), train(64, 1024));
+  // 1 micro-batch: 4 slots for 1 useful; 16: 19 slots for 16 useful.
+  EXPECT_NEAR(m1.time.compute / m16.time.compute, 4.0 * 16 / 19, 0.5);
+}
+
+TEST(CostModel, EstimatesAreDeterministic) {
+  Estimate a = estimateCall(llama2_70b(), h100(), layout(2, 8, 4, 8), train(512, 2048));
+  Estimate b = estimateCall(llama2_70b(), h100(), layout(2, 8, 4, 8), train(512, 2048));
+  EXPECT_EQ(a.time.total(), b.time.total());
+  EXPECT_EQ(a.memory.total(), b.memory.total());
+}
+
+TEST(CostModel, CollectivesUseTheRightLink) {
+  Hardware hw = h100();
+  Link nv = groupLink(hw, 8, false), net = groupLink(hw, 16, true);
+  EXPECT_GT(nv.bw, net.bw);
+  // Large all-reduces approach the link's bandwidth; small ones pay latency.
+  EXPECT_NEAR(allReduceBusBw(8e9, 8, nv), nv.bw, 0.02 * nv.bw);
+  EXPECT_LT(allReduceBusBw(8e3, 8, nv), 0.1 * nv.bw);
+  EXPECT_GT(allReduce(1e9, 16, net), allReduce(1e9, 8, nv));
+}
+
+TEST(CostModel, ReallocMovesOnlyWhatChanges) {
+  Arch a = llama2_7b();
+  Hardware hw = h100();
+  Strategy tp8 = layout(1, 8, 1), dp8 = layout(8, 1, 1);
+  MoveEstimate same = estimateRealloc(a, hw, tp8, tp8);
+  EXPECT_EQ(same.intraNodeBytes + same.interNodeBytes, 0);
+  EXPECT_EQ(same.time, 0);
+  // tp=8 -> dp=8 on one node: each GPU already holds 1/8 of the sharded
+  // weights and gathers the rest over NVLink; nothing crosses nodes.
+  MoveEstimate gather = estimateRealloc(a, hw, tp8, dp8);
+  EXPECT_EQ(gather.interNodeBytes, 0);
+  EXPECT_GT(gather.intraNodeBytes, 0);
+  EXPECT_NEAR(gather.intraNodeBytes + gather.localBytes, 8 * 2 * a.totalParams,
+              0.001 * 8 * 2 * a.totalParams);
+  // Moving to the other node uses the network.
+  Strategy otherNode = tp8;
+  otherNode.firstGpu = 8;
+  MoveEstimate cross = estimateRealloc(a, hw, tp8, otherNode);
+  EXPECT_NEAR(cross.interNodeBytes, 2 * a.totalParams, 0.001 * 2 * a.totalParams);
+  EXPECT_GT(cross.time, gather.time / 4);
+}
+
+} // namespace
