@@ -170,11 +170,26 @@ TEST(CostModel, EstimatesAreDeterministic) {
 
 TEST(CostModel, CollectivesUseTheRightLink) {
   Hardware hw = h100();
-  Link nv = groupLink(hw, 8, false), net = groupLink(hw, 16, true);
+  Link nv = groupLink(hw, 8, 8), net = groupLink(hw, 16, 1);
   EXPECT_GT(nv.bw, net.bw);
-  // Large all-reduces approach the link's bandwidth; small ones pay latency.
-  EXPECT_NEAR(allReduceBusBw(8e9, 8, nv), nv.bw, 0.02 * nv.bw);
+  // Large all-reduces approach the link's (here NVLS) bus bandwidth; small
+  // ones pay latency.
+  EXPECT_NEAR(allReduceBusBw(8e9, 8, nv), nv.nvlsBw, 0.02 * nv.nvlsBw);
+  Hardware a100 = hw;
+  a100.eff = defaultEfficiency("A100_80GB");
+  Link ring = groupLink(a100, 8, 8);
+  EXPECT_EQ(ring.nvlsBw, 0);
+  EXPECT_NEAR(allReduceBusBw(8e9, 8, ring), ring.bw, 0.02 * ring.bw);
   EXPECT_LT(allReduceBusBw(8e3, 8, nv), 0.1 * nv.bw);
+  // Across nodes, every GPU's NIC carries traffic: 8 per node give 8x one
+  // NIC (up to NVLink); a strided group with one GPU per node gets one NIC.
+  Link wide = groupLink(hw, 32, 8), thin = groupLink(hw, 4, 1);
+  EXPECT_NEAR(wide.bw, std::min(nv.bw, 8 * hw.networkBw * hw.eff.network), 1);
+  EXPECT_NEAR(thin.bw, hw.networkBw * hw.eff.network, 1);
+  EXPECT_EQ(membersPerNode(0, 4, 8, 8), 1);
+  EXPECT_EQ(membersPerNode(0, 16, 1, 8), 8);
+  EXPECT_EQ(membersPerNode(0, 8, 1, 8), 8);
+  EXPECT_EQ(membersPerNode(0, 8, 2, 8), 4);
   EXPECT_GT(allReduce(1e9, 16, net), allReduce(1e9, 8, nv));
 }
 

@@ -22,6 +22,7 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
     e.hbm = 0.80;
     e.nvlink = 0.80;
     e.network = 0.90;
+    e.nvls = 1.06; // NVLink SHARP: ~480 GB/s all-reduce bus bandwidth
   }
   return e;
 }
@@ -56,6 +57,7 @@ rlhfc::cost::loadCalibration(llvm::StringRef path) {
       double *dst = key == "matmul"            ? &e.matmul
                     : key == "hbm"             ? &e.hbm
                     : key == "nvlink"          ? &e.nvlink
+                    : key == "nvls"            ? &e.nvls
                     : key == "network"         ? &e.network
                     : key == "nvlink_latency"  ? &e.nvlinkLatency
                     : key == "network_latency" ? &e.networkLatency
@@ -66,7 +68,7 @@ rlhfc::cost::loadCalibration(llvm::StringRef path) {
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
             "%s: unknown factor '%s' for '%s'; known: matmul, hbm, nvlink, "
-            "network, nvlink_latency, network_latency, dp_overlap, kernel_overhead",
+            "nvls, network, nvlink_latency, network_latency, dp_overlap, kernel_overhead",
             path.str().c_str(), key.str().c_str(), hwName.str().c_str());
       if (!d || *d < 0)
         return llvm::createStringError(llvm::inconvertibleErrorCode(),

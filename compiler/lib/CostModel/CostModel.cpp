@@ -26,13 +26,6 @@ constexpr double kOptimizerTrafficPerParam = 32.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// Whether a group of `n` GPUs with stride `stride` starting at `first`
-/// leaves one node.
-bool spans(int64_t first, int64_t n, int64_t stride, int64_t gpusPerNode) {
-  if (n <= 1)
-    return false;
-  return first / gpusPerNode != (first + (n - 1) * stride) / gpusPerNode;
-}
 
 } // namespace
 
@@ -50,18 +43,35 @@ Arch Arch::get(const rlhf::ModelShape &m, int64_t maxSeq) {
   return a;
 }
 
-Link rlhfc::cost::groupLink(const Hardware &hw, int64_t n, bool spansNodes) {
-  if (spansNodes)
-    return {hw.networkBw * hw.eff.network, hw.eff.networkLatency};
-  return {hw.nvlinkBw * hw.eff.nvlink, hw.eff.nvlinkLatency};
+int64_t rlhfc::cost::membersPerNode(int64_t first, int64_t n, int64_t stride,
+                                    int64_t gpusPerNode) {
+  if (n <= 1)
+    return 1;
+  if (first / gpusPerNode == (first + (n - 1) * stride) / gpusPerNode)
+    return n;
+  return std::max<int64_t>(1, std::min<int64_t>(n, gpusPerNode / stride));
+}
+
+Link rlhfc::cost::groupLink(const Hardware &hw, int64_t n, int64_t perNode) {
+  double nvlink = hw.nvlinkBw * hw.eff.nvlink;
+  if (perNode >= n) {
+    double nvls = n > 2 && hw.eff.nvls > 0 ? hw.nvlinkBw * hw.eff.nvls : 0;
+    return {nvlink, hw.eff.nvlinkLatency, nvls};
+  }
+  double net = double(perNode) * hw.networkBw * hw.eff.network;
+  return {std::min(nvlink, net), hw.eff.networkLatency, 0};
 }
 
 double rlhfc::cost::allReduce(double bytes, int64_t n, const Link &l) {
   if (n <= 1 || bytes <= 0)
     return 0;
+  double steps = std::ceil(std::log2(double(n)));
   double ring = 2.0 * (n - 1) / n * bytes / l.bw + 2.0 * (n - 1) * l.latency;
-  double tree = 2.0 * bytes / l.bw + 2.0 * std::ceil(std::log2(double(n))) * l.latency;
-  return std::min(ring, tree);
+  double tree = 2.0 * bytes / l.bw + 2.0 * steps * l.latency;
+  double best = std::min(ring, tree);
+  if (l.nvlsBw > 0) // NVSwitch reduces in the switch: bus bandwidth nvlsBw
+    best = std::min(best, 2.0 * (n - 1) / n * bytes / l.nvlsBw + 2.0 * l.latency);
+  return best;
 }
 
 double rlhfc::cost::allGather(double bytesTotal, int64_t n, const Link &l) {
@@ -105,10 +115,12 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
       2 * stageLayers * kvHeadsPerRank * (h / m.heads) * kBf16;
 
   // Links of the three kinds of group in this strategy.
-  const Link tpLink = groupLink(hw, tp, spans(s.firstGpu, tp, 1, hw.gpusPerNode));
-  const Link ppLink = groupLink(hw, 2, spans(s.firstGpu, pp, tp, hw.gpusPerNode));
+  const int64_t gpn = hw.gpusPerNode;
+  const Link tpLink = groupLink(hw, tp, membersPerNode(s.firstGpu, tp, 1, gpn));
+  const Link ppLink = groupLink(
+      hw, 2, membersPerNode(s.firstGpu, pp, tp, gpn) >= pp ? 2 : 1);
   const Link dpLink =
-      groupLink(hw, dp, spans(s.firstGpu, dp, tp * pp, hw.gpusPerNode));
+      groupLink(hw, dp, membersPerNode(s.firstGpu, dp, tp * pp, gpn));
 
   // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
   // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
@@ -195,7 +207,11 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
     double localParams = stageParams / tp;
     double grads = kBf16 * localParams;
-    double dpc = dp > 1 ? (1.0 - hw.eff.dpOverlap) * allReduce(grads, dp, dpLink) : 0.0;
+    // ZeRO/FSDP gathers weights in forward and backward and reduce-scatters
+    // gradients: 1.5x the volume of an all-reduce.
+    double dpc = dp > 1 ? (1.0 - hw.eff.dpOverlap) * (s.zero ? 1.5 : 1.0) *
+                              allReduce(grads, dp, dpLink)
+                        : 0.0;
     double optState = localParams / (s.zero ? dp : 1);
     double opt = optState * kOptimizerTrafficPerParam / memRate;
     double rounds = double(std::max<int64_t>(1, c.minibatches)) * c.epochs;
@@ -231,7 +247,7 @@ MoveEstimate rlhfc::cost::estimateRealloc(const Arch &a, const Hardware &hw,
   m.intraNodeBytes = double(plan.intraNodeBytes);
   m.interNodeBytes = double(plan.interNodeBytes);
   m.localBytes = double(plan.localBytes);
-  const Link nv = groupLink(hw, 2, false), net = groupLink(hw, 2, true);
+  const Link nv = groupLink(hw, 2, 2), net = groupLink(hw, 2, 1);
   double worst = 0;
   for (size_t g = 0; g < plan.sendIntra.size(); ++g) {
     double intra = double(std::max(plan.sendIntra[g], plan.recvIntra[g])) / nv.bw;
@@ -256,7 +272,7 @@ MoveEstimate rlhfc::cost::estimateTransfer(double bytes, const Hardware &hw,
   int64_t lo = std::min(from.firstGpu, to.firstGpu);
   int64_t hi = std::max(from.firstGpu + from.devices(), to.firstGpu + to.devices());
   bool crossNode = lo / hw.gpusPerNode != (hi - 1) / hw.gpusPerNode;
-  Link l = groupLink(hw, 2, crossNode);
+  Link l = groupLink(hw, 2, crossNode ? 1 : 2);
   double perSender = bytes / from.dp, perReceiver = bytes / to.dp;
   m.time = std::max(perSender, perReceiver) / l.bw + l.latency;
   (crossNode ? m.interNodeBytes : m.intraNodeBytes) = bytes;

@@ -135,11 +135,11 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
     Hardware hw = hardwareOf(cluster, cal);
     int64_t gpus = cluster.getNumGpus();
     os << llvm::formatv("algorithm @{0} on cluster @{1}: {2} x {3} {4} "
-                        "({5:f0} TFLOP/s bf16, {6} GB HBM per GPU)\n",
+                        "({5:f1} TFLOP/s bf16, {6} GB HBM per GPU)\n",
                         alg.getSymName(), cluster.getSymName(), cluster.getNodes(),
                         cluster.getGpusPerNode(), hw.name, hw.flops / 1e12,
                         gb(hw.hbmBytes));
-    os << llvm::formatv("{0,-28} {1,-9} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+    os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
                         " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
                         "call", "source", "placement", "time", "compute", "tp",
                         "pp", "dp", "optim", "mem GB", "weights", "grads", "optim",
@@ -161,7 +161,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
       std::string place = llvm::formatv("[{0}:{1}] {2}x{3}x{4}{5}", s.firstGpu,
                                         s.firstGpu + s.devices(), s.dp, s.tp, s.pp,
                                         pinned ? "" : "*");
-      os << llvm::formatv("{0,-28} {1,-9} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+      os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
                           " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
                           name, where(op.getLoc()), place, sec(e.time.total()),
                           sec(e.time.compute), sec(e.time.tpComm), sec(e.time.ppComm),

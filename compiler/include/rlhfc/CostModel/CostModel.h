@@ -31,8 +31,10 @@ struct Efficiency {
   double hbm = 0.80;        ///< of peak HBM bandwidth in streaming reads
   double nvlink = 0.80;     ///< of per-GPU NVLink bandwidth in collectives
   double network = 0.80;    ///< of per-GPU network bandwidth in collectives
-  double nvlinkLatency = 8e-6;   ///< seconds per collective step in a node
-  double networkLatency = 20e-6; ///< seconds per step across nodes
+  double nvls = 0.0;        ///< NVLink SHARP all-reduce bus bandwidth as a
+                            ///< fraction of NVLink bandwidth (0: no NVLS)
+  double nvlinkLatency = 3e-6;   ///< seconds per collective step in a node
+  double networkLatency = 10e-6; ///< seconds per step across nodes
   double dpOverlap = 0.5;   ///< fraction of the dp gradient all-reduce hidden
                             ///< behind the backward pass
   double kernelOverhead = 25e-6; ///< fixed seconds per layer per decode step
@@ -110,11 +112,19 @@ Estimate estimateCall(const Arch &arch, const Hardware &hw, const Strategy &s,
                       const CallShape &c);
 
 // ---- collectives (seconds) -------------------------------------------------
-/// Which link a group of `n` GPUs uses: NVLink if it fits in one node.
+/// The bandwidth a collective over a group of GPUs sees per GPU, and its
+/// per-step latency. `nvlsBw` is the all-reduce bus bandwidth with NVLink
+/// SHARP, when the group is one NVSwitch node that has it.
 struct Link {
-  double bw = 0, latency = 0;
+  double bw = 0, latency = 0, nvlsBw = 0;
 };
-Link groupLink(const Hardware &hw, int64_t n, bool spansNodes);
+/// A group of `n` GPUs, `perNode` of them on each node it touches. Inside a
+/// node it runs over NVLink. Across nodes NCCL's rings and trees use every
+/// GPU's NIC, so `perNode` NICs carry the group's traffic between nodes:
+/// the group sees min(NVLink, perNode x NIC) per GPU.
+Link groupLink(const Hardware &hw, int64_t n, int64_t perNode);
+/// Members per node of the group {first + i*stride | i < n}.
+int64_t membersPerNode(int64_t first, int64_t n, int64_t stride, int64_t gpusPerNode);
 double allReduce(double bytes, int64_t n, const Link &l);
 double allGather(double bytesTotal, int64_t n, const Link &l);
 double broadcast(double bytes, int64_t n, const Link &l);
