@@ -215,4 +215,32 @@ TEST(CostModel, ReallocMovesOnlyWhatChanges) {
   EXPECT_GT(cross.time, gather.time / 4);
 }
 
+// The search uses a fast estimate; it must agree with the exact plan.
+TEST(CostModel, FastReallocEstimateTracksTheExactPlan) {
+  Arch a = llama2_13b();
+  Hardware hw = h100();
+  std::vector<Strategy> ls;
+  for (auto [dp, tp, pp, first] :
+       {std::tuple{1, 8, 1, 0}, {8, 1, 1, 0}, {2, 4, 1, 0}, {1, 4, 2, 8},
+        {2, 2, 2, 8}, {4, 2, 2, 0}, {1, 2, 4, 4}, {16, 1, 1, 0}}) {
+    Strategy s = layout(dp, tp, pp);
+    s.firstGpu = first;
+    ls.push_back(s);
+  }
+  for (const Strategy &f : ls)
+    for (const Strategy &t : ls) {
+      MoveEstimate exact = estimateRealloc(a, hw, f, t);
+      MoveEstimate fast = estimateReallocFast(a, hw, f, t);
+      double moved = exact.intraNodeBytes + exact.interNodeBytes;
+      double fastMoved = fast.intraNodeBytes + fast.interNodeBytes;
+      EXPECT_NEAR(fastMoved, moved, 0.01 * 2 * a.totalParams * 16)
+          << f.dp << f.tp << f.pp << "@" << f.firstGpu << " -> " << t.dp << t.tp
+          << t.pp << "@" << t.firstGpu;
+      if (exact.time > 0)
+        EXPECT_NEAR(fast.time / exact.time, 1.0, 0.35)
+            << f.dp << f.tp << f.pp << "@" << f.firstGpu << " -> " << t.dp << t.tp
+            << t.pp << "@" << t.firstGpu << " inter " << exact.interNodeBytes;
+    }
+}
+
 } // namespace

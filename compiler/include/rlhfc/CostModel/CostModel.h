@@ -142,6 +142,13 @@ struct MoveEstimate {
 MoveEstimate estimateRealloc(const Arch &arch, const Hardware &hw,
                              const Strategy &from, const Strategy &to);
 
+/// The same estimate without building the plan: per destination GPU, the
+/// bytes of its new shard it does not already hold, over NVLink if the
+/// source mesh reaches its node and over the network otherwise. O(GPUs);
+/// used inside the search loop (unit-tested against the exact plan).
+MoveEstimate estimateReallocFast(const Arch &arch, const Hardware &hw,
+                                 const Strategy &from, const Strategy &to);
+
 /// Moving a batch of `bytes` from the dp heads of one mesh to another.
 MoveEstimate estimateTransfer(double bytes, const Hardware &hw,
                               const Strategy &from, const Strategy &to);
