@@ -11,9 +11,11 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "rlhf/IR/RLHFDialect.h"
+#include "rlhfc/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  rlhfc::registerRLHFPasses();
   mlir::DialectRegistry registry;
   registry.insert<mlir::rlhf::RLHFDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();

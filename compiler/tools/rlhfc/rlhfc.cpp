@@ -8,6 +8,11 @@
 #include "rlhfc/Frontend/Frontend.h"
 #include "rlhfc/CostModel/FromIR.h"
 #include "rlhfc/Frontend/MLIRGen.h"
+#include "rlhfc/Planner/Report.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -25,7 +30,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Check, AST, MLIR };
+enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan };
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
@@ -38,7 +43,13 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program
                               clEnumValN(Emit::AST, "ast",
                                          "the checked AST and each run's typed dataflow"),
                               clEnumValN(Emit::MLIR, "mlir",
-                                         "the program in the rlhf MLIR dialect")),
+                                         "the program in the rlhf MLIR dialect"),
+                              clEnumValN(Emit::PlannedMLIR, "planned-mlir",
+                                         "the dialect after planning: placement, "
+                                         "reallocations, transfers, costs, schedule"),
+                              clEnumValN(Emit::Plan, "plan",
+                                         "the plan as JSON: per call mesh, strategy, "
+                                         "time and memory; reallocations; transfers")),
                    cl::cat(rlhfcCat));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
@@ -48,6 +59,18 @@ cl::opt<std::string> stdlibDir("stdlib",
                                cl::desc("Standard library folder (default: the "
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
+cl::opt<std::string> plannerName(
+    "planner",
+    cl::desc("How to place calls: search (default), heuristic (ReaLHF-style "
+             "symmetric), colocated (verl-like), separated (OpenRLHF-like) or "
+             "manual (only @place pins)"),
+    cl::init("search"), cl::cat(rlhfcCat));
+cl::opt<int64_t> searchBudget("search-budget",
+                              cl::desc("Assignments the search may simulate "
+                                       "(default 200000)"),
+                              cl::init(200000), cl::cat(rlhfcCat));
+cl::opt<uint64_t> searchSeed("seed", cl::desc("Search seed (default 1)"), cl::init(1),
+                             cl::cat(rlhfcCat));
 cl::opt<bool> estimate("estimate",
                         cl::desc("Print each call's estimated time and per-GPU "
                                  "memory, broken into parts"),
@@ -89,6 +112,90 @@ std::string defaultStdlib() {
 
 } // namespace
 
+/// Runs the planning pipeline of DESIGN.md on a lowered module.
+mlir::LogicalResult plan(mlir::ModuleOp module) {
+  mlir::PassManager pm(module->getContext());
+  pm.addPass(rlhfc::createRLHFInferShapes());
+  rlhfc::RLHFAssignPlacementOptions place;
+  place.planner = plannerName;
+  place.budget = searchBudget;
+  place.seed = searchSeed;
+  place.calibration = calibrationFile;
+  pm.addPass(rlhfc::createRLHFAssignPlacement(place));
+  pm.addPass(rlhfc::createRLHFInsertRealloc());
+  pm.addPass(rlhfc::createRLHFInsertTransfer());
+  rlhfc::RLHFCheckMemoryOptions mem;
+  mem.calibration = calibrationFile;
+  pm.addPass(rlhfc::createRLHFCheckMemory(mem));
+  rlhfc::RLHFEstimateCostOptions est;
+  est.calibration = calibrationFile;
+  pm.addPass(rlhfc::createRLHFEstimateCost(est));
+  rlhfc::RLHFScheduleOptions sched;
+  sched.calibration = calibrationFile;
+  pm.addPass(rlhfc::createRLHFSchedule(sched));
+  return pm.run(module);
+}
+
+/// Everything after reading the input: diagnostics go to `ctx`'s handler,
+/// output to `os`.
+mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
+                            raw_ostream &os) {
+  rlhfc::FrontendOptions opts;
+  opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
+  opts.stdlibDir = defaultStdlib();
+  std::unique_ptr<rlhfc::sema::Program> prog = rlhfc::loadProgram(sm, ctx, opts);
+  if (!prog)
+    return mlir::failure();
+
+  rlhfc::cost::Calibration calibration;
+  if (!calibrationFile.empty()) {
+    auto cal = rlhfc::cost::loadCalibration(calibrationFile);
+    if (!cal) {
+      errs() << "rlhfc: error: " << toString(cal.takeError()) << "\n";
+      return mlir::failure();
+    }
+    calibration = std::move(*cal);
+  }
+  if (emit == Emit::AST) {
+    rlhfc::dumpProgram(*prog, os);
+    return mlir::success();
+  }
+  if (emit == Emit::Check && !estimate)
+    return mlir::success();
+  auto module = rlhfc::mlirGen(*prog, ctx);
+  if (!module)
+    return mlir::failure();
+  if (estimate)
+    return rlhfc::cost::printEstimates(*module, calibration, os);
+  mlir::OpPrintingFlags flags;
+  if (printLocations)
+    flags.enableDebugInfo(true, /*prettyForm=*/false).useLocalScope();
+  if (emit == Emit::MLIR) {
+    module->print(os, flags);
+    os << "\n";
+    return mlir::success();
+  }
+  if (mlir::failed(plan(*module)))
+    return mlir::failure();
+  if (emit == Emit::PlannedMLIR) {
+    module->print(os, flags);
+    os << "\n";
+    return mlir::success();
+  }
+  // Emit::Plan
+  llvm::json::Array plans;
+  for (auto alg : module->getOps<mlir::rlhf::AlgorithmOp>()) {
+    auto p = rlhfc::plan::buildProblem(alg, calibration);
+    if (mlir::failed(p))
+      return mlir::failure();
+    rlhfc::plan::Assignment a(p->calls.size(), 0);
+    rlhfc::plan::SimResult sim = rlhfc::plan::simulate(*p, a, 3, true);
+    plans.push_back(rlhfc::plan::planToJson(alg, *p, sim));
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plans))) << "\n";
+  return mlir::success();
+}
+
 int main(int argc, char **argv) {
   InitLLVM x(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) {
@@ -99,6 +206,8 @@ int main(int argc, char **argv) {
 
   mlir::MLIRContext ctx;
   ctx.getOrLoadDialect<mlir::rlhf::RLHFDialect>();
+  // Errors point at .rlhf source; a dump of the IR would only confuse.
+  ctx.printOpOnDiagnostic(false);
 
   std::string err;
   auto buffer = mlir::openInputFile(inputFile, &err);
@@ -109,62 +218,25 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(std::move(buffer), SMLoc());
 
-  rlhfc::FrontendOptions opts;
-  opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
-  opts.stdlibDir = defaultStdlib();
-
-  std::unique_ptr<rlhfc::sema::Program> prog;
   if (verifyDiagnostics) {
     mlir::SourceMgrDiagnosticVerifierHandler handler(sm, &ctx);
-    prog = rlhfc::loadProgram(sm, ctx, opts);
+    std::string ignored;
+    llvm::raw_string_ostream os(ignored);
+    (void)compile(sm, ctx, os);
     return mlir::failed(handler.verify()) ? 1 : 0;
   }
   mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
-  prog = rlhfc::loadProgram(sm, ctx, opts);
-  if (!prog)
-    return 1;
-
-  rlhfc::cost::Calibration calibration;
-  if (!calibrationFile.empty()) {
-    auto cal = rlhfc::cost::loadCalibration(calibrationFile);
-    if (!cal) {
-      errs() << "rlhfc: error: " << toString(cal.takeError()) << "\n";
-      return 1;
-    }
-    calibration = std::move(*cal);
-  }
-
   auto out = mlir::openOutputFile(outputFile, &err);
   if (!out) {
     errs() << "rlhfc: error: " << err << "\n";
     return 1;
   }
-  if (estimate) {
-    auto module = rlhfc::mlirGen(*prog, ctx);
-    if (!module || mlir::failed(rlhfc::cost::printEstimates(*module, calibration,
-                                                            out->os())))
-      return 1;
-    out->keep();
-    return 0;
-  }
-  switch (emit) {
-  case Emit::Check:
-    break;
-  case Emit::AST:
-    rlhfc::dumpProgram(*prog, out->os());
-    break;
-  case Emit::MLIR: {
-    auto module = rlhfc::mlirGen(*prog, ctx);
-    if (!module)
-      return 1;
-    mlir::OpPrintingFlags flags;
-    if (printLocations)
-      flags.enableDebugInfo(true, /*prettyForm=*/false).useLocalScope();
-    module->print(out->os(), flags);
-    out->os() << "\n";
-    break;
-  }
-  }
+  // Write into memory first so a failed compile leaves no partial file.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(compile(sm, ctx, os)))
+    return 1;
+  out->os() << text;
   out->keep();
   return 0;
 }

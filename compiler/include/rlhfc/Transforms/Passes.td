@@ -1,0 +1,101 @@
+//===- Passes.td - rlhf planning passes --------------------*- tablegen -*-===//
+
+#ifndef RLHFC_TRANSFORMS_PASSES_TD
+#define RLHFC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def RLHFInferShapes : Pass<"rlhf-infer-shapes", "mlir::ModuleOp"> {
+  let summary = "derive the record types of calls from their inputs";
+  let description = [{
+    Recomputes the result record of every `generate` (prompt length plus
+    `max_new_tokens`, `n` samples per prompt), `inference` (logprobs for an
+    lm head, values and scores for a value head), `train_step`, `field` and
+    `transfer` from its operands, in program order, so hand-written or
+    rewritten IR carries consistent shapes for the cost model.
+  }];
+  let dependentDialects = ["mlir::rlhf::RLHFDialect"];
+}
+
+def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
+  let summary = "choose a device mesh and parallel strategy for every call";
+  let description = [{
+    Enumerates meshes (aligned power-of-two runs inside a node, contiguous
+    whole nodes) and strategies (dp, tp within a node, pp, micro-batches)
+    per call, prices them with the cost model, and scores whole assignments
+    with a simulator of unrolled iterations. `planner=search` enumerates
+    exhaustively when the space is small and otherwise runs seeded simulated
+    annealing with restarts; `heuristic`, `colocated` and `separated` are the
+    ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
+    `@place` pins and requires one on every call. Pinned calls are never
+    moved.
+  }];
+  let options = [
+    Option<"planner", "planner", "std::string", /*default=*/"\"search\"",
+           "search, heuristic, colocated, separated or manual">,
+    Option<"budget", "budget", "int64_t", /*default=*/"200000",
+           "assignments the annealing search may simulate">,
+    Option<"seed", "seed", "uint64_t", /*default=*/"1", "search seed">,
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "JSON file of efficiency factors (docs/cost-model.md)">,
+  ];
+}
+
+def RLHFInsertRealloc : Pass<"rlhf-insert-realloc", "mlir::ModuleOp"> {
+  let summary = "insert parameter reallocation where a model's layout changes";
+  let description = [{
+    Tracks each model's parameter layout through one iteration, starting
+    from the layout of its last call (the layout carried into the next
+    iteration), and inserts `rlhf.realloc` before every call whose mesh or
+    strategy differs from the current one, priced from the slice-level plan.
+  }];
+}
+
+def RLHFInsertTransfer : Pass<"rlhf-insert-transfer", "mlir::ModuleOp"> {
+  let summary = "insert data transfers between calls on different meshes";
+  let description = [{
+    Where a model call reads a tensor produced by a model call on another
+    mesh, inserts `rlhf.transfer` and rewires the use.
+  }];
+}
+
+def RLHFCheckMemory : Pass<"rlhf-check-memory", "mlir::ModuleOp"> {
+  let summary = "prove that predicted per-GPU memory fits";
+  let description = [{
+    Simulates the placed program and reports a located error for the first
+    GPU whose predicted peak (resident weights, gradients and optimizer
+    state of every co-resident model plus the largest working set of a call
+    there) exceeds the usable memory, naming the models on it.
+  }];
+  let options = [
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "JSON file of efficiency factors">,
+  ];
+}
+
+def RLHFEstimateCost : Pass<"rlhf-estimate-cost", "mlir::ModuleOp"> {
+  let summary = "annotate placed calls with predicted time and memory";
+  let description = [{
+    Sets `#rlhf.cost<time, memory>` on every placed generate, inference and
+    train_step (seconds, peak bytes per GPU).
+  }];
+  let options = [
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "JSON file of efficiency factors">,
+  ];
+}
+
+def RLHFSchedule : Pass<"rlhf-schedule", "mlir::ModuleOp"> {
+  let summary = "predict when every call runs";
+  let description = [{
+    Simulates three iterations of the placed program and records, on each
+    call, its `start` and `end` in the first iteration (seconds), and on the
+    algorithm the steady-state `iteration_time`.
+  }];
+  let options = [
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "JSON file of efficiency factors">,
+  ];
+}
+
+#endif // RLHFC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,175 @@
+//===- Problem.cpp - calls, candidates and their costs from rlhf IR -------===//
+
+#include "rlhfc/Planner/Planner.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+using namespace mlir;
+namespace r = mlir::rlhf;
+
+namespace {
+
+double tensorBytes(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  double n = 1;
+  for (int64_t d : rt.getShape())
+    n *= double(d);
+  return n * std::max<unsigned>(1, rt.getElementTypeBitWidth() / 8);
+}
+
+/// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
+/// whole nodes), widened to any whole-node count.
+std::vector<std::pair<int64_t, int64_t>> meshes(int64_t nodes, int64_t gpn) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t n = 0; n < nodes; ++n)
+    for (int64_t size = 1; size < gpn; size *= 2)
+      for (int64_t off = 0; off + size <= gpn; off += size)
+        out.push_back({n * gpn + off, size});
+  for (int64_t count = 1; count <= nodes; ++count)
+    for (int64_t first = 0; first + count <= nodes; ++first)
+      out.push_back({first * gpn, count * gpn});
+  return out;
+}
+
+} // namespace
+
+double Problem::reallocTime(int model, const cost::Strategy &f,
+                            const cost::Strategy &t) const {
+  std::string key = llvm::formatv("{0}:{1},{2},{3},{4}>{5},{6},{7},{8}", model,
+                                  f.firstGpu, f.dp, f.tp, f.pp, t.firstGpu, t.dp,
+                                  t.tp, t.pp);
+  auto it = reallocCache.find(key);
+  if (it != reallocCache.end())
+    return it->second;
+  double v = cost::estimateReallocFast(models[model].arch, hw, f, t).time;
+  reallocCache.emplace(std::move(key), v);
+  return v;
+}
+
+FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibration &cal,
+                                      const ProblemOptions &opts) {
+  Problem p;
+  auto module = alg->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+  if (!cluster)
+    return alg.emitError("algorithm has no cluster");
+  p.hw = cost::hardwareOf(cluster, cal);
+  p.gpus = cluster.getNumGpus();
+  p.nodes = cluster.getNodes();
+  // Keep a tenth of HBM for the CUDA context, allocator slack and buffers.
+  p.memoryLimit = 0.9 * p.hw.hbmBytes;
+
+  llvm::StringMap<int> modelIndex;
+  llvm::DenseMap<Operation *, int> callIndex;
+  // The call that produced `v`, looking through rlhf.field and transfers.
+  auto producer = [&](Value v) -> int {
+    Operation *def = v.getDefiningOp();
+    while (def && isa<r::FieldOp, r::TransferOp>(def))
+      def = def->getOperand(0).getDefiningOp();
+    auto it = def ? callIndex.find(def) : callIndex.end();
+    return it == callIndex.end() ? -1 : it->second;
+  };
+
+  for (Operation &op : alg.getBodyBlock()) {
+    if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp, r::ComputeOp>(op))
+      continue;
+    Call c;
+    c.op = &op;
+    for (Value v : op.getOperands())
+      if (int d = producer(v); d >= 0)
+        c.deps.push_back({d, tensorBytes(v.getType())});
+    if (auto comp = dyn_cast<r::ComputeOp>(op)) {
+      c.host = true;
+      c.label = ("compute " + r::stringifyComputeKind(comp.getKind())).str();
+    } else {
+      auto ref = op.getAttrOfType<FlatSymbolRefAttr>("model");
+      auto model = symbols.lookup<r::ModelOp>(ref.getValue());
+      auto [it, inserted] = modelIndex.try_emplace(ref.getValue(), int(p.models.size()));
+      if (inserted)
+        p.models.push_back({ref.getValue().str(), cost::archOf(model), model.getTrainable()});
+      c.model = it->second;
+      c.shape = cost::shapeOf(&op, model);
+      c.pinned = cost::strategyOf(&op);
+      c.label = (op.getName().stripDialect() + " @" + ref.getValue()).str();
+    }
+    callIndex[&op] = int(p.calls.size());
+    p.calls.push_back(std::move(c));
+  }
+
+  auto mesh = meshes(p.nodes, p.hw.gpusPerNode);
+  p.cands.resize(p.calls.size());
+  for (size_t ci = 0; ci < p.calls.size(); ++ci) {
+    Call &c = p.calls[ci];
+    if (c.host)
+      continue;
+    const cost::Arch &arch = p.models[c.model].arch;
+    auto price = [&](const cost::Strategy &s) {
+      Candidate cand;
+      cand.s = s;
+      cand.devices = s.devices();
+      cost::Estimate e = cost::estimateCall(arch, p.hw, s, c.shape);
+      cand.time = e.time.total();
+      cand.mem = e.memory;
+      return cand;
+    };
+    if (c.pinned) {
+      p.cands[ci].push_back(price(*c.pinned));
+      continue;
+    }
+    const ::rlhf::ModelShape &ms = arch.shape;
+    int64_t rows = c.shape.kind == cost::CallKind::Train
+                       ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
+                       : c.shape.batch;
+    for (auto [first, size] : mesh) {
+      std::vector<Candidate> here;
+      for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
+        if (size % tp || ms.heads % tp || ms.kvHeads % tp)
+          continue;
+        for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {
+          if ((size / tp) % pp)
+            continue;
+          int64_t dp = size / tp / pp;
+          if (rows % dp)
+            continue;
+          std::vector<int64_t> mbsChoices =
+              pp == 1 ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{pp, 2 * pp, 4 * pp};
+          for (int64_t mbs : mbsChoices) {
+            if ((rows / dp) % mbs)
+              continue;
+            cost::Strategy s;
+            s.firstGpu = first;
+            s.dp = dp;
+            s.tp = tp;
+            s.pp = pp;
+            s.microBatches = mbs;
+            Candidate cand = price(s);
+            if (cand.mem.total() <= p.memoryLimit)
+              here.push_back(cand);
+          }
+        }
+      }
+      // Keep every strategy on the whole cluster (the baselines pick there by
+      // rule); elsewhere the fastest few per mesh.
+      std::sort(here.begin(), here.end(),
+                [](const Candidate &a, const Candidate &b) { return a.time < b.time; });
+      if (size != p.gpus && int(here.size()) > opts.maxCandidatesPerMesh)
+        here.resize(opts.maxCandidatesPerMesh);
+      p.cands[ci].insert(p.cands[ci].end(), here.begin(), here.end());
+    }
+    if (p.cands[ci].empty())
+      return c.op->emitError()
+             << "no placement of '" << c.label << "' fits in the "
+             << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9)
+             << " GB of a " << p.hw.name
+             << " on this cluster; use more GPUs, more micro-batches or "
+                "minibatches, or a smaller model";
+  }
+  return p;
+}

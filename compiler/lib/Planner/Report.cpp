@@ -1,0 +1,108 @@
+//===- Report.cpp - plans people can read ---------------------------------===//
+
+#include "rlhfc/Planner/Report.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+using llvm::json::Array;
+using llvm::json::Object;
+namespace r = mlir::rlhf;
+
+namespace {
+
+std::string where(mlir::Location loc) {
+  if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}:{2}", f.getFilename().getValue(), f.getLine(),
+                         f.getColumn());
+  return "";
+}
+
+Object meshJson(int64_t first, int64_t size) {
+  return Object{{"first_gpu", first}, {"gpus", size}};
+}
+
+Object strategyJson(const cost::Strategy &s) {
+  return Object{{"dp", s.dp},         {"tp", s.tp},
+                {"pp", s.pp},         {"micro_batches", s.microBatches},
+                {"zero", s.zero},     {"recompute", s.recompute}};
+}
+
+} // namespace
+
+llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
+                                   const SimResult &sim) {
+  Array calls, reallocs, transfers;
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    const Call &call = p.calls[c];
+    Object o{{"name", call.label}, {"location", where(call.op->getLoc())}};
+    if (!call.host) {
+      const Candidate &k = p.cands[c][0];
+      o["model"] = p.models[call.model].name;
+      o["mesh"] = meshJson(k.s.firstGpu, k.devices);
+      o["strategy"] = strategyJson(k.s);
+      o["pinned"] = bool(call.op->getAttr("pinned"));
+      o["predicted_time_s"] = k.time;
+      o["memory_per_gpu_bytes"] =
+          Object{{"weights", k.mem.weights},         {"gradients", k.mem.grads},
+                 {"optimizer", k.mem.optimizer},     {"activations", k.mem.activations},
+                 {"kv_cache", k.mem.kvCache},        {"total", k.mem.total()}};
+    } else {
+      o["runs_on"] = "controller";
+    }
+    for (const Event &e : sim.events)
+      if (e.kind == Event::Call && e.call == int(c) && e.iteration == 0) {
+        o["start_s"] = e.start;
+        o["end_s"] = e.end;
+      }
+    calls.push_back(std::move(o));
+  }
+  for (mlir::Operation &op : alg.getBodyBlock()) {
+    if (auto ra = mlir::dyn_cast<r::ReallocOp>(op)) {
+      Object o{{"model", ra.getSource().str()},
+               {"location", where(op.getLoc())},
+               {"from", Object{{"mesh", meshJson(ra.getFromMesh().getFirst(),
+                                                 ra.getFromMesh().getSize())},
+                               {"dp", ra.getFrom().getDp()},
+                               {"tp", ra.getFrom().getTp()},
+                               {"pp", ra.getFrom().getPp()}}},
+               {"to", Object{{"mesh", meshJson(ra.getToMesh().getFirst(),
+                                               ra.getToMesh().getSize())},
+                             {"dp", ra.getTo().getDp()},
+                             {"tp", ra.getTo().getTp()},
+                             {"pp", ra.getTo().getPp()}}}};
+      if (auto c = ra.getCostAttr()) {
+        o["predicted_time_s"] = c.getTime().convertToDouble();
+        o["bytes_moved"] = c.getMemory().convertToDouble();
+      }
+      reallocs.push_back(std::move(o));
+    } else if (auto t = mlir::dyn_cast<r::TransferOp>(op)) {
+      Object o{{"location", where(op.getLoc())},
+               {"from", meshJson(t.getFrom().getFirst(), t.getFrom().getSize())},
+               {"to", meshJson(t.getTo().getFirst(), t.getTo().getSize())}};
+      if (auto c = t.getCostAttr()) {
+        o["predicted_time_s"] = c.getTime().convertToDouble();
+        o["bytes"] = c.getMemory().convertToDouble();
+      }
+      transfers.push_back(std::move(o));
+    }
+  }
+  Array peak;
+  for (double b : sim.peakMemory)
+    peak.push_back(b);
+  return Object{
+      {"algorithm", alg.getSymName().str()},
+      {"cluster", Object{{"name", alg.getCluster().str()},
+                         {"hardware", p.hw.name},
+                         {"nodes", p.nodes},
+                         {"gpus_per_node", p.hw.gpusPerNode},
+                         {"usable_memory_per_gpu_bytes", p.memoryLimit}}},
+      {"predicted_iteration_time_s", sim.iterationTime},
+      {"calls", std::move(calls)},
+      {"reallocations", std::move(reallocs)},
+      {"transfers", std::move(transfers)},
+      {"peak_memory_per_gpu_bytes", std::move(peak)},
+  };
+}

@@ -1,0 +1,359 @@
+//===- Search.cpp - baselines, exhaustive search and annealing ------------===//
+
+#include "rlhfc/Planner/Planner.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+namespace r = mlir::rlhf;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double score(const Problem &p, const Assignment &a) {
+  SimResult s = simulate(p, a);
+  return s.oom ? kInf : s.iterationTime;
+}
+
+Assignment emptyAssignment(const Problem &p) {
+  Assignment a(p.calls.size(), -1);
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      a[c] = 0;
+  return a;
+}
+
+/// Given each free call's mesh, the fastest strategies there that fit
+/// together: start every call at its smallest footprint, then move each, in
+/// program order, to the fastest candidate that keeps everything in memory.
+std::optional<Assignment>
+fastestFitting(const Problem &p,
+               const std::vector<std::pair<int64_t, int64_t>> &meshOf) {
+  Assignment a = emptyAssignment(p);
+  std::vector<std::vector<int>> onMesh(p.calls.size());
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    if (p.calls[c].host || p.calls[c].pinned)
+      continue;
+    for (int k = 0; k < int(p.cands[c].size()); ++k) {
+      const Candidate &x = p.cands[c][k];
+      if (x.s.firstGpu == meshOf[c].first && x.devices == meshOf[c].second)
+        onMesh[c].push_back(k);
+    }
+    if (onMesh[c].empty())
+      return std::nullopt;
+    a[c] = *std::min_element(onMesh[c].begin(), onMesh[c].end(), [&](int x, int y) {
+      return p.cands[c][x].mem.total() < p.cands[c][y].mem.total();
+    });
+  }
+  if (simulate(p, a).oom)
+    return std::nullopt;
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    std::vector<int> &ks = onMesh[c];
+    std::sort(ks.begin(), ks.end(),
+              [&](int x, int y) { return p.cands[c][x].time < p.cands[c][y].time; });
+    for (int k : ks) {
+      if (p.cands[c][k].time >= p.cands[c][a[c]].time)
+        break;
+      int old = a[c];
+      a[c] = k;
+      if (!simulate(p, a).oom)
+        break;
+      a[c] = old;
+    }
+  }
+  return a;
+}
+
+/// ReaLHF's symmetric Megatron baseline: every call on every GPU, one
+/// (tp, pp) per model: the widest tensor parallelism inside a node, then the
+/// fewest pipeline stages that fit.
+std::optional<Assignment> heuristic(const Problem &p) {
+  Assignment a = emptyAssignment(p);
+  for (size_t m = 0; m < p.models.size(); ++m) {
+    std::vector<size_t> calls;
+    for (size_t c = 0; c < p.calls.size(); ++c)
+      if (!p.calls[c].host && p.calls[c].model == int(m))
+        calls.push_back(c);
+    bool done = false;
+    for (int64_t tp = p.hw.gpusPerNode; tp >= 1 && !done; tp /= 2)
+      for (int64_t pp = 1; pp <= p.gpus && !done; ++pp) {
+        std::vector<int> pick;
+        for (size_t c : calls) {
+          if (p.calls[c].pinned) {
+            pick.push_back(0);
+            continue;
+          }
+          int best = -1;
+          for (int k = 0; k < int(p.cands[c].size()); ++k) {
+            const Candidate &x = p.cands[c][k];
+            if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == pp &&
+                (best < 0 || x.time < p.cands[c][best].time))
+              best = k;
+          }
+          if (best < 0)
+            break;
+          pick.push_back(best);
+        }
+        if (pick.size() != calls.size())
+          continue;
+        for (size_t i = 0; i < calls.size(); ++i)
+          a[calls[i]] = pick[i];
+        done = true;
+      }
+    if (!done)
+      return std::nullopt;
+  }
+  if (simulate(p, a).oom)
+    return std::nullopt;
+  return a;
+}
+
+/// verl-like: everything on all GPUs, each call resharded to its fastest
+/// strategy there.
+std::optional<Assignment> colocated(const Problem &p) {
+  return fastestFitting(p, std::vector<std::pair<int64_t, int64_t>>(
+                               p.calls.size(), {int64_t(0), p.gpus}));
+}
+
+/// OpenRLHF-like: disjoint GPU groups per model, sized by parameters
+/// (trainable models weigh triple for gradients and optimizer state).
+std::optional<Assignment> separated(const Problem &p) {
+  size_t nm = p.models.size();
+  std::vector<double> weight(nm);
+  double total = 0;
+  for (size_t m = 0; m < nm; ++m) {
+    weight[m] = p.models[m].arch.totalParams * (p.models[m].trainable ? 3 : 1);
+    total += weight[m];
+  }
+  // Power-of-two shares, then grow the most loaded group while GPUs remain.
+  std::vector<int64_t> size(nm, 1);
+  for (size_t m = 0; m < nm; ++m) {
+    double want = p.gpus * weight[m] / total;
+    while (size[m] * 2 <= want)
+      size[m] *= 2;
+  }
+  auto used = [&] {
+    int64_t s = 0;
+    for (int64_t x : size)
+      s += x;
+    return s;
+  };
+  if (used() > p.gpus)
+    return std::nullopt;
+  for (;;) {
+    int grow = -1;
+    for (size_t m = 0; m < nm; ++m)
+      if (used() + size[m] <= p.gpus &&
+          (grow < 0 || weight[m] / size[m] > weight[grow] / size[grow]))
+        grow = int(m);
+    if (grow < 0)
+      break;
+    size[grow] *= 2;
+  }
+  // Largest first keeps every group aligned.
+  std::vector<size_t> order(nm);
+  for (size_t m = 0; m < nm; ++m)
+    order[m] = m;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return size[x] > size[y]; });
+  std::vector<int64_t> first(nm);
+  int64_t at = 0;
+  for (size_t m : order) {
+    first[m] = at;
+    at += size[m];
+  }
+  std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      meshOf[c] = {first[p.calls[c].model], size[p.calls[c].model]};
+  return fastestFitting(p, meshOf);
+}
+
+std::vector<size_t> freeCalls(const Problem &p) {
+  std::vector<size_t> out;
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host && !p.calls[c].pinned)
+      out.push_back(c);
+  return out;
+}
+
+std::optional<Assignment> exhaustive(const Problem &p, SearchStats &stats) {
+  std::vector<size_t> free = freeCalls(p);
+  Assignment a = emptyAssignment(p), best;
+  double bestScore = kInf;
+  for (;;) {
+    double s = score(p, a);
+    ++stats.evaluated;
+    if (s < bestScore) {
+      bestScore = s;
+      best = a;
+    }
+    size_t i = 0;
+    for (; i < free.size(); ++i) {
+      size_t c = free[i];
+      if (++a[c] < int(p.cands[c].size()))
+        break;
+      a[c] = 0;
+    }
+    if (i == free.size())
+      break;
+  }
+  if (bestScore == kInf)
+    return std::nullopt;
+  stats.bestTime = bestScore;
+  return best;
+}
+
+/// Simulated annealing with the Metropolis rule on the real-valued change
+/// (ReaLHF integer-divides it, which turns its search into a random walk),
+/// restarting from the best assignment several times. Deterministic for a
+/// seed: the budget counts evaluations, not seconds.
+std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
+                                 SearchStats &stats) {
+  std::vector<size_t> free = freeCalls(p);
+  std::mt19937_64 rng(o.seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+
+  // Start from the best baseline that fits.
+  Assignment cur;
+  double curScore = kInf;
+  for (auto base : {heuristic(p), colocated(p), separated(p)})
+    if (base) {
+      double s = score(p, *base);
+      ++stats.evaluated;
+      if (s < curScore) {
+        curScore = s;
+        cur = *base;
+      }
+    }
+  if (!cur.size()) {
+    // No baseline fits: start from each call's smallest-memory candidate.
+    cur = emptyAssignment(p);
+    for (size_t c : free) {
+      int best = 0;
+      for (int k = 0; k < int(p.cands[c].size()); ++k)
+        if (p.cands[c][k].mem.total() < p.cands[c][best].mem.total())
+          best = k;
+      cur[c] = best;
+    }
+    curScore = score(p, cur);
+  }
+  if (free.empty())
+    return curScore == kInf ? std::nullopt : std::optional<Assignment>(cur);
+
+  // Per call, candidates sorted by time: proposals favour fast ones.
+  std::vector<std::vector<int>> byTime(p.calls.size());
+  for (size_t c : free) {
+    byTime[c].resize(p.cands[c].size());
+    for (size_t k = 0; k < byTime[c].size(); ++k)
+      byTime[c][k] = int(k);
+    std::sort(byTime[c].begin(), byTime[c].end(),
+              [&](int x, int y) { return p.cands[c][x].time < p.cands[c][y].time; });
+  }
+
+  Assignment best = cur;
+  double bestScore = curScore;
+  const int restarts = 4;
+  int64_t perRestart = std::max<int64_t>(1, o.budget / restarts);
+  for (int rs = 0; rs < restarts; ++rs) {
+    cur = best;
+    curScore = bestScore;
+    double t0 = std::isfinite(curScore) ? 0.05 * curScore : 1.0;
+    for (int64_t i = 0; i < perRestart; ++i) {
+      double temp = t0 * std::pow(1e-3, double(i) / perRestart);
+      size_t c = free[rng() % free.size()];
+      const std::vector<int> &ks = byTime[c];
+      int k = unit(rng) < 0.5 ? ks[rng() % std::min<size_t>(ks.size(), 8)]
+                              : ks[rng() % ks.size()];
+      if (k == cur[c])
+        continue;
+      int old = cur[c];
+      cur[c] = k;
+      double s = score(p, cur);
+      ++stats.evaluated;
+      double delta = s - curScore;
+      bool accept = s < kInf && (delta <= 0 || !std::isfinite(curScore) ||
+                                 unit(rng) < std::exp(-delta / temp));
+      if (accept) {
+        curScore = s;
+        if (s < bestScore) {
+          bestScore = s;
+          best = cur;
+        }
+      } else {
+        cur[c] = old;
+      }
+    }
+  }
+  if (!std::isfinite(bestScore))
+    return std::nullopt;
+  stats.bestTime = bestScore;
+  return best;
+}
+
+} // namespace
+
+std::optional<Method> plan::parseMethod(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Method>>(name)
+      .Case("search", Method::Search)
+      .Case("heuristic", Method::Heuristic)
+      .Case("colocated", Method::Colocated)
+      .Case("separated", Method::Separated)
+      .Case("manual", Method::Manual)
+      .Default(std::nullopt);
+}
+
+std::optional<Assignment> plan::solve(const Problem &p, Method m,
+                                      const SearchOptions &o, SearchStats *stats) {
+  SearchStats local;
+  SearchStats &st = stats ? *stats : local;
+  std::optional<Assignment> a;
+  switch (m) {
+  case Method::Heuristic: a = heuristic(p); break;
+  case Method::Colocated: a = colocated(p); break;
+  case Method::Separated: a = separated(p); break;
+  case Method::Manual: {
+    for (const Call &c : p.calls)
+      if (!c.host && !c.pinned)
+        return std::nullopt;
+    a = emptyAssignment(p);
+    break;
+  }
+  case Method::Search: {
+    double space = 1;
+    for (size_t c : freeCalls(p))
+      space *= double(p.cands[c].size());
+    if (space <= double(o.exhaustiveLimit)) {
+      st.exhaustive = true;
+      a = exhaustive(p, st);
+    } else {
+      a = anneal(p, o, st);
+    }
+    break;
+  }
+  }
+  if (a && st.bestTime == 0)
+    st.bestTime = simulate(p, *a).iterationTime;
+  return a;
+}
+
+void plan::apply(const Problem &p, const Assignment &a) {
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    const Call &call = p.calls[c];
+    if (call.host || call.pinned)
+      continue;
+    const cost::Strategy &s = p.cands[c][a[c]].s;
+    mlir::MLIRContext *ctx = call.op->getContext();
+    call.op->setAttr("mesh", r::MeshAttr::get(ctx, s.firstGpu, s.devices()));
+    call.op->setAttr("strategy", r::StrategyAttr::get(ctx, s.dp, s.tp, s.pp,
+                                                      s.microBatches, s.zero,
+                                                      s.recompute));
+  }
+}

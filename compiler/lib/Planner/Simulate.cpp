@@ -1,0 +1,158 @@
+//===- Simulate.cpp - unrolled-iteration simulator of a placement ---------===//
+
+#include "rlhfc/Planner/Planner.h"
+
+#include <algorithm>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+
+namespace {
+
+bool sameLayout(const cost::Strategy &a, const cost::Strategy &b) {
+  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp && a.pp == b.pp;
+}
+
+} // namespace
+
+SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
+                         bool record) {
+  SimResult r;
+  const size_t n = p.calls.size();
+  std::vector<double> busy(p.gpus, 0.0);
+  auto busyUntil = [&](int64_t first, int64_t count) {
+    double t = 0;
+    for (int64_t g = first; g < first + count; ++g)
+      t = std::max(t, busy[g]);
+    return t;
+  };
+  auto occupy = [&](int64_t first, int64_t count, double until) {
+    for (int64_t g = first; g < first + count; ++g)
+      busy[g] = until;
+  };
+  auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
+
+  // Parameters are loop-carried in the layout of each model's last call.
+  std::vector<const Candidate *> layout(p.models.size(), nullptr);
+  for (size_t c = 0; c < n; ++c)
+    if (!p.calls[c].host)
+      layout[p.calls[c].model] = &cand(c);
+  std::vector<double> modelReady(p.models.size(), 0.0);
+  std::vector<double> finish(n, 0.0);
+  double firstIterationEnd = 0, end = 0;
+
+  for (int it = 0; it < iterations; ++it) {
+    for (size_t c = 0; c < n; ++c) {
+      const Call &call = p.calls[c];
+      double ready = 0;
+      for (auto [d, bytes] : call.deps) {
+        double t = finish[d];
+        if (!call.host && !p.calls[d].host) {
+          const Candidate &from = cand(d), &to = cand(c);
+          cost::MoveEstimate mv = cost::estimateTransfer(bytes, p.hw, from.s, to.s);
+          if (mv.time > 0 && record)
+            r.events.push_back({Event::Transfer, int(c), it, t, t + mv.time,
+                                to.s.firstGpu, to.devices, bytes});
+          t += mv.time;
+        }
+        ready = std::max(ready, t);
+      }
+      if (call.host) {
+        finish[c] = ready;
+        continue;
+      }
+      const Candidate &k = cand(c);
+      int m = call.model;
+      double paramsReady = modelReady[m];
+      if (!sameLayout(layout[m]->s, k.s)) {
+        const cost::Strategy &from = layout[m]->s;
+        int64_t lo = std::min(from.firstGpu, k.s.firstGpu);
+        int64_t hi = std::max(from.firstGpu + layout[m]->devices, k.s.firstGpu + k.devices);
+        double rt = p.reallocTime(m, from, k.s);
+        double rs = std::max(paramsReady, busyUntil(lo, hi - lo));
+        occupy(lo, hi - lo, rs + rt);
+        if (record)
+          r.events.push_back({Event::Realloc, int(c), it, rs, rs + rt, lo, hi - lo,
+                              0});
+        paramsReady = rs + rt;
+        layout[m] = &k;
+      }
+      double start = std::max({ready, paramsReady, busyUntil(k.s.firstGpu, k.devices)});
+      double stop = start + k.time;
+      occupy(k.s.firstGpu, k.devices, stop);
+      modelReady[m] = stop;
+      finish[c] = stop;
+      end = std::max(end, stop);
+      if (record)
+        r.events.push_back({Event::Call, int(c), it, start, stop, k.s.firstGpu,
+                            k.devices, 0});
+    }
+    if (it == 0)
+      firstIterationEnd = end;
+  }
+  r.makespan = end;
+  r.iterationTime = iterations > 1 ? (end - firstIterationEnd) / (iterations - 1) : end;
+
+  // Memory per GPU: each model's weights where its parameters rest between
+  // iterations, its gradients and optimizer state where it trains, and on
+  // top the largest working set of any call on that GPU (with the call's own
+  // copy of the weights when it runs in another layout).
+  // A call in another layout holds the reallocated weights instead of (not
+  // on top of) its model's resting shard: reallocation keeps no copies.
+  r.peakMemory.assign(p.gpus, 0.0);
+  std::vector<double> working(p.gpus, 0.0);
+  auto homeWeights = [&](int m, int64_t g) {
+    const Candidate *home = layout[m];
+    return g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
+               ? home->mem.weights
+               : 0.0;
+  };
+  for (size_t mi = 0; mi < p.models.size(); ++mi)
+    for (int64_t g = 0; g < p.gpus; ++g)
+      r.peakMemory[g] += homeWeights(int(mi), g);
+  auto workingSet = [&](size_t c, int64_t g) {
+    const Candidate &k = cand(c);
+    int m = p.calls[c].model;
+    double work = k.mem.activations + k.mem.kvCache;
+    if (!sameLayout(layout[m]->s, k.s))
+      work += std::max(0.0, k.mem.weights - homeWeights(m, g));
+    return work;
+  };
+  for (size_t c = 0; c < n; ++c) {
+    if (p.calls[c].host)
+      continue;
+    const Candidate &k = cand(c);
+    for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
+      if (p.calls[c].shape.kind == cost::CallKind::Train)
+        r.peakMemory[g] += k.mem.grads + k.mem.optimizer;
+      working[g] = std::max(working[g], workingSet(c, g));
+    }
+  }
+  for (int64_t g = 0; g < p.gpus; ++g) {
+    r.peakMemory[g] += working[g];
+    if (r.peakMemory[g] > p.memoryLimit && !r.oom) {
+      r.oom = true;
+      r.oomGpu = int(g);
+    }
+  }
+  if (record) {
+    // Step memory over time: resident state all along, plus each call's
+    // working set while it runs.
+    r.memoryTrace.assign(p.gpus, {});
+    for (int64_t g = 0; g < p.gpus; ++g)
+      r.memoryTrace[g].push_back({0.0, r.peakMemory[g] - working[g]});
+    for (const Event &e : r.events) {
+      if (e.kind != Event::Call)
+        continue;
+      for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
+        double base = r.peakMemory[g] - working[g];
+        r.memoryTrace[g].push_back({e.start, base + workingSet(e.call, g)});
+        r.memoryTrace[g].push_back({e.end, base});
+      }
+    }
+    for (auto &tr : r.memoryTrace)
+      std::stable_sort(tr.begin(), tr.end(),
+                       [](auto &x, auto &y) { return x.first < y.first; });
+  }
+  return r;
+}

@@ -1,0 +1,80 @@
+//===- AssignPlacement.cpp - rlhf-assign-placement ------------------------===//
+
+#include "PassUtils.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFASSIGNPLACEMENT
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+
+namespace {
+
+struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
+  using RLHFAssignPlacementBase::RLHFAssignPlacementBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<plan::Method> method = plan::parseMethod(planner);
+    if (!method) {
+      module.emitError() << "unknown planner '" << planner
+                         << "'; use search, heuristic, colocated, separated or manual";
+      return signalPassFailure();
+    }
+    auto cal = loadCalibrationFor(module, calibration);
+    if (failed(cal))
+      return signalPassFailure();
+    for (auto alg : module.getOps<mlir::rlhf::AlgorithmOp>()) {
+      if (*method == plan::Method::Manual) {
+        bool ok = true;
+        for (Operation &op : alg.getBodyBlock())
+          if (isa<mlir::rlhf::GenerateOp, mlir::rlhf::InferenceOp, mlir::rlhf::TrainStepOp>(op) &&
+              !isPlaced(&op)) {
+            op.emitError("planner=manual needs a placement on every model call; "
+                         "add '@place(mesh = ..., dp = ..., tp = ..., pp = ...)'");
+            ok = false;
+          }
+        if (!ok)
+          return signalPassFailure();
+        continue;
+      }
+      auto p = plan::buildProblem(alg, *cal);
+      if (failed(p))
+        return signalPassFailure();
+      plan::SearchOptions opts;
+      opts.budget = budget;
+      opts.seed = seed;
+      std::optional<plan::Assignment> a = plan::solve(*p, *method, opts);
+      if (!a) {
+        if (*method != plan::Method::Search) {
+          alg.emitError() << "the " << planner
+                          << " planner found no placement that fits in memory on "
+                          << p->gpus << " GPUs; use more GPUs, more micro-batches "
+                          << "or minibatches, or try planner=search";
+          return signalPassFailure();
+        }
+        // Nothing fits (usually because of @place pins): place every free
+        // call at its smallest footprint and let rlhf-check-memory say which
+        // GPU overflows, with which models, at the call's source location.
+        a = plan::Assignment(p->calls.size(), -1);
+        for (size_t c = 0; c < p->calls.size(); ++c) {
+          if (p->calls[c].host)
+            continue;
+          int best = 0;
+          for (int k = 0; k < int(p->cands[c].size()); ++k)
+            if (p->cands[c][k].mem.total() < p->cands[c][best].mem.total())
+              best = k;
+          (*a)[c] = best;
+        }
+      }
+      plan::apply(*p, *a);
+    }
+  }
+};
+
+} // namespace

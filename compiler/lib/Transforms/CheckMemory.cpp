@@ -1,0 +1,81 @@
+//===- CheckMemory.cpp - rlhf-check-memory --------------------------------===//
+
+#include "PassUtils.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFCHECKMEMORY
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+namespace r = mlir::rlhf;
+
+namespace {
+
+std::string gb(double b) { return llvm::formatv("{0:f1} GB", b / 1e9).str(); }
+
+struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
+  using RLHFCheckMemoryBase::RLHFCheckMemoryBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto cal = loadCalibrationFor(module, calibration);
+    if (failed(cal))
+      return signalPassFailure();
+    for (auto alg : module.getOps<r::AlgorithmOp>()) {
+      auto sim = simulatePlaced(alg, *cal, false);
+      if (failed(sim))
+        return signalPassFailure();
+      const plan::Problem &p = sim->first;
+      const plan::SimResult &res = sim->second;
+      if (!res.oom)
+        continue;
+      int64_t g = res.oomGpu;
+      // The call with the largest working set on that GPU carries the error;
+      // notes name every model resident there.
+      const plan::Call *worst = nullptr;
+      double worstWork = -1;
+      std::map<std::string, std::string> resident;
+      for (size_t c = 0; c < p.calls.size(); ++c) {
+        const plan::Call &call = p.calls[c];
+        if (call.host)
+          continue;
+        const plan::Candidate &k = p.cands[c][0];
+        if (g < k.s.firstGpu || g >= k.s.firstGpu + k.devices)
+          continue;
+        double work = k.mem.activations + k.mem.kvCache;
+        if (work > worstWork) {
+          worstWork = work;
+          worst = &call;
+        }
+        std::string &line = resident[p.models[call.model].name];
+        std::string part = llvm::formatv("{0}: weights {1}", call.label,
+                                         gb(k.mem.weights))
+                               .str();
+        if (call.shape.kind == cost::CallKind::Train)
+          part += ", gradients " + gb(k.mem.grads) + ", optimizer " +
+                  gb(k.mem.optimizer);
+        part += ", working set " + gb(work);
+        line += (line.empty() ? "" : "; ") + part;
+      }
+      int64_t node = g / p.hw.gpusPerNode;
+      auto diag = worst->op->emitError()
+                  << llvm::formatv("predicted out of memory on GPU {0} (node {1}, "
+                                   "local GPU {2}): {3} needed, {4} available per {5}; "
+                                   "use more GPUs, more micro-batches or minibatches, "
+                                   "or offload a frozen model",
+                                   g, node, g % p.hw.gpusPerNode,
+                                   gb(res.peakMemory[g]), gb(p.memoryLimit), p.hw.name);
+      for (auto &[model, line] : resident)
+        diag.attachNote(worst->op->getLoc()) << "resident on GPU " << g << ": @"
+                                             << model << " (" << line << ")";
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

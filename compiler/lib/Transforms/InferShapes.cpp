@@ -1,0 +1,111 @@
+//===- InferShapes.cpp - rlhf-infer-shapes --------------------------------===//
+
+#include "rlhfc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "rlhf/IR/RLHFOps.h"
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFINFERSHAPES
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+namespace r = mlir::rlhf;
+
+namespace {
+
+struct RecordBuilder {
+  MLIRContext *ctx;
+  SmallVector<StringAttr> names;
+  SmallVector<RankedTensorType> types;
+
+  RecordBuilder &add(StringRef name, ArrayRef<int64_t> shape, Type elt,
+                     r::TensorKind kind) {
+    names.push_back(StringAttr::get(ctx, name));
+    types.push_back(r::getKindedTensorType(ctx, shape, elt, kind));
+    return *this;
+  }
+  r::RecordType get() { return r::RecordType::get(ctx, names, types); }
+};
+
+struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    Type i32 = b.getIntegerType(32), i8 = b.getIntegerType(8), f32 = b.getF32Type();
+    auto dims = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+    WalkResult res = module.walk([&](Operation *op) -> WalkResult {
+      RecordBuilder rb{ctx, {}, {}};
+      Type inferred;
+      if (auto g = dyn_cast<r::GenerateOp>(op)) {
+        int64_t n = dims(g.getPrompt())[0] * g.getN(), p = dims(g.getPrompt())[1];
+        int64_t s = p + g.getMaxNewTokens();
+        inferred = rb.add("prompt", {n, p}, i32, r::TensorKind::tokens)
+                       .add("seq", {n, s}, i32, r::TensorKind::tokens)
+                       .add("logprobs", {n, s}, f32, r::TensorKind::logprobs)
+                       .add("mask", {n, s}, i8, r::TensorKind::mask)
+                       .get();
+      } else if (auto i = dyn_cast<r::InferenceOp>(op)) {
+        auto model = symbols.lookup<r::ModelOp>(i.getModel());
+        if (!model)
+          return WalkResult::advance(); // the verifier reports it
+        auto d = dims(i.getSeq());
+        rb.add("seq", d, i32, r::TensorKind::tokens);
+        if (model.getHead() == r::Head::lm)
+          rb.add("logprobs", d, f32, r::TensorKind::logprobs);
+        else
+          rb.add("values", d, f32, r::TensorKind::values)
+              .add("score", {d[0]}, f32, r::TensorKind::score);
+        inferred = rb.get();
+      } else if (isa<r::TrainStepOp>(op)) {
+        inferred = rb.add("loss", {}, f32, r::TensorKind::loss).get();
+      } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
+        int64_t n = 1, s = 1;
+        for (Value v : c.getInputs()) {
+          auto d = dims(v);
+          if (r::getTensorKind(v.getType()) == r::TensorKind::answer)
+            continue;
+          n = std::max(n, d[0]);
+          if (d.size() == 2)
+            s = std::max(s, d[1]);
+        }
+        switch (c.getKind()) {
+        case r::ComputeKind::gae:
+          rb.add("advantages", {n, s}, f32, r::TensorKind::advantages)
+              .add("returns", {n, s}, f32, r::TensorKind::returns);
+          break;
+        case r::ComputeKind::grpo_adv:
+        case r::ComputeKind::remax_adv:
+        case r::ComputeKind::rloo_adv:
+          rb.add("advantages", {n}, f32, r::TensorKind::advantages);
+          break;
+        case r::ComputeKind::kl_penalty:
+        case r::ComputeKind::exact_match:
+          rb.add("score", {n}, f32, r::TensorKind::score);
+          break;
+        }
+        inferred = rb.get();
+      } else if (auto f = dyn_cast<r::FieldOp>(op)) {
+        inferred = cast<r::RecordType>(f.getRecord().getType()).getFieldType(f.getName());
+        if (!inferred) {
+          f.emitError() << "record has no field '" << f.getName()
+                        << "' after shape inference";
+          return WalkResult::interrupt();
+        }
+      } else if (auto t = dyn_cast<r::TransferOp>(op)) {
+        inferred = t.getInput().getType();
+      }
+      if (inferred && op->getNumResults() == 1)
+        op->getResult(0).setType(inferred);
+      return WalkResult::advance();
+    });
+    if (res.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

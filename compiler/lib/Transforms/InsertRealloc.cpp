@@ -1,0 +1,90 @@
+//===- InsertRealloc.cpp - rlhf-insert-realloc ----------------------------===//
+
+#include "PassUtils.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFINSERTREALLOC
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+namespace r = mlir::rlhf;
+
+namespace {
+
+struct Layout {
+  r::MeshAttr mesh;
+  r::StrategyAttr strategy;
+  /// Parameter layout: micro-batching and recomputation do not move weights.
+  bool sameParams(const Layout &o) const {
+    return mesh == o.mesh && strategy.getDp() == o.strategy.getDp() &&
+           strategy.getTp() == o.strategy.getTp() &&
+           strategy.getPp() == o.strategy.getPp();
+  }
+};
+
+struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    for (auto alg : module.getOps<r::AlgorithmOp>()) {
+      auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+      if (!cluster)
+        continue;
+      cost::Hardware hw = cost::hardwareOf(cluster, {});
+      auto layoutOf = [](Operation &op) -> std::optional<Layout> {
+        auto mesh = op.getAttrOfType<r::MeshAttr>("mesh");
+        auto st = op.getAttrOfType<r::StrategyAttr>("strategy");
+        if (!mesh || !st)
+          return std::nullopt;
+        return Layout{mesh, st};
+      };
+      auto modelOf = [](Operation &op) {
+        return op.getAttrOfType<FlatSymbolRefAttr>("model");
+      };
+      // Each model enters the iteration in the layout of its last call.
+      llvm::StringMap<Layout> current;
+      for (Operation &op : alg.getBodyBlock())
+        if (isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+          if (auto l = layoutOf(op))
+            current[modelOf(op).getValue()] = *l;
+      OpBuilder b(module.getContext());
+      for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
+        if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+          continue;
+        auto l = layoutOf(op);
+        if (!l)
+          continue;
+        StringRef name = modelOf(op).getValue();
+        Layout &cur = current[name];
+        if (cur.sameParams(*l))
+          continue;
+        auto model = symbols.lookup<r::ModelOp>(name);
+        cost::Arch arch = cost::archOf(model);
+        auto toStrategy = [](const Layout &x) {
+          cost::Strategy s;
+          s.firstGpu = x.mesh.getFirst();
+          s.dp = x.strategy.getDp();
+          s.tp = x.strategy.getTp();
+          s.pp = x.strategy.getPp();
+          return s;
+        };
+        cost::MoveEstimate mv =
+            cost::estimateRealloc(arch, hw, toStrategy(cur), toStrategy(*l));
+        b.setInsertionPoint(&op);
+        b.create<r::ReallocOp>(
+            op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op), l->mesh,
+            l->strategy,
+            r::CostAttr::get(module.getContext(), APFloat(mv.time),
+                             APFloat(mv.intraNodeBytes + mv.interNodeBytes)));
+        cur = *l;
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,88 @@
+//===- InsertTransfer.cpp - rlhf-insert-transfer --------------------------===//
+
+#include "PassUtils.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFINSERTTRANSFER
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+namespace r = mlir::rlhf;
+
+namespace {
+
+/// The model call whose record `v` was taken from, if any.
+Operation *producingCall(Value v) {
+  Operation *def = v.getDefiningOp();
+  while (def && isa<r::FieldOp>(def))
+    def = def->getOperand(0).getDefiningOp();
+  if (def && isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(def))
+    return def;
+  return nullptr;
+}
+
+struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    for (auto alg : module.getOps<r::AlgorithmOp>()) {
+      auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+      if (!cluster)
+        continue;
+      cost::Hardware hw = cost::hardwareOf(cluster, {});
+      OpBuilder b(module.getContext());
+      std::map<std::pair<const void *, const void *>, Value> moved; // (value, mesh) -> copy
+      for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
+        if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+          continue;
+        auto to = op.getAttrOfType<r::MeshAttr>("mesh");
+        auto toSt = op.getAttrOfType<r::StrategyAttr>("strategy");
+        if (!to || !toSt)
+          continue;
+        for (OpOperand &use : op.getOpOperands()) {
+          Operation *prod = producingCall(use.get());
+          if (!prod)
+            continue;
+          auto from = prod->getAttrOfType<r::MeshAttr>("mesh");
+          auto fromSt = prod->getAttrOfType<r::StrategyAttr>("strategy");
+          if (!from || !fromSt || from == to)
+            continue;
+          auto key = std::make_pair(use.get().getAsOpaquePointer(),
+                                    to.getAsOpaquePointer());
+          if (auto it = moved.find(key); it != moved.end()) {
+            use.set(it->second);
+            continue;
+          }
+          auto type = cast<RankedTensorType>(use.get().getType());
+          double bytes = double(type.getNumElements()) *
+                         std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
+          cost::Strategy fs, ts;
+          fs.firstGpu = from.getFirst();
+          fs.dp = fromSt.getDp();
+          fs.tp = fromSt.getTp();
+          fs.pp = fromSt.getPp();
+          ts.firstGpu = to.getFirst();
+          ts.dp = toSt.getDp();
+          ts.tp = toSt.getTp();
+          ts.pp = toSt.getPp();
+          cost::MoveEstimate mv = cost::estimateTransfer(bytes, hw, fs, ts);
+          b.setInsertionPoint(&op);
+          auto t = b.create<r::TransferOp>(
+              op.getLoc(), use.get().getType(), use.get(), from, to,
+              r::CostAttr::get(module.getContext(), APFloat(mv.time), APFloat(bytes)));
+          moved[key] = t.getResult();
+          use.set(t.getResult());
+        }
+      }
+    }
+  }
+};
+
+} // namespace

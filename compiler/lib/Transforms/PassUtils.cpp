@@ -1,0 +1,41 @@
+//===- PassUtils.cpp - shared by the planning passes ----------------------===//
+
+#include "PassUtils.h"
+
+using namespace mlir;
+using namespace rlhfc;
+
+FailureOr<cost::Calibration> rlhfc::loadCalibrationFor(ModuleOp module,
+                                                       llvm::StringRef path) {
+  if (path.empty())
+    return cost::Calibration{};
+  auto cal = cost::loadCalibration(path);
+  if (!cal) {
+    module.emitError() << llvm::toString(cal.takeError());
+    return failure();
+  }
+  return std::move(*cal);
+}
+
+bool rlhfc::isPlaced(Operation *op) {
+  return op->getAttr("mesh") && op->getAttr("strategy");
+}
+
+FailureOr<std::pair<plan::Problem, plan::SimResult>>
+rlhfc::simulatePlaced(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
+                      bool record) {
+  for (Operation &op : alg.getBodyBlock())
+    if (isa<mlir::rlhf::GenerateOp, mlir::rlhf::InferenceOp, mlir::rlhf::TrainStepOp>(op) &&
+        !isPlaced(&op))
+      return op.emitError("call has no placement; run rlhf-assign-placement first");
+  auto p = plan::buildProblem(alg, cal);
+  if (failed(p))
+    return failure();
+  // Every call is pinned to its placement: its only candidate.
+  plan::Assignment a(p->calls.size(), -1);
+  for (size_t c = 0; c < p->calls.size(); ++c)
+    if (!p->calls[c].host)
+      a[c] = 0;
+  plan::SimResult r = plan::simulate(*p, a, 3, record);
+  return std::make_pair(std::move(*p), std::move(r));
+}

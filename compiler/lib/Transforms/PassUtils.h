@@ -1,0 +1,26 @@
+//===- PassUtils.h - shared by the planning passes --------------*- C++ -*-===//
+
+#ifndef RLHFC_LIB_TRANSFORMS_PASSUTILS_H
+#define RLHFC_LIB_TRANSFORMS_PASSUTILS_H
+
+#include "rlhfc/Planner/Planner.h"
+
+namespace rlhfc {
+
+/// The calibration named by a pass option ("" for the built-in factors);
+/// errors are reported on `module`.
+mlir::FailureOr<cost::Calibration> loadCalibrationFor(mlir::ModuleOp module,
+                                                      llvm::StringRef path);
+
+/// Whether a call op has both a mesh and a strategy.
+bool isPlaced(mlir::Operation *op);
+
+/// Simulates the placed algorithm. Fails (with errors reported) if a call is
+/// unplaced or a problem cannot be built.
+mlir::FailureOr<std::pair<plan::Problem, plan::SimResult>>
+simulatePlaced(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
+               bool record);
+
+} // namespace rlhfc
+
+#endif // RLHFC_LIB_TRANSFORMS_PASSUTILS_H
