@@ -16,6 +16,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece nlohmann-json3-dev
   clang libclang-rt-14-dev clang-format
+  # headless browser for the timeline rendering test
+  chromium
 )
 
 missing=()

@@ -31,3 +31,13 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if config.rlhf_have_cuda:
     config.available_features.add("cuda")
+
+# Headless Chromium renders the timeline HTML in a test.
+import shutil
+if shutil.which("chromium"):
+    config.available_features.add("chromium")
+    config.substitutions.append(
+        ("%chromium",
+         "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic "
+         "--no-first-run --disable-background-networking --disable-component-update "
+         "--disable-sync --disable-dev-shm-usage"))

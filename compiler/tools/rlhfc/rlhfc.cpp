@@ -9,6 +9,7 @@
 #include "rlhfc/CostModel/FromIR.h"
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
+#include "rlhfc/Planner/Timeline.h"
 #include "rlhfc/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -30,7 +31,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan };
+enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan, Timeline, Trace };
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
@@ -49,7 +50,13 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program
                                          "reallocations, transfers, costs, schedule"),
                               clEnumValN(Emit::Plan, "plan",
                                          "the plan as JSON: per call mesh, strategy, "
-                                         "time and memory; reallocations; transfers")),
+                                         "time and memory; reallocations; transfers"),
+                              clEnumValN(Emit::Timeline, "timeline",
+                                         "a self-contained HTML page: a Gantt chart "
+                                         "per GPU and memory over time"),
+                              clEnumValN(Emit::Trace, "trace",
+                                         "the timeline as Chrome trace JSON (open in "
+                                         "Perfetto or chrome://tracing)")),
                    cl::cat(rlhfcCat));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
@@ -98,6 +105,9 @@ const char *kOverview =
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and typed dataflow\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=mlir the program in the rlhf dialect\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --estimate  time and memory of every call\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan         the searched placement as JSON\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=timeline -o t.html   per-GPU timeline\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan --planner=heuristic   a baseline\n"
     "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
     "Imports are searched in the importing file's folder, then the -I folders,\n"
     "then the standard library. The language is described in lang/README.md.\n";
@@ -182,14 +192,25 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     os << "\n";
     return mlir::success();
   }
-  // Emit::Plan
   llvm::json::Array plans;
   for (auto alg : module->getOps<mlir::rlhf::AlgorithmOp>()) {
     auto p = rlhfc::plan::buildProblem(alg, calibration);
     if (mlir::failed(p))
       return mlir::failure();
     rlhfc::plan::Assignment a(p->calls.size(), 0);
+    for (size_t c = 0; c < p->calls.size(); ++c)
+      if (p->calls[c].host)
+        a[c] = -1;
     rlhfc::plan::SimResult sim = rlhfc::plan::simulate(*p, a, 3, true);
+    std::string title = (alg.getSymName() + " (" + inputFile + ")").str();
+    if (emit == Emit::Timeline) {
+      rlhfc::plan::writeTimelineHtml(*p, sim, title, os);
+      return mlir::success(); // one algorithm per page
+    }
+    if (emit == Emit::Trace) {
+      rlhfc::plan::writeChromeTrace(*p, sim, title, os);
+      return mlir::success();
+    }
     plans.push_back(rlhfc::plan::planToJson(alg, *p, sim));
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plans))) << "\n";

@@ -1,0 +1,232 @@
+//===- Timeline.cpp - per-device timelines of a plan ----------------------===//
+
+#include "rlhfc/Planner/Timeline.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+using llvm::formatv;
+
+namespace {
+
+const char *kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                          "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+
+std::string label(const Problem &p, const Event &e) {
+  const Call &c = p.calls[e.call];
+  switch (e.kind) {
+  case Event::Call:
+    return c.label;
+  case Event::Realloc:
+    return "realloc @" + p.models[c.model].name;
+  case Event::Transfer:
+    return "transfer to " + c.label;
+  }
+  return "";
+}
+
+std::string escape(llvm::StringRef s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string ms(double s) { return formatv("{0:f1} ms", s * 1e3).str(); }
+
+} // namespace
+
+void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
+                            llvm::StringRef title, llvm::raw_ostream &os) {
+  llvm::json::Array events;
+  const int64_t gpn = p.hw.gpusPerNode;
+  for (int64_t n = 0; n < p.nodes; ++n)
+    events.push_back(llvm::json::Object{
+        {"ph", "M"}, {"name", "process_name"}, {"pid", n},
+        {"args", llvm::json::Object{{"name", formatv("node {0}", n).str()}}}});
+  for (int64_t g = 0; g < p.gpus; ++g)
+    events.push_back(llvm::json::Object{
+        {"ph", "M"}, {"name", "thread_name"}, {"pid", g / gpn}, {"tid", g},
+        {"args", llvm::json::Object{{"name", formatv("GPU {0}", g).str()}}}});
+  for (const Event &e : sim.events)
+    for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
+      llvm::json::Object args{{"iteration", e.iteration}};
+      if (e.bytes > 0)
+        args["bytes"] = e.bytes;
+      events.push_back(llvm::json::Object{
+          {"ph", "X"},
+          {"name", label(p, e)},
+          {"cat", e.kind == Event::Call      ? "call"
+                  : e.kind == Event::Realloc ? "realloc"
+                                             : "transfer"},
+          {"pid", g / gpn},
+          {"tid", g},
+          {"ts", e.start * 1e6},
+          {"dur", std::max(0.0, e.end - e.start) * 1e6},
+          {"args", std::move(args)}});
+    }
+  for (int64_t g = 0; g < int64_t(sim.memoryTrace.size()); ++g)
+    for (auto [t, bytes] : sim.memoryTrace[g])
+      events.push_back(llvm::json::Object{
+          {"ph", "C"}, {"name", formatv("memory GPU {0} (GB)", g).str()},
+          {"pid", g / gpn}, {"ts", t * 1e6},
+          {"args", llvm::json::Object{{"GB", bytes / 1e9}}}});
+  llvm::json::Object root{
+      {"traceEvents", std::move(events)},
+      {"displayTimeUnit", "ms"},
+      {"otherData", llvm::json::Object{
+                        {"title", title.str()},
+                        {"predicted_iteration_time_s", sim.iterationTime}}}};
+  os << llvm::json::Value(std::move(root)) << "\n";
+}
+
+void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
+                             llvm::StringRef title, llvm::raw_ostream &os) {
+  const double W = 1100, laneH = 18, left = 70, top = 30;
+  const double span = std::max(sim.makespan, 1e-9);
+  auto x = [&](double t) { return left + (W - left - 10) * t / span; };
+  const double ganttH = top + laneH * p.gpus + 30;
+
+  os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+     << "<title>" << escape(title) << " — rlhfc timeline</title>\n"
+     << "<style>body{font:13px system-ui,sans-serif;margin:20px;color:#222}"
+        "h1{font-size:18px}svg{background:#fafafa;border:1px solid #ddd}"
+        ".call{stroke:#333;stroke-width:.3}.realloc{fill:url(#hatch);stroke:#900;"
+        "stroke-width:.5}.transfer{fill:#222;opacity:.6}.lane{font-size:10px}"
+        "table{border-collapse:collapse;margin-top:12px}td,th{border:1px solid #ccc;"
+        "padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
+        ".legend span{display:inline-block;margin-right:14px}"
+        ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;"
+        "vertical-align:middle}</style></head><body>\n";
+  os << "<h1>" << escape(title) << "</h1>\n";
+  os << formatv("<p id=\"summary\">{0} x {1} {2}; predicted iteration time "
+                "<b id=\"iteration-time\">{3}</b> (steady state over the {4} "
+                "simulated iterations shown).</p>\n",
+                p.nodes, p.hw.gpusPerNode, escape(p.hw.name), ms(sim.iterationTime),
+                sim.events.empty() ? 0 : sim.events.back().iteration + 1);
+  os << "<div class=\"legend\" id=\"legend\"></div>\n";
+
+  // Gantt chart: one lane per GPU.
+  os << formatv("<svg id=\"gantt\" width=\"{0}\" height=\"{1}\" "
+                "xmlns=\"http://www.w3.org/2000/svg\">\n",
+                W, ganttH);
+  os << "<defs><pattern id=\"hatch\" width=\"4\" height=\"4\" "
+        "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+        "<rect width=\"2\" height=\"4\" fill=\"#d33\"/></pattern></defs>\n";
+  for (int64_t g = 0; g < p.gpus; ++g) {
+    double y = top + g * laneH;
+    os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">GPU {1} (n{2})</text>"
+                  "<line x1=\"{3}\" x2=\"{4}\" y1=\"{5}\" y2=\"{5}\" stroke=\"#eee\"/>\n",
+                  y + 12, g, g / p.hw.gpusPerNode, left, W - 10, y + laneH);
+  }
+  for (const Event &e : sim.events) {
+    std::string name = escape(label(p, e));
+    const char *cls = e.kind == Event::Call      ? "call"
+                      : e.kind == Event::Realloc ? "realloc"
+                                                 : "transfer";
+    std::string fill =
+        e.kind == Event::Call
+            ? kPalette[p.calls[e.call].model % (sizeof(kPalette) / sizeof(*kPalette))]
+            : "";
+    for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
+      double y = top + g * laneH + (e.kind == Event::Transfer ? laneH * 0.7 : 1);
+      double h = e.kind == Event::Transfer ? laneH * 0.25 : laneH - 2;
+      os << formatv("<rect class=\"{0}\" data-gpu=\"{1}\" data-name=\"{2}\" "
+                    "data-iteration=\"{3}\" x=\"{4:f2}\" y=\"{5:f2}\" width=\"{6:f2}\" "
+                    "height=\"{7:f2}\"{8}><title>{2}, iteration {3}: {9} to {10} "
+                    "(GPUs {11}-{12})</title></rect>\n",
+                    cls, g, name, e.iteration, x(e.start), y,
+                    std::max(0.5, x(e.end) - x(e.start)), h,
+                    fill.empty() ? "" : " fill=\"" + fill + "\"", ms(e.start),
+                    ms(e.end), e.firstGpu, e.firstGpu + e.devices - 1);
+    }
+  }
+  for (int i = 0; i <= 10; ++i) {
+    double t = span * i / 10;
+    os << formatv("<text class=\"lane\" x=\"{0:f1}\" y=\"{1}\">{2}</text>\n", x(t),
+                  ganttH - 8, ms(t));
+  }
+  os << "</svg>\n";
+
+  // Memory over time: one polyline per GPU against the usable limit.
+  const double memH = 220, mTop = 10, mBottom = memH - 25;
+  double maxMem = p.memoryLimit;
+  for (double b : sim.peakMemory)
+    maxMem = std::max(maxMem, b);
+  auto y = [&](double b) { return mBottom - (mBottom - mTop) * b / maxMem; };
+  os << "<h2 style=\"font-size:15px\">Predicted memory per GPU</h2>\n";
+  os << formatv("<svg id=\"memory\" width=\"{0}\" height=\"{1}\" "
+                "xmlns=\"http://www.w3.org/2000/svg\">\n",
+                W, memH);
+  os << formatv("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:f1}\" y2=\"{2:f1}\" stroke=\"#d33\" "
+                "stroke-dasharray=\"4\"/><text class=\"lane\" x=\"{0}\" y=\"{3:f1}\">"
+                "usable {4:f1} GB</text>\n",
+                left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
+                p.memoryLimit / 1e9);
+  for (int64_t g = 0; g < int64_t(sim.memoryTrace.size()); ++g) {
+    std::string pts;
+    double last = 0;
+    for (auto [t, b] : sim.memoryTrace[g]) {
+      pts += formatv("{0:f1},{1:f1} {0:f1},{2:f1} ", x(t), y(last), y(b)).str();
+      last = b;
+    }
+    pts += formatv("{0:f1},{1:f1}", x(span), y(last)).str();
+    os << formatv("<polyline class=\"mem\" data-gpu=\"{0}\" fill=\"none\" "
+                  "stroke=\"{1}\" stroke-width=\"1\" points=\"{2}\">"
+                  "<title>GPU {0}: peak {3:f1} GB</title></polyline>\n",
+                  g, kPalette[g % 8], pts, sim.peakMemory[g] / 1e9);
+  }
+  os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">{1:f0} GB</text>"
+                "<text class=\"lane\" x=\"4\" y=\"{2}\">0</text>\n",
+                mTop + 8, maxMem / 1e9, mBottom);
+  os << "</svg>\n";
+
+  // The calls, as a table.
+  os << "<table id=\"calls\"><tr><th>call</th><th>GPUs</th><th>dp</th><th>tp</th>"
+        "<th>pp</th><th>micro-batches</th><th>time</th><th>memory/GPU</th></tr>\n";
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    const Call &call = p.calls[c];
+    if (call.host)
+      continue;
+    const Candidate &k = p.cands[c][0];
+    os << formatv("<tr><td>{0}</td><td>{1}-{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"
+                  "<td>{6}</td><td>{7}</td><td>{8:f1} GB</td></tr>\n",
+                  escape(call.label), k.s.firstGpu, k.s.firstGpu + k.devices - 1,
+                  k.s.dp, k.s.tp, k.s.pp, k.s.microBatches, ms(k.time),
+                  k.mem.total() / 1e9);
+  }
+  os << "</table>\n";
+
+  // The legend is built in the browser from the chart itself, so a test can
+  // tell that the page's script ran.
+  os << "<script>\n(function(){\n"
+        "  const seen = new Map();\n"
+        "  document.querySelectorAll('#gantt rect.call').forEach(r => {\n"
+        "    const model = r.dataset.name.split('@')[1];\n"
+        "    if (!seen.has(model)) seen.set(model, r.getAttribute('fill'));\n"
+        "  });\n"
+        "  const legend = document.getElementById('legend');\n"
+        "  for (const [model, color] of seen) {\n"
+        "    const s = document.createElement('span');\n"
+        "    s.className = 'model';\n"
+        "    s.innerHTML = '<i style=\"background:' + color + '\"></i>@' + model;\n"
+        "    legend.appendChild(s);\n"
+        "  }\n"
+        "  const r = document.createElement('span');\n"
+        "  r.innerHTML = '<i style=\"background:#d33\"></i>reallocation';\n"
+        "  legend.appendChild(r);\n"
+        "  document.body.dataset.rendered = 'true';\n"
+        "  document.body.dataset.lanes = document.querySelectorAll('#gantt text.lane').length;\n"
+        "})();\n</script>\n</body></html>\n";
+}
