@@ -72,47 +72,82 @@ fastestFitting(const Problem &p,
 }
 
 /// ReaLHF's symmetric Megatron baseline: every call on every GPU, one
-/// (tp, pp) per model: the widest tensor parallelism inside a node, then the
-/// fewest pipeline stages that fit.
+/// (tp, pp) per model for all its calls: the widest tensor parallelism a
+/// node and the heads allow, and the fewest pipeline stages with which all
+/// co-resident models fit (growing the largest model's pp first).
 std::optional<Assignment> heuristic(const Problem &p) {
-  Assignment a = emptyAssignment(p);
-  for (size_t m = 0; m < p.models.size(); ++m) {
-    std::vector<size_t> calls;
-    for (size_t c = 0; c < p.calls.size(); ++c)
-      if (!p.calls[c].host && p.calls[c].model == int(m))
-        calls.push_back(c);
-    bool done = false;
-    for (int64_t tp = p.hw.gpusPerNode; tp >= 1 && !done; tp /= 2)
-      for (int64_t pp = 1; pp <= p.gpus && !done; ++pp) {
-        std::vector<int> pick;
-        for (size_t c : calls) {
-          if (p.calls[c].pinned) {
-            pick.push_back(0);
-            continue;
-          }
-          int best = -1;
-          for (int k = 0; k < int(p.cands[c].size()); ++k) {
-            const Candidate &x = p.cands[c][k];
-            if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == pp &&
-                (best < 0 || x.time < p.cands[c][best].time))
-              best = k;
-          }
-          if (best < 0)
-            break;
-          pick.push_back(best);
-        }
-        if (pick.size() != calls.size())
-          continue;
-        for (size_t i = 0; i < calls.size(); ++i)
-          a[calls[i]] = pick[i];
-        done = true;
+  size_t nm = p.models.size();
+  std::vector<std::vector<size_t>> callsOf(nm);
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      callsOf[p.calls[c].model].push_back(c);
+  // For a model at (tp, pp): each call's fastest full-mesh candidate.
+  auto pick = [&](size_t m, int64_t tp, int64_t pp) -> std::optional<std::vector<int>> {
+    std::vector<int> out;
+    for (size_t c : callsOf[m]) {
+      if (p.calls[c].pinned) {
+        out.push_back(0);
+        continue;
       }
-    if (!done)
+      int best = -1;
+      for (int k = 0; k < int(p.cands[c].size()); ++k) {
+        const Candidate &x = p.cands[c][k];
+        if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == pp &&
+            (best < 0 || x.time < p.cands[c][best].time))
+          best = k;
+      }
+      if (best < 0)
+        return std::nullopt;
+      out.push_back(best);
+    }
+    return out;
+  };
+  std::vector<int64_t> tp(nm, 0), pp(nm, 1);
+  Assignment a = emptyAssignment(p);
+  auto set = [&](size_t m) {
+    // The smallest pp >= pp[m] that gives every call a candidate.
+    for (int64_t q = pp[m]; q <= p.gpus / tp[m]; ++q)
+      if (auto ks = pick(m, tp[m], q)) {
+        pp[m] = q;
+        for (size_t i = 0; i < callsOf[m].size(); ++i)
+          a[callsOf[m][i]] = (*ks)[i];
+        return true;
+      }
+    return false;
+  };
+  for (size_t m = 0; m < nm; ++m) {
+    bool ok = false;
+    for (int64_t t = p.hw.gpusPerNode; t >= 1 && !ok; t /= 2) {
+      tp[m] = t;
+      pp[m] = 1;
+      ok = set(m);
+    }
+    if (!ok)
       return std::nullopt;
   }
-  if (simulate(p, a).oom)
-    return std::nullopt;
-  return a;
+  // Co-resident models overflow: pipeline the heaviest model further.
+  for (int guard = 0; guard < 64; ++guard) {
+    SimResult r = simulate(p, a);
+    if (!r.oom)
+      return a;
+    size_t heaviest = 0;
+    double most = -1;
+    for (size_t m = 0; m < nm; ++m) {
+      double bytes = 0;
+      for (size_t c : callsOf[m])
+        bytes = std::max(bytes, p.cands[c][a[c]].mem.total());
+      if (bytes > most && pp[m] * tp[m] < p.gpus) {
+        most = bytes;
+        heaviest = m;
+      }
+    }
+    if (most < 0)
+      return std::nullopt;
+    ++pp[heaviest];
+    if (!set(heaviest))
+      return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 /// verl-like: everything on all GPUs, each call resharded to its fastest

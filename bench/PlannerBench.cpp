@@ -1,0 +1,137 @@
+//===- PlannerBench.cpp - searched plans vs baselines, ReaLHF settings ----===//
+//
+// The weak-scaling settings of ReaLHF (arXiv 2406.14088): PPO with LLaMA
+// actor/critic pairs on H100 nodes of 8, prompt 128 tokens, generation 128,
+// 384 or 896 with batch 512, 256 or 128. For each setting it prints the
+// predicted iteration time of the heuristic, colocated and separated
+// baselines and of the search, the speedups, and the search's wall time.
+// The last line is the geometric-mean speedup of search over heuristic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhfc/Frontend/Frontend.h"
+#include "rlhfc/Frontend/MLIRGen.h"
+#include "rlhfc/Planner/Planner.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+
+using namespace rlhfc;
+using llvm::formatv;
+
+static llvm::cl::opt<int64_t> budget("budget", llvm::cl::desc("search budget"),
+                                     llvm::cl::init(60000));
+static llvm::cl::opt<bool> quick("quick",
+                                 llvm::cl::desc("only the first gen length per setting"));
+
+namespace {
+
+std::string program(int actor, int critic, int gpus, int gen, int batch) {
+  return formatv(R"(import "hardware/nvidia.rlhf";
+import "models/llama2.rlhf";
+cluster c : H100_SXM {{ nodes = {0}; gpus_per_node = {1}; }
+model actor : llama2_{2}b {{ trainable; }
+model critic : llama2_{3}b {{ trainable; head = value; }
+model ref : llama2_{2}b {{ }
+model reward : llama2_{3}b {{ head = value; }
+dataset prompts {{ path = "p.jsonl"; batch = {4}; max_prompt_len = 128; fields = [prompt]; }
+algorithm ppo(actor: model, critic: model, ref: model, reward: model, p: dataset) {{
+  g   = actor.generate(p.prompt, max_new_tokens = {5});
+  r   = reward.inference(g.seq);
+  lr  = ref.inference(g.seq);
+  v   = critic.inference(g.seq);
+  adv = gae(r, v, g.logprobs, lr, gamma = 1.0, lam = 0.95, kl = 0.1);
+  actor.train(ppo_actor_loss(g, adv, clip = 0.2), minibatches = 4);
+  critic.train(ppo_value_loss(v, adv, clip = 0.2), minibatches = 4);
+}
+run ppo(actor, critic, ref, reward, prompts) {{ steps = 1; }
+)",
+                 std::max(1, gpus / 8), std::min(gpus, 8), actor, critic, batch, gen)
+      .str();
+}
+
+struct Setting {
+  int actor, critic, gpus;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::cl::ParseCommandLineOptions(argc, argv, "rlhfc planner benchmark\n");
+  std::vector<Setting> settings = {
+      {7, 7, 8},   {13, 7, 16},  {34, 7, 32},  {70, 7, 64},   // actor scaling
+      {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling
+      {7, 7, 16},  {13, 13, 32}, {34, 34, 64}, {70, 70, 128}, // both
+  };
+  const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
+  llvm::outs() << formatv("{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | {7,8} "
+                          "{8,8} | {9,8} {10}\n",
+                          "actor+critic", "GPUs", "gen", "heuristic", "colocated",
+                          "separated", "search", "vs best", "vs heur", "search s",
+                          "space");
+  double logSum = 0;
+  int count = 0;
+  for (const Setting &s : settings)
+    for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
+      mlir::MLIRContext ctx;
+      mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
+        llvm::errs() << d << "\n";
+        return mlir::success();
+      });
+      llvm::SourceMgr sm;
+      sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(
+                                program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]),
+                                "bench.rlhf"),
+                            llvm::SMLoc());
+      FrontendOptions opts;
+      opts.stdlibDir = RLHF_STDLIB_DIR;
+      auto prog = loadProgram(sm, ctx, opts);
+      if (!prog)
+        return 1;
+      auto module = mlirGen(*prog, ctx);
+      auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
+      auto p = plan::buildProblem(alg, {});
+      if (mlir::failed(p))
+        return 1;
+      auto timeOf = [&](plan::Method m, plan::SearchStats *st = nullptr) {
+        plan::SearchOptions o;
+        o.budget = budget;
+        auto a = plan::solve(*p, m, o, st);
+        return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
+      };
+      double heur = timeOf(plan::Method::Heuristic);
+      double colo = timeOf(plan::Method::Colocated);
+      double sep = timeOf(plan::Method::Separated);
+      plan::SearchStats st;
+      auto t0 = std::chrono::steady_clock::now();
+      double search = timeOf(plan::Method::Search, &st);
+      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                        .count();
+      double best = std::min({heur, colo, sep});
+      double space = 1;
+      for (size_t c = 0; c < p->calls.size(); ++c)
+        if (!p->calls[c].host)
+          space *= double(p->cands[c].size());
+      auto sec = [](double v) {
+        return std::isfinite(v) ? formatv("{0:f2}s", v).str() : std::string("OOM");
+      };
+      llvm::outs() << formatv("{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "
+                              "{7,7:f2}x {8,7:f2}x | {9,8:f2} {10:e1}\n",
+                              formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus,
+                              gens[gi], sec(heur), sec(colo), sec(sep), sec(search),
+                              best / search, heur / search, wall, space);
+      if (std::isfinite(heur) && std::isfinite(search)) {
+        logSum += std::log(heur / search);
+        ++count;
+      }
+    }
+  llvm::outs() << formatv("geomean search/heuristic speedup: {0:f2}\n",
+                          std::exp(logSum / std::max(1, count)));
+  return 0;
+}
