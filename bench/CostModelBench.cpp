@@ -16,17 +16,7 @@ using namespace rlhfc::cost;
 
 namespace {
 
-Hardware h100() {
-  Hardware hw;
-  hw.name = "H100_SXM";
-  hw.flops = 989e12;
-  hw.hbmBytes = 80e9;
-  hw.hbmBw = 3.35e12;
-  hw.nvlinkBw = 450e9;
-  hw.networkBw = 50e9;
-  hw.eff = defaultEfficiency(hw.name);
-  return hw;
-}
+Hardware h100() { return *knownHardware("H100_SXM"); }
 
 std::vector<Strategy> layouts(int64_t gpus) {
   std::vector<Strategy> out;

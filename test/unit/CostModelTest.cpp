@@ -24,18 +24,7 @@ Arch llama2_7b() { return Arch::get(llama2(32, 4096, 32, 32, 11008), 4096); }
 Arch llama2_13b() { return Arch::get(llama2(40, 5120, 40, 40, 13824), 4096); }
 Arch llama2_70b() { return Arch::get(llama2(80, 8192, 64, 8, 28672), 4096); }
 
-Hardware h100() {
-  Hardware hw;
-  hw.name = "H100_SXM";
-  hw.flops = 989e12;
-  hw.hbmBytes = 80e9;
-  hw.hbmBw = 3.35e12;
-  hw.nvlinkBw = 450e9;
-  hw.networkBw = 50e9;
-  hw.gpusPerNode = 8;
-  hw.eff = defaultEfficiency(hw.name);
-  return hw;
-}
+Hardware h100() { return *knownHardware("H100_SXM"); }
 
 Strategy layout(int64_t dp, int64_t tp, int64_t pp, int64_t mbs = 1) {
   Strategy s;

@@ -27,6 +27,31 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
   return e;
 }
 
+std::optional<Hardware> rlhfc::cost::knownHardware(llvm::StringRef name) {
+  Hardware hw;
+  hw.name = name.str();
+  if (name == "A100_40GB" || name == "A100_80GB") {
+    hw.flops = 312e12;
+    bool small = name == "A100_40GB";
+    hw.hbmBytes = small ? 40e9 : 80e9;
+    hw.hbmBw = small ? 1555e9 : 2039e9;
+    hw.nvlinkBw = 300e9;
+    hw.networkBw = 25e9;
+  } else if (name == "H100_SXM" || name == "H200") {
+    hw.flops = 989e12;
+    bool h200 = name == "H200";
+    hw.hbmBytes = h200 ? 141e9 : 80e9;
+    hw.hbmBw = h200 ? 4.8e12 : 3.35e12;
+    hw.nvlinkBw = 450e9;
+    hw.networkBw = 50e9;
+  } else {
+    return std::nullopt;
+  }
+  hw.gpusPerNode = 8;
+  hw.eff = defaultEfficiency(name);
+  return hw;
+}
+
 llvm::Expected<std::map<std::string, Efficiency>>
 rlhfc::cost::loadCalibration(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path);

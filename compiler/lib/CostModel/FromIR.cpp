@@ -64,11 +64,7 @@ CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
   return c;
 }
 
-std::optional<Strategy> rlhfc::cost::strategyOf(Operation *call) {
-  auto mesh = call->getAttrOfType<r::MeshAttr>("mesh");
-  auto st = call->getAttrOfType<r::StrategyAttr>("strategy");
-  if (!mesh || !st)
-    return std::nullopt;
+Strategy rlhfc::cost::strategyFrom(r::MeshAttr mesh, r::StrategyAttr st) {
   Strategy s;
   s.firstGpu = mesh.getFirst();
   s.dp = st.getDp();
@@ -78,6 +74,14 @@ std::optional<Strategy> rlhfc::cost::strategyOf(Operation *call) {
   s.zero = st.getZero();
   s.recompute = st.getRecompute();
   return s;
+}
+
+std::optional<Strategy> rlhfc::cost::strategyOf(Operation *call) {
+  auto mesh = call->getAttrOfType<r::MeshAttr>("mesh");
+  auto st = call->getAttrOfType<r::StrategyAttr>("strategy");
+  if (!mesh || !st)
+    return std::nullopt;
+  return strategyFrom(mesh, st);
 }
 
 Strategy rlhfc::cost::defaultStrategy(const Arch &arch, const Hardware &hw,

@@ -65,16 +65,9 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
           continue;
         auto model = symbols.lookup<r::ModelOp>(name);
         cost::Arch arch = cost::archOf(model);
-        auto toStrategy = [](const Layout &x) {
-          cost::Strategy s;
-          s.firstGpu = x.mesh.getFirst();
-          s.dp = x.strategy.getDp();
-          s.tp = x.strategy.getTp();
-          s.pp = x.strategy.getPp();
-          return s;
-        };
-        cost::MoveEstimate mv =
-            cost::estimateRealloc(arch, hw, toStrategy(cur), toStrategy(*l));
+        cost::MoveEstimate mv = cost::estimateRealloc(
+            arch, hw, cost::strategyFrom(cur.mesh, cur.strategy),
+            cost::strategyFrom(l->mesh, l->strategy));
         b.setInsertionPoint(&op);
         b.create<r::ReallocOp>(
             op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op), l->mesh,

@@ -63,16 +63,9 @@ struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
           auto type = cast<RankedTensorType>(use.get().getType());
           double bytes = double(type.getNumElements()) *
                          std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
-          cost::Strategy fs, ts;
-          fs.firstGpu = from.getFirst();
-          fs.dp = fromSt.getDp();
-          fs.tp = fromSt.getTp();
-          fs.pp = fromSt.getPp();
-          ts.firstGpu = to.getFirst();
-          ts.dp = toSt.getDp();
-          ts.tp = toSt.getTp();
-          ts.pp = toSt.getPp();
-          cost::MoveEstimate mv = cost::estimateTransfer(bytes, hw, fs, ts);
+          cost::MoveEstimate mv =
+              cost::estimateTransfer(bytes, hw, cost::strategyFrom(from, fromSt),
+                                     cost::strategyFrom(to, toSt));
           b.setInsertionPoint(&op);
           auto t = b.create<r::TransferOp>(
               op.getLoc(), use.get().getType(), use.get(), from, to,

@@ -106,29 +106,6 @@ std::optional<rlhf::ModelShape> modelShape(StringRef name) {
   return it->second;
 }
 
-std::optional<Hardware> hardware(StringRef name) {
-  Hardware hw;
-  hw.name = name.str();
-  if (name.starts_with("A100")) {
-    hw.flops = 312e12;
-    hw.hbmBytes = name.contains("40") ? 40e9 : 80e9;
-    hw.hbmBw = name.contains("40") ? 1555e9 : 2039e9;
-    hw.nvlinkBw = 300e9;
-    hw.networkBw = 25e9;
-  } else if (name == "H100_SXM" || name == "H200") {
-    hw.flops = 989e12;
-    hw.hbmBytes = name == "H200" ? 141e9 : 80e9;
-    hw.hbmBw = name == "H200" ? 4.8e12 : 3.35e12;
-    hw.nvlinkBw = 450e9;
-    hw.networkBw = 50e9;
-  } else {
-    return std::nullopt;
-  }
-  hw.gpusPerNode = 8;
-  hw.eff = defaultEfficiency(name);
-  return hw;
-}
-
 int64_t num(const std::string &s) {
   int64_t v = 0;
   return StringRef(s).trim().getAsInteger(10, v) ? 0 : v;
@@ -150,7 +127,7 @@ double megatronFlops(const rlhf::ModelShape &m, double batch, double s) {
 
 /// Predicts a row, or says why it cannot be.
 std::optional<double> predict(const Row &r, std::string &why) {
-  auto hwOpt = hardware(r.hw);
+  auto hwOpt = knownHardware(r.hw);
   if (!hwOpt) {
     why = "unknown hardware";
     return std::nullopt;

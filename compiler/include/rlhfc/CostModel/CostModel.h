@@ -154,6 +154,11 @@ MoveEstimate estimateTransfer(double bytes, const Hardware &hw,
                               const Strategy &from, const Strategy &to);
 
 // ---- calibration --------------------------------------------------------------
+/// The stdlib's NVIDIA presets (stdlib/hardware/nvidia.rlhf) with 8 GPUs per
+/// node and built-in efficiency factors, for tools and tests that price
+/// without a program: A100_40GB, A100_80GB, H100_SXM, H200.
+std::optional<Hardware> knownHardware(llvm::StringRef name);
+
 /// Built-in efficiency factors of a hardware preset name (A100..., H100...).
 Efficiency defaultEfficiency(llvm::StringRef hardwareName);
 

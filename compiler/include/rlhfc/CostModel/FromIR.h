@@ -20,6 +20,9 @@ Arch archOf(mlir::rlhf::ModelOp model);
 /// The shape of a generate, inference or train_step op.
 CallShape shapeOf(mlir::Operation *call, mlir::rlhf::ModelOp model);
 
+/// The cost model's view of a mesh and strategy attribute pair.
+Strategy strategyFrom(mlir::rlhf::MeshAttr mesh, mlir::rlhf::StrategyAttr st);
+
 /// The call's pinned or planned strategy, if it has one.
 std::optional<Strategy> strategyOf(mlir::Operation *call);
 
