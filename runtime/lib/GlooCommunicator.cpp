@@ -7,6 +7,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
 using namespace rlhf;
 
 namespace {
@@ -20,7 +24,24 @@ std::string firstLine(std::string msg) {
 
 class GlooCommunicator final : public Communicator {
 public:
-  GlooCommunicator(const RendezvousConfig &cfg) : cfg(cfg) {
+  /// A subgroup: `rank`/`size` within it, sharing the parent's store.
+  GlooCommunicator(const RendezvousConfig &cfg, c10::intrusive_ptr<c10d::Store> store,
+                   const std::string &prefix, int rank, int size, int globalRank)
+      : cfg(cfg), store(store), globalRank(globalRank) {
+    this->cfg.rank = rank;
+    this->cfg.worldSize = size;
+    try {
+      auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
+      pgOpts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(deviceHost()));
+      pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, pgOpts);
+    } catch (const std::exception &e) {
+      throw Error(where("subgroup " + prefix) + firstLine(e.what()));
+    }
+  }
+
+  GlooCommunicator(const RendezvousConfig &cfg) : cfg(cfg), globalRank(cfg.rank) {
     try {
       c10d::TCPStoreOptions opts;
       opts.port = cfg.masterPort;
@@ -31,8 +52,7 @@ public:
       store = c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
       auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
       pgOpts->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname(
-              cfg.masterAddr == "localhost" ? "127.0.0.1" : hostAddr()));
+          c10d::ProcessGroupGloo::createDeviceForHostname(deviceHost()));
       pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>("rlhf/world", store), cfg.rank,
           cfg.worldSize, pgOpts);
@@ -63,11 +83,46 @@ public:
     run("barrier", [&] { return pg->barrier(); });
   }
 
+  at::Tensor allGather(const at::Tensor &input) override {
+    std::vector<at::Tensor> in{input.contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < cfg.worldSize; ++r)
+      out[0].push_back(at::empty_like(in[0]));
+    run("all_gather", [&] { return pg->allgather(out, in); });
+    return at::cat(out[0], 0);
+  }
+
+  void send(const at::Tensor &t, int dst) override {
+    std::vector<at::Tensor> ts{t.contiguous()};
+    run("send", [&] { return pg->send(ts, dst, /*tag=*/0); });
+  }
+
+  void recv(at::Tensor &t, int src) override {
+    std::vector<at::Tensor> ts{t};
+    run("recv", [&] { return pg->recv(ts, src, /*tag=*/0); });
+  }
+
+  std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) override {
+    // Every call needs a fresh store prefix; members agree on it because
+    // they create their subgroups in the same order.
+    std::string prefix = "rlhf/sub" + std::to_string(subgroupCount++);
+    for (int r : ranks)
+      prefix += "." + std::to_string(r);
+    auto it = std::find(ranks.begin(), ranks.end(), cfg.rank);
+    if (it == ranks.end())
+      return nullptr;
+    return std::make_unique<GlooCommunicator>(cfg, store, prefix,
+                                              int(it - ranks.begin()),
+                                              int(ranks.size()), globalRank);
+  }
+
 private:
   // Loopback workers bind to loopback; others bind to the address they use
   // to reach the master, which Gloo resolves from the hostname.
-  std::string hostAddr() const {
+  std::string deviceHost() const {
     const std::string &a = cfg.masterAddr;
+    if (a == "localhost")
+      return "127.0.0.1";
     if (a.rfind("127.", 0) == 0)
       return a;
     char buf[256];
@@ -77,8 +132,13 @@ private:
   }
 
   std::string where(const std::string &op) const {
-    return "rank " + std::to_string(cfg.rank) + "/" +
-           std::to_string(cfg.worldSize) + ": " + op + " failed: ";
+    std::string who = "rank " + std::to_string(globalRank);
+    if (cfg.rank != globalRank)
+      who += " (" + std::to_string(cfg.rank) + "/" + std::to_string(cfg.worldSize) +
+             " in its group)";
+    else
+      who = "rank " + std::to_string(cfg.rank) + "/" + std::to_string(cfg.worldSize);
+    return who + ": " + op + " failed: ";
   }
 
   template <typename F> void run(const char *op, F &&issue) {
@@ -100,6 +160,8 @@ private:
   RendezvousConfig cfg;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  int globalRank = 0;
+  int subgroupCount = 0;
 };
 
 } // namespace

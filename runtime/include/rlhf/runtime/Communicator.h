@@ -26,7 +26,16 @@ public:
   /// In-place sum across all ranks.
   virtual void allReduceSum(at::Tensor &tensor) = 0;
   virtual void broadcast(at::Tensor &tensor, int root) = 0;
+  /// Concatenates every rank's `input` (same shape everywhere) along dim 0.
+  virtual at::Tensor allGather(const at::Tensor &input) = 0;
+  virtual void send(const at::Tensor &tensor, int dst) = 0;
+  virtual void recv(at::Tensor &tensor, int src) = 0;
   virtual void barrier() = 0;
+
+  /// A communicator over `ranks` (indices into this one, ascending). Every
+  /// member calls it with the same list; others get null. Collective over
+  /// this communicator's ranks only in the sense that members must agree.
+  virtual std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) = 0;
 };
 
 /// Connects to the TCPStore at cfg.masterAddr:cfg.masterPort (rank 0 hosts

@@ -1,0 +1,225 @@
+//===- Model.cpp - a tensor-parallel LLaMA decoder in LibTorch ------------===//
+
+#include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Error.h"
+
+#include <torch/torch.h>
+
+#include <functional>
+
+using namespace rlhf;
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+namespace {
+
+// ---- tensor-parallel regions (Megatron-LM's f and g operators) ------------
+
+/// Identity forward, all-reduce of the gradient backward: the input of a
+/// column-parallel layer.
+struct CopyToTp : torch::autograd::Function<CopyToTp> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return x.view_as(x);
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    auto *comm = reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
+    at::Tensor grad = g[0].contiguous().clone();
+    comm->allReduceSum(grad);
+    return {grad, at::Tensor()};
+  }
+};
+
+/// All-reduce forward, identity backward: the output of a row-parallel layer.
+struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
+  static at::Tensor forward(AutogradContext *, at::Tensor x, int64_t comm) {
+    at::Tensor y = x.contiguous().clone();
+    reinterpret_cast<Communicator *>(comm)->allReduceSum(y);
+    return y;
+  }
+  static tensor_list backward(AutogradContext *, tensor_list g) {
+    return {g[0], at::Tensor()};
+  }
+};
+
+/// Gathers the last dimension forward, keeps this rank's slice backward.
+struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t comm,
+                            int64_t rank, int64_t size) {
+    ctx->saved_data["rank"] = rank;
+    ctx->saved_data["width"] = x.size(-1);
+    at::Tensor all =
+        reinterpret_cast<Communicator *>(comm)->allGather(x.unsqueeze(0)); // [tp, ...]
+    std::vector<at::Tensor> parts = all.unbind(0);
+    return at::cat(parts, -1);
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    int64_t rank = ctx->saved_data["rank"].toInt();
+    int64_t width = ctx->saved_data["width"].toInt();
+    return {g[0].narrow(-1, rank * width, width).contiguous(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+int64_t handle(Communicator *c) { return reinterpret_cast<int64_t>(c); }
+
+at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
+  at::Tensor var = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(var + eps) * w;
+}
+
+at::Tensor rotateHalf(const at::Tensor &x) {
+  int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+} // namespace
+
+ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed) {
+  ParamMap out;
+  for (const ParamSpec &p : llamaParams(cfg.shape)) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(
+        seed ^ (std::hash<std::string>{}(p.name) * 0x9E3779B97F4A7C15ull));
+    at::Tensor t;
+    if (p.name.find("norm") != std::string::npos)
+      t = at::ones({p.rows}, at::kFloat);
+    else
+      t = at::normal(0.0, 0.02, {p.rows, p.cols}, gen, at::kFloat);
+    out[p.name] = t;
+  }
+  return out;
+}
+
+ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
+                           int tpSize) {
+  ParamMap out;
+  for (const ParamSpec &p : llamaParams(cfg.shape)) {
+    const at::Tensor &t = full.at(p.name);
+    switch (p.shard) {
+    case Shard::Replicated:
+      out[p.name] = t.clone();
+      break;
+    case Shard::Dim0: {
+      int64_t n = t.size(0) / tpSize;
+      out[p.name] = t.narrow(0, tpRank * n, n).clone();
+      break;
+    }
+    case Shard::Dim1: {
+      int64_t n = t.size(1) / tpSize;
+      out[p.name] = t.narrow(1, tpRank * n, n).clone();
+      break;
+    }
+    }
+  }
+  return out;
+}
+
+LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t)
+    : cfg(std::move(c)), params_(std::move(shard)), tp(t) {
+  const ModelShape &m = cfg.shape;
+  if (m.heads % tp.size || m.kvHeads % tp.size || m.vocab % tp.size ||
+      m.ffn % tp.size)
+    throw Error("tensor parallel size " + std::to_string(tp.size) +
+                " does not divide the heads, kv heads, ffn and vocab of the model");
+  if (tp.size > 1 && !tp.comm)
+    throw Error("tensor parallel size > 1 needs a communicator");
+}
+
+const at::Tensor &LlamaModel::p(const std::string &name) const {
+  auto it = params_.find(name);
+  if (it == params_.end())
+    throw Error("model has no parameter '" + name + "'");
+  return it->second;
+}
+
+at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
+                             const at::Tensor &sin, const at::Tensor &mask) {
+  const ModelShape &m = cfg.shape;
+  const std::string pre = "model.layers." + std::to_string(l) + ".";
+  const int64_t B = x.size(0), S = x.size(1);
+  const int64_t headDim = m.hidden / m.heads;
+  const int64_t heads = m.heads / tp.size, kvHeads = m.kvHeads / tp.size;
+
+  auto colIn = [&](const at::Tensor &v) {
+    return tp.size > 1 ? CopyToTp::apply(v, handle(tp.comm)) : v;
+  };
+  auto rowOut = [&](const at::Tensor &v) {
+    return tp.size > 1 ? ReduceFromTp::apply(v, handle(tp.comm)) : v;
+  };
+
+  at::Tensor h = colIn(rmsNorm(x, p(pre + "input_layernorm.weight"), cfg.normEps));
+  at::Tensor q = at::linear(h, p(pre + "self_attn.q_proj.weight"))
+                     .view({B, S, heads, headDim})
+                     .transpose(1, 2);
+  at::Tensor k = at::linear(h, p(pre + "self_attn.k_proj.weight"))
+                     .view({B, S, kvHeads, headDim})
+                     .transpose(1, 2);
+  at::Tensor v = at::linear(h, p(pre + "self_attn.v_proj.weight"))
+                     .view({B, S, kvHeads, headDim})
+                     .transpose(1, 2);
+  q = q * cos + rotateHalf(q) * sin;
+  k = k * cos + rotateHalf(k) * sin;
+  if (kvHeads != heads) {
+    int64_t rep = heads / kvHeads;
+    k = k.repeat_interleave(rep, 1);
+    v = v.repeat_interleave(rep, 1);
+  }
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(headDim));
+  scores = scores + mask;
+  at::Tensor attn = at::matmul(at::softmax(scores, -1), v)
+                        .transpose(1, 2)
+                        .reshape({B, S, heads * headDim});
+  at::Tensor x2 = x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));
+
+  at::Tensor h2 =
+      colIn(rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
+  at::Tensor gate = at::linear(h2, p(pre + "mlp.gate_proj.weight"));
+  at::Tensor up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
+  at::Tensor mlp = at::linear(at::silu(gate) * up, p(pre + "mlp.down_proj.weight"));
+  return x2 + rowOut(mlp);
+}
+
+at::Tensor LlamaModel::forward(const at::Tensor &tokens,
+                               const c10::optional<at::Tensor> &positionsIn) {
+  const ModelShape &m = cfg.shape;
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  if (S > cfg.maxSeq)
+    throw Error("sequence of " + std::to_string(S) + " tokens exceeds max_seq " +
+                std::to_string(cfg.maxSeq));
+  at::Tensor positions =
+      positionsIn ? *positionsIn : at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
+
+  // Vocab-parallel embedding: each rank looks up its rows, the rest are 0.
+  const at::Tensor &emb = p("model.embed_tokens.weight");
+  int64_t rows = emb.size(0), lo = tp.rank * rows;
+  at::Tensor local = tokens - lo;
+  at::Tensor inRange = (local >= 0) & (local < rows);
+  at::Tensor x = at::embedding(emb, local.clamp(0, rows - 1)) *
+                 inRange.unsqueeze(-1).to(at::kFloat);
+  if (tp.size > 1)
+    x = ReduceFromTp::apply(x, handle(tp.comm));
+
+  // Rotary tables for these positions: [B, 1, S, headDim].
+  const int64_t headDim = m.hidden / m.heads;
+  at::Tensor inv = 1.0 / at::pow(cfg.ropeTheta,
+                                 at::arange(0, headDim, 2, at::kFloat) / double(headDim));
+  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
+  at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
+  at::Tensor cos = angles.cos(), sin = angles.sin();
+  at::Tensor mask =
+      at::full({S, S}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
+
+  for (int l = 0; l < m.layers; ++l)
+    x = layer(l, x, cos, sin, mask);
+  x = rmsNorm(x, p("model.norm.weight"), cfg.normEps);
+
+  if (m.valueHead)
+    return at::linear(x, p("value_head.weight")).squeeze(-1);
+  const at::Tensor &head =
+      m.tieEmbeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
+  at::Tensor logits = at::linear(tp.size > 1 ? CopyToTp::apply(x, handle(tp.comm)) : x,
+                                 head);
+  if (tp.size > 1)
+    logits = GatherLastDim::apply(logits, handle(tp.comm), tp.rank, tp.size);
+  return logits;
+}

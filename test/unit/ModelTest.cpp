@@ -1,0 +1,33 @@
+//===- ModelTest.cpp - tensor-parallel model equivalence ------------------===//
+//
+// Every tensor/data-parallel layout of a tiny LLaMA that fits 4 ranks gives
+// the single-process forward logits and gradients within fp32 tolerance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProcessHarness.h"
+
+using namespace rlhf::testing;
+
+namespace {
+
+void expectEquivalent(int world, int tp, bool valueHead = false) {
+  std::vector<std::string> env{"RLHF_TP=" + std::to_string(tp)};
+  if (valueHead)
+    env.push_back("RLHF_VALUE_HEAD=1");
+  auto ps = launch(RLHF_MODEL_WORKER, world, env);
+  ASSERT_TRUE(waitAll(ps, std::chrono::seconds(120))) << "workers hung";
+  for (int r = 0; r < world; ++r) {
+    std::string out = ps[r].output();
+    EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
+    EXPECT_NE(out.find("forward max diff"), std::string::npos) << out;
+  }
+}
+
+TEST(TensorParallelModel, Tp2) { expectEquivalent(2, 2); }
+TEST(TensorParallelModel, Tp4) { expectEquivalent(4, 4); }
+TEST(TensorParallelModel, Tp2Dp2) { expectEquivalent(4, 2); }
+TEST(TensorParallelModel, Dp2) { expectEquivalent(2, 1); }
+TEST(TensorParallelModel, ValueHeadTp2) { expectEquivalent(2, 2, true); }
+
+} // namespace
