@@ -31,3 +31,20 @@ TEST(TensorParallelModel, Dp2) { expectEquivalent(2, 1); }
 TEST(TensorParallelModel, ValueHeadTp2) { expectEquivalent(2, 2, true); }
 
 } // namespace
+
+namespace {
+
+// Reallocation between every ordered pair of layouts of a 4-rank world
+// round-trips bit-exactly (the worker checks both legs).
+TEST(Reallocation, EveryPairOfFourRankLayoutsRoundTripsBitExactly) {
+  auto ps = launch(RLHF_REALLOC_WORKER, 4, {});
+  ASSERT_TRUE(waitAll(ps, std::chrono::seconds(300))) << "workers hung";
+  for (int r = 0; r < 4; ++r) {
+    std::string out = ps[r].output();
+    EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
+    EXPECT_NE(out.find("256 ordered pairs of 16 layouts, 0 mismatches"), std::string::npos)
+        << out;
+  }
+}
+
+} // namespace

@@ -1,0 +1,39 @@
+//===- Realloc.h - executing parameter reallocation plans -------*- C++ -*-===//
+//
+// Moves a model's parameters from one (mesh, dp, tp, pp) layout to another
+// across processes, following the slice-level plan of ReallocPlan.h: slices
+// bound for the same peer are bucketed into one message, and every rank
+// walks the peer pairs in one global order, so the blocking point-to-point
+// exchange cannot deadlock. Afterwards a rank holds exactly its shard of
+// the target layout, and nothing if it is outside the target mesh.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_REALLOC_H
+#define RLHF_RUNTIME_REALLOC_H
+
+#include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Model.h"
+
+namespace rlhf {
+
+/// The parameters GPU `gpu` holds under `layout`: its pipeline stage's
+/// parameters, sharded for its tensor rank. Empty outside the mesh.
+ParamMap layoutShard(const ModelConfig &cfg, const ParamMap &full,
+                     const Layout &layout, int64_t gpu);
+
+struct ReallocStats {
+  int64_t bytesSent = 0, bytesReceived = 0, bytesLocal = 0;
+  int64_t messages = 0;
+};
+
+/// Reallocates `mine` (this rank's shard under `from`) into its shard under
+/// `to`. `world` must span every GPU of both meshes, its rank being the GPU
+/// id. Throws rlhf::Error (naming the peer) when a transfer fails.
+ParamMap reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
+                    const Layout &to, Communicator &world,
+                    ReallocStats *stats = nullptr);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_REALLOC_H

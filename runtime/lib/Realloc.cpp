@@ -1,0 +1,166 @@
+//===- Realloc.cpp - executing parameter reallocation plans ---------------===//
+
+#include "rlhf/runtime/Realloc.h"
+#include "rlhf/runtime/Error.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+using namespace rlhf;
+
+namespace {
+
+struct Coords {
+  int64_t d, s, t;
+};
+
+std::optional<Coords> coordsOf(const Layout &l, int64_t gpu) {
+  int64_t rel = gpu - l.firstGpu;
+  if (rel < 0 || rel >= l.size())
+    return std::nullopt;
+  return Coords{rel / (l.tp * l.pp), (rel / l.tp) % l.pp, rel % l.tp};
+}
+
+int dimOf(Shard s) { return s == Shard::Dim1 ? 1 : 0; }
+
+/// Element range [lo, hi) of the full parameter's sharded dimension for the
+/// fractions of a move.
+std::pair<int64_t, int64_t> elems(const ParamSpec &p, double lo, double hi) {
+  int64_t full = p.shard == Shard::Dim1 ? p.cols : p.rows;
+  return {int64_t(std::llround(lo * full)), int64_t(std::llround(hi * full))};
+}
+
+/// The view of `shard` (held by tensor rank `t` of `tp`) covering full-param
+/// elements [a, b) of the sharded dimension.
+at::Tensor slice(const ParamSpec &p, const at::Tensor &shard, int64_t t, int64_t tp,
+                 int64_t a, int64_t b) {
+  if (p.shard == Shard::Replicated)
+    return shard;
+  int64_t full = p.shard == Shard::Dim1 ? p.cols : p.rows;
+  int64_t start = t * (full / tp);
+  return shard.narrow(dimOf(p.shard), a - start, b - a);
+}
+
+} // namespace
+
+ParamMap rlhf::layoutShard(const ModelConfig &cfg, const ParamMap &full,
+                           const Layout &layout, int64_t gpu) {
+  ParamMap out;
+  auto c = coordsOf(layout, gpu);
+  if (!c)
+    return out;
+  for (const ParamSpec &p : llamaParams(cfg.shape)) {
+    if (stageOf(p.layer, cfg.shape.layers, layout.pp) != c->s)
+      continue;
+    const at::Tensor &t = full.at(p.name);
+    if (p.shard == Shard::Replicated) {
+      out[p.name] = t.clone();
+      continue;
+    }
+    int d = dimOf(p.shard);
+    int64_t n = t.size(d) / layout.tp;
+    out[p.name] = t.narrow(d, c->t * n, n).clone();
+  }
+  return out;
+}
+
+ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
+                          const Layout &to, Communicator &world, ReallocStats *stats) {
+  const int64_t me = world.rank();
+  std::vector<ParamSpec> params = llamaParams(cfg.shape);
+  // Every rank computes the same plan; GPUs are world ranks, all on one
+  // "node" for planning purposes (the execution does not depend on it).
+  ReallocPlan plan = planRealloc(params, from, to, cfg.shape.layers,
+                                 std::max<int64_t>(world.size(), 1), 4);
+  ReallocStats local;
+  ReallocStats &st = stats ? *stats : local;
+
+  // Allocate the target shard.
+  ParamMap out;
+  auto myTo = coordsOf(to, me);
+  if (myTo)
+    for (const ParamSpec &p : params) {
+      if (stageOf(p.layer, cfg.shape.layers, to.pp) != myTo->s)
+        continue;
+      int64_t rows = p.rows, cols = p.cols;
+      if (p.shard == Shard::Dim0)
+        rows /= to.tp;
+      if (p.shard == Shard::Dim1)
+        cols /= to.tp;
+      // Norm weights are the only vectors.
+      out[p.name] = p.name.find("norm") != std::string::npos
+                        ? at::empty({rows}, at::kFloat)
+                        : at::empty({rows, cols}, at::kFloat);
+    }
+  auto myFrom = coordsOf(from, me);
+
+  // Bucket the moves by (src, dst); walk pairs in one global order.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const SliceMove *>> buckets;
+  for (const SliceMove &mv : plan.moves)
+    buckets[{mv.src, mv.dst}].push_back(&mv);
+
+  auto srcView = [&](const SliceMove &mv) {
+    const ParamSpec &p = params[mv.param];
+    auto [a, b] = elems(p, mv.lo, mv.hi);
+    auto it = mine.find(p.name);
+    if (it == mine.end() || !myFrom)
+      throw Error("rank " + std::to_string(me) + ": reallocation plan expects '" +
+                  p.name + "' here, but this rank does not hold it");
+    return slice(p, it->second, myFrom->t, from.tp, a, b);
+  };
+  auto dstView = [&](const SliceMove &mv) {
+    const ParamSpec &p = params[mv.param];
+    auto [a, b] = elems(p, mv.lo, mv.hi);
+    return slice(p, out.at(p.name), myTo->t, to.tp, a, b);
+  };
+
+  for (auto &[pair, moves] : buckets) {
+    auto [src, dst] = pair;
+    if (src != me && dst != me)
+      continue;
+    if (src == me && dst == me) {
+      for (const SliceMove *mv : moves) {
+        dstView(*mv).copy_(srcView(*mv));
+        st.bytesLocal += mv->bytes;
+      }
+      continue;
+    }
+    int64_t numel = 0;
+    for (const SliceMove *mv : moves) {
+      const ParamSpec &p = params[mv->param];
+      auto [a, b] = elems(p, mv->lo, mv->hi);
+      int64_t other = p.shard == Shard::Dim1 ? p.rows : p.cols;
+      numel += p.shard == Shard::Replicated ? p.numel() : (b - a) * other;
+    }
+    at::Tensor buf = at::empty({numel}, at::kFloat);
+    try {
+      if (src == me) {
+        int64_t off = 0;
+        for (const SliceMove *mv : moves) {
+          at::Tensor v = srcView(*mv);
+          buf.narrow(0, off, v.numel()).copy_(v.reshape({-1}));
+          off += v.numel();
+        }
+        world.send(buf, int(dst));
+        st.bytesSent += numel * 4;
+      } else {
+        world.recv(buf, int(src));
+        int64_t off = 0;
+        for (const SliceMove *mv : moves) {
+          at::Tensor v = dstView(*mv);
+          v.copy_(buf.narrow(0, off, v.numel()).view(v.sizes()));
+          off += v.numel();
+        }
+        st.bytesReceived += numel * 4;
+      }
+      ++st.messages;
+    } catch (const Error &e) {
+      throw Error(std::string(e.what()) + " (reallocating with peer rank " +
+                  std::to_string(src == me ? dst : src) + ")");
+    }
+  }
+  return out; // the source shard is dropped: no redundant copy remains
+}
