@@ -102,6 +102,33 @@ public:
     run("recv", [&] { return pg->recv(ts, src, /*tag=*/0); });
   }
 
+  void exchange(const std::vector<Peer> &sends, std::vector<Peer> &recvs) override {
+    std::vector<std::vector<at::Tensor>> bufs;
+    bufs.reserve(sends.size() + recvs.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    int peer = -1;
+    try {
+      for (const Peer &s : sends) {
+        peer = s.rank;
+        bufs.push_back({s.tensor.contiguous()});
+        works.push_back(pg->send(bufs.back(), s.rank, /*tag=*/1));
+      }
+      for (Peer &r : recvs) {
+        peer = r.rank;
+        bufs.push_back({r.tensor});
+        works.push_back(pg->recv(bufs.back(), r.rank, /*tag=*/1));
+      }
+      for (auto &w : works)
+        if (!w->wait(cfg.timeout))
+          throw Error("timed out");
+    } catch (const std::exception &e) {
+      throw Error(where("exchange") + firstLine(e.what()) + " (timeout " +
+                  std::to_string(cfg.timeout.count()) +
+                  " ms); a peer rank is likely dead or stuck");
+    }
+    (void)peer;
+  }
+
   std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) override {
     // Every call needs a fresh store prefix; members agree on it because
     // they create their subgroups in the same order.

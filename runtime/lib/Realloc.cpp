@@ -117,17 +117,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
     return slice(p, out.at(p.name), myTo->t, to.tp, a, b);
   };
 
-  for (auto &[pair, moves] : buckets) {
-    auto [src, dst] = pair;
-    if (src != me && dst != me)
-      continue;
-    if (src == me && dst == me) {
-      for (const SliceMove *mv : moves) {
-        dstView(*mv).copy_(srcView(*mv));
-        st.bytesLocal += mv->bytes;
-      }
-      continue;
-    }
+  // Pack one buffer per peer, post every send and receive together, then
+  // unpack: a batch of async point-to-point operations cannot deadlock.
+  auto bucketNumel = [&](const std::vector<const SliceMove *> &moves) {
     int64_t numel = 0;
     for (const SliceMove *mv : moves) {
       const ParamSpec &p = params[mv->param];
@@ -135,32 +127,42 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
       int64_t other = p.shard == Shard::Dim1 ? p.rows : p.cols;
       numel += p.shard == Shard::Replicated ? p.numel() : (b - a) * other;
     }
-    at::Tensor buf = at::empty({numel}, at::kFloat);
-    try {
-      if (src == me) {
-        int64_t off = 0;
-        for (const SliceMove *mv : moves) {
-          at::Tensor v = srcView(*mv);
-          buf.narrow(0, off, v.numel()).copy_(v.reshape({-1}));
-          off += v.numel();
-        }
-        world.send(buf, int(dst));
-        st.bytesSent += numel * 4;
-      } else {
-        world.recv(buf, int(src));
-        int64_t off = 0;
-        for (const SliceMove *mv : moves) {
-          at::Tensor v = dstView(*mv);
-          v.copy_(buf.narrow(0, off, v.numel()).view(v.sizes()));
-          off += v.numel();
-        }
-        st.bytesReceived += numel * 4;
+    return numel;
+  };
+  std::vector<Communicator::Peer> sends, recvs;
+  std::vector<const std::vector<const SliceMove *> *> recvMoves;
+  for (auto &[pair, moves] : buckets) {
+    auto [src, dst] = pair;
+    if (src == me && dst == me) {
+      for (const SliceMove *mv : moves) {
+        dstView(*mv).copy_(srcView(*mv));
+        st.bytesLocal += mv->bytes;
       }
-      ++st.messages;
-    } catch (const Error &e) {
-      throw Error(std::string(e.what()) + " (reallocating with peer rank " +
-                  std::to_string(src == me ? dst : src) + ")");
+    } else if (src == me) {
+      at::Tensor buf = at::empty({bucketNumel(moves)}, at::kFloat);
+      int64_t off = 0;
+      for (const SliceMove *mv : moves) {
+        at::Tensor v = srcView(*mv);
+        buf.narrow(0, off, v.numel()).copy_(v.reshape({-1}));
+        off += v.numel();
+      }
+      st.bytesSent += buf.numel() * 4;
+      sends.push_back({buf, int(dst)});
+    } else if (dst == me) {
+      recvs.push_back({at::empty({bucketNumel(moves)}, at::kFloat), int(src)});
+      recvMoves.push_back(&moves);
     }
+  }
+  st.messages += int64_t(sends.size() + recvs.size());
+  world.exchange(sends, recvs);
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    int64_t off = 0;
+    for (const SliceMove *mv : *recvMoves[i]) {
+      at::Tensor v = dstView(*mv);
+      v.copy_(recvs[i].tensor.narrow(0, off, v.numel()).view(v.sizes()));
+      off += v.numel();
+    }
+    st.bytesReceived += recvs[i].tensor.numel() * 4;
   }
   return out; // the source shard is dropped: no redundant copy remains
 }

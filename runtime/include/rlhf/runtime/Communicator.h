@@ -30,6 +30,14 @@ public:
   virtual at::Tensor allGather(const at::Tensor &input) = 0;
   virtual void send(const at::Tensor &tensor, int dst) = 0;
   virtual void recv(at::Tensor &tensor, int src) = 0;
+
+  /// Posts every send and receive at once and waits for all of them (with
+  /// the timeout): the order of a batch cannot deadlock.
+  struct Peer {
+    at::Tensor tensor;
+    int rank;
+  };
+  virtual void exchange(const std::vector<Peer> &sends, std::vector<Peer> &recvs) = 0;
   virtual void barrier() = 0;
 
   /// A communicator over `ranks` (indices into this one, ascending). Every
