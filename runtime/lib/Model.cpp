@@ -133,7 +133,8 @@ const at::Tensor &LlamaModel::p(const std::string &name) const {
 }
 
 at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
-                             const at::Tensor &sin, const at::Tensor &mask) {
+                             const at::Tensor &sin, const at::Tensor &mask,
+                             KvCache *cache) {
   const ModelShape &m = cfg.shape;
   const std::string pre = "model.layers." + std::to_string(l) + ".";
   const int64_t B = x.size(0), S = x.size(1);
@@ -159,6 +160,18 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
                      .transpose(1, 2);
   q = q * cos + rotateHalf(q) * sin;
   k = k * cos + rotateHalf(k) * sin;
+  if (cache) {
+    if (int(cache->keys.size()) <= l) {
+      cache->keys.resize(l + 1);
+      cache->values.resize(l + 1);
+    }
+    if (cache->keys[l].defined()) {
+      k = at::cat({cache->keys[l], k}, 2);
+      v = at::cat({cache->values[l], v}, 2);
+    }
+    cache->keys[l] = k;
+    cache->values[l] = v;
+  }
   if (kvHeads != heads) {
     int64_t rep = heads / kvHeads;
     k = k.repeat_interleave(rep, 1);
@@ -179,16 +192,9 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   return x2 + rowOut(mlp);
 }
 
-at::Tensor LlamaModel::forward(const at::Tensor &tokens,
-                               const c10::optional<at::Tensor> &positionsIn) {
+at::Tensor LlamaModel::hidden(const at::Tensor &tokens, const at::Tensor &positions,
+                              const at::Tensor &mask, KvCache *cache) {
   const ModelShape &m = cfg.shape;
-  const int64_t B = tokens.size(0), S = tokens.size(1);
-  if (S > cfg.maxSeq)
-    throw Error("sequence of " + std::to_string(S) + " tokens exceeds max_seq " +
-                std::to_string(cfg.maxSeq));
-  at::Tensor positions =
-      positionsIn ? *positionsIn : at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
-
   // Vocab-parallel embedding: each rank looks up its rows, the rest are 0.
   const at::Tensor &emb = p("model.embed_tokens.weight");
   int64_t rows = emb.size(0), lo = tp.rank * rows;
@@ -206,20 +212,117 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokens,
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos(), sin = angles.sin();
-  at::Tensor mask =
-      at::full({S, S}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
-
   for (int l = 0; l < m.layers; ++l)
-    x = layer(l, x, cos, sin, mask);
-  x = rmsNorm(x, p("model.norm.weight"), cfg.normEps);
+    x = layer(l, x, cos, sin, mask, cache);
+  return rmsNorm(x, p("model.norm.weight"), cfg.normEps);
+}
 
+at::Tensor LlamaModel::head(const at::Tensor &x) {
+  const ModelShape &m = cfg.shape;
   if (m.valueHead)
     return at::linear(x, p("value_head.weight")).squeeze(-1);
-  const at::Tensor &head =
+  const at::Tensor &w =
       m.tieEmbeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
-  at::Tensor logits = at::linear(tp.size > 1 ? CopyToTp::apply(x, handle(tp.comm)) : x,
-                                 head);
+  at::Tensor logits =
+      at::linear(tp.size > 1 ? CopyToTp::apply(x, handle(tp.comm)) : x, w);
   if (tp.size > 1)
     logits = GatherLastDim::apply(logits, handle(tp.comm), tp.rank, tp.size);
   return logits;
+}
+
+namespace {
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+} // namespace
+
+at::Tensor LlamaModel::forward(const at::Tensor &tokens,
+                               const c10::optional<at::Tensor> &positionsIn) {
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  if (S > cfg.maxSeq)
+    throw Error("sequence of " + std::to_string(S) + " tokens exceeds max_seq " +
+                std::to_string(cfg.maxSeq));
+  at::Tensor positions =
+      positionsIn ? *positionsIn : at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
+  at::Tensor mask = at::full({S, S}, kMasked, at::kFloat).triu(1).view({1, 1, S, S});
+  return head(hidden(tokens, positions, mask, nullptr));
+}
+
+Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
+                                const GenerateOptions &o) {
+  at::NoGradGuard noGrad;
+  if (cfg.shape.valueHead)
+    throw Error("cannot generate with a value-head model");
+  const int64_t B = int64_t(prompts.size());
+  int64_t P = 0;
+  for (const auto &pr : prompts) {
+    if (pr.empty())
+      throw Error("cannot generate from an empty prompt");
+    P = std::max<int64_t>(P, int64_t(pr.size()));
+  }
+  const int64_t G = o.maxNewTokens, T = P + G;
+  if (T > cfg.maxSeq)
+    throw Error("prompt of " + std::to_string(P) + " tokens plus " + std::to_string(G) +
+                " new tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
+  // Left-pad so every row's last prompt token is at P-1.
+  at::Tensor seq = at::full({B, T}, o.padToken, at::kLong);
+  at::Tensor real = at::zeros({B, T}, at::kLong);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t n = int64_t(prompts[b].size());
+    for (int64_t i = 0; i < n; ++i)
+      seq[b][P - n + i] = prompts[b][i];
+    real.narrow(0, b, 1).narrow(1, P - n, n).fill_(1);
+  }
+  // Positions count real tokens; pads attend nowhere and are never attended.
+  auto positionsOf = [&](int64_t upto) {
+    return (real.narrow(1, 0, upto).cumsum(1) - 1).clamp_min(0);
+  };
+  auto maskOf = [&](int64_t q0, int64_t q1) {
+    at::Tensor keys = real.narrow(1, 0, q1).to(at::kBool); // [B, q1]
+    at::Tensor causal = at::ones({q1 - q0, q1}, at::kBool).tril(q0);
+    at::Tensor allowed = causal.unsqueeze(0) & keys.unsqueeze(1); // [B, q, k]
+    // A left-pad query row would attend to nothing; let it see itself.
+    at::Tensor self = at::eye(q1, at::kBool).narrow(0, q0, q1 - q0).unsqueeze(0);
+    allowed = allowed | self;
+    return at::where(allowed, at::zeros({}, at::kFloat), at::full({}, kMasked))
+        .unsqueeze(1);
+  };
+
+  at::Tensor logprobs = at::zeros({B, G}, at::kFloat);
+  at::Tensor done = at::zeros({B}, at::kBool);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  KvCache cache;
+  at::Tensor x = hidden(seq.narrow(1, 0, P), positionsOf(P), maskOf(0, P), &cache);
+  at::Tensor last = head(x.narrow(1, P - 1, 1)).squeeze(1); // [B, V]
+  for (int64_t step = 0; step < G; ++step) {
+    at::Tensor scaled = o.greedy ? last : last / std::max(o.temperature, 1e-6);
+    at::Tensor logp = at::log_softmax(scaled, -1);
+    at::Tensor next;
+    if (o.greedy) {
+      next = logp.argmax(-1);
+    } else {
+      at::Tensor probs = logp.exp();
+      if (o.topP < 1.0) {
+        auto [sorted, idx] = probs.sort(-1, /*descending=*/true);
+        at::Tensor cum = sorted.cumsum(-1);
+        // Keep the smallest prefix whose mass reaches top_p (at least one).
+        at::Tensor drop = (cum - sorted) >= o.topP;
+        sorted = sorted.masked_fill(drop, 0);
+        probs = at::zeros_like(probs).scatter(-1, idx, sorted);
+      }
+      next = at::multinomial(probs, 1, false, gen).squeeze(-1);
+    }
+    at::Tensor lp = logp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    next = at::where(done, at::full({}, o.padToken, at::kLong), next);
+    seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
+    real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
+    logprobs.narrow(1, step, 1).copy_(at::where(done, at::zeros({}), lp).unsqueeze(1));
+    if (o.eosToken >= 0)
+      done = done | (next == o.eosToken);
+    if (done.all().item<bool>() || step + 1 == G)
+      break;
+    int64_t t = P + step;
+    at::Tensor pos = positionsOf(t + 1).narrow(1, t, 1);
+    x = hidden(seq.narrow(1, t, 1), pos, maskOf(t, t + 1), &cache);
+    last = head(x).squeeze(1);
+  }
+  return {seq, logprobs, real, P};
 }

@@ -38,6 +38,28 @@ struct TensorParallel {
 
 using ParamMap = std::map<std::string, at::Tensor>;
 
+struct GenerateOptions {
+  int64_t maxNewTokens = 16;
+  bool greedy = false;
+  double temperature = 1.0;
+  double topP = 1.0;
+  int64_t eosToken = -1; ///< -1: never stop early
+  int64_t padToken = 0;
+  uint64_t seed = 0;     ///< identical on every tensor-parallel rank
+};
+
+struct Generation {
+  at::Tensor seq;      ///< [B, P + G] int64, prompts left-padded to P
+  at::Tensor logprobs; ///< [B, G] log-probability of each sampled token
+  at::Tensor mask;     ///< [B, P + G] 1 for real (non-pad) tokens
+  int64_t promptLen = 0;
+};
+
+/// Per-layer keys and values of the sequences so far, for decoding.
+struct KvCache {
+  std::vector<at::Tensor> keys, values; ///< [B, kv heads/tp, T, head dim]
+};
+
 /// Full (unsharded) parameters with a deterministic random init: every
 /// parameter draws from a generator seeded by `seed` and its name, so any
 /// layout can be built from the same numbers.
@@ -56,12 +78,22 @@ public:
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
+  /// Samples up to `opts.maxNewTokens` tokens after each prompt (prompts
+  /// of different lengths are left-padded), reusing a KV cache.
+  Generation generate(const std::vector<std::vector<int64_t>> &prompts,
+                      const GenerateOptions &opts);
+
   ParamMap &params() { return params_; }
   const ModelConfig &config() const { return cfg; }
 
 private:
+  /// Hidden states [B, S, h] of `tokens` at `positions`, attending to the
+  /// cached keys plus these (mask [B, 1, S, T] additive). Appends to `cache`.
+  at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
+                    const at::Tensor &mask, KvCache *cache);
+  at::Tensor head(const at::Tensor &x);
   at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
-                   const at::Tensor &sin, const at::Tensor &mask);
+                   const at::Tensor &sin, const at::Tensor &mask, KvCache *cache);
   const at::Tensor &p(const std::string &name) const;
 
   ModelConfig cfg;
