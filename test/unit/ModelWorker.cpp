@@ -10,10 +10,12 @@
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Train.h"
 
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 
 using namespace rlhf;
@@ -122,12 +124,67 @@ int main() {
                 at::allclose(a.logprobs, b.logprobs, 1e-4, 1e-5);
       }
     }
+    // A train step (2 minibatches, Adam, clipping) on the sharded model
+    // updates its shard exactly as the single-process step updates the whole.
+    double trainDiff = 0;
+    for (LossKind kind : valueHead ? std::vector<LossKind>{LossKind::PpoValue}
+                                   : std::vector<LossKind>{LossKind::Sft,
+                                                           LossKind::PpoActor,
+                                                           LossKind::Grpo}) {
+      const int64_t M = 2, N = B, S1 = S - 1;
+      auto g2 = at::make_generator<at::CPUGeneratorImpl>(21);
+      TrainBatch all;
+      all.seq = tokens;
+      all.lossMask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
+      all.oldLogprobs = -at::rand({N, S1}, g2) * 7;
+      all.refLogprobs = -at::rand({N, S1}, g2) * 7;
+      all.advantages = at::randn({N}, g2);
+      all.oldValues = at::randn({N, S1}, g2) * 0.1;
+      all.returns = at::randn({N, S1}, g2);
+      // This rank's rows: its dp slice of every global minibatch.
+      auto mine = [&](const at::Tensor &t) {
+        std::vector<at::Tensor> parts;
+        for (int64_t k = 0; k < M; ++k)
+          parts.push_back(t.narrow(0, k * (N / M) + dpRank * (N / M / dp), N / M / dp));
+        return at::cat(parts, 0);
+      };
+      TrainBatch local{mine(all.seq),        mine(all.lossMask),  mine(all.oldLogprobs),
+                       mine(all.refLogprobs), mine(all.advantages), mine(all.oldValues),
+                       mine(all.returns),    {}, {}, {}};
+      AdamSettings as;
+      as.lr = 1e-3;
+      as.gradClip = 0.5;
+      ParamMap fullCopy;
+      for (auto &[n, t] : full)
+        fullCopy[n] = t.clone().set_requires_grad(true);
+      LlamaModel ref1(cfg, fullCopy, {});
+      Adam refOpt(as);
+      TrainOptions to;
+      to.loss = kind;
+      to.settings.kl = 0.05;
+      to.minibatches = M;
+      to.microBatches = 2;
+      TrainStats refStats = trainStep(ref1, refOpt, all, to);
+      ParamMap sh = shardParams(cfg, full, tpRank, tpSize);
+      for (auto &[n, t] : sh)
+        t.set_requires_grad(true);
+      LlamaModel m2(cfg, sh, {tpComm.get(), tpRank, tpSize});
+      Adam opt(as);
+      to.microBatches = 1;
+      to.dp = dp > 1 ? dpComm.get() : nullptr;
+      TrainStats st = trainStep(m2, opt, local, to);
+      ParamMap want = shardParams(cfg, ref1.params(), tpRank, tpSize);
+      for (auto &[n, t] : m2.params())
+        trainDiff = std::max(trainDiff, maxDiff(t.detach(), want.at(n).detach()));
+      trainDiff = std::max(trainDiff, std::fabs(st.loss - refStats.loss));
+    }
     std::printf("rank %d tp %d/%d dp %d/%d: forward max diff %.3g, gradient max "
-                "relative diff %.3g, generation %s\n",
+                "relative diff %.3g, generation %s, parameters after train steps "
+                "max diff %.3g\n",
                 rank, tpRank, tpSize, dpRank, dp, fwd, bwd,
-                valueHead ? "n/a" : genOk ? "identical" : "DIFFERS");
+                valueHead ? "n/a" : genOk ? "identical" : "DIFFERS", trainDiff);
     world->barrier();
-    return fwd < 1e-4 && bwd < 1e-5 && genOk ? 0 : 1;
+    return fwd < 1e-4 && bwd < 1e-5 && genOk && trainDiff < 2e-5 ? 0 : 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
     return 1;

@@ -85,6 +85,8 @@ public:
 
   ParamMap &params() { return params_; }
   const ModelConfig &config() const { return cfg; }
+  int tpSize() const { return tp.size; }
+  Communicator *tpComm() const { return tp.comm; }
 
 private:
   /// Hidden states [B, S, h] of `tokens` at `positions`, attending to the

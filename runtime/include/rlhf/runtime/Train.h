@@ -1,0 +1,86 @@
+//===- Train.h - losses, Adam and the train step ----------------*- C++ -*-===//
+//
+// One train call: the batch is split into minibatches (one optimizer step
+// each) and every minibatch into micro-batches whose gradients accumulate.
+// Token losses are summed and divided by the minibatch's token count across
+// all data-parallel ranks, so any dp x micro-batch split gives the gradient
+// of the whole minibatch; gradients are then summed over dp, clipped by the
+// global norm (tensor-parallel shards counted once), and applied with Adam.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_TRAIN_H
+#define RLHF_RUNTIME_TRAIN_H
+
+#include "rlhf/runtime/Model.h"
+
+namespace rlhf {
+
+enum class LossKind { Sft, PpoActor, PpoValue, Grpo, Dpo, Rm };
+
+struct LossSettings {
+  double clip = 0.2;  ///< PPO ratio / value clip
+  double kl = 0.0;    ///< GRPO KL coefficient
+  double beta = 0.1;  ///< DPO temperature
+};
+
+/// Inputs of the losses; which fields a loss reads is documented on it.
+/// Per-token tensors are aligned with the predicted tokens: index t is the
+/// prediction of token t+1 of `seq`, so they have S-1 columns.
+struct TrainBatch {
+  at::Tensor seq;          ///< [N, S] token ids (all losses; DPO/RM: chosen)
+  at::Tensor lossMask;     ///< [N, S-1] 1 where a token is trained on
+  at::Tensor oldLogprobs;  ///< [N, S-1] PPO/GRPO: behaviour policy
+  at::Tensor refLogprobs;  ///< [N, S-1] GRPO: reference; DPO: reference of chosen
+  at::Tensor advantages;   ///< [N, S-1] or [N] PPO/GRPO
+  at::Tensor oldValues;    ///< [N, S-1] value loss: values at rollout
+  at::Tensor returns;      ///< [N, S-1] value loss targets
+  at::Tensor rejected;     ///< [N, S] DPO/RM: rejected sequences
+  at::Tensor rejectedMask; ///< [N, S-1]
+  at::Tensor refRejected;  ///< [N, S-1] DPO: reference of rejected
+};
+
+struct AdamSettings {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0,
+         gradClip = 1.0;
+};
+
+/// Adam with decoupled weight decay; state per parameter of this shard.
+class Adam {
+public:
+  explicit Adam(AdamSettings s) : s(s) {}
+  void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads);
+  const AdamSettings &settings() const { return s; }
+  std::map<std::string, at::Tensor> &moments1() { return m; }
+  std::map<std::string, at::Tensor> &moments2() { return v; }
+  int64_t steps() const { return t; }
+
+private:
+  AdamSettings s;
+  std::map<std::string, at::Tensor> m, v;
+  int64_t t = 0;
+};
+
+struct TrainOptions {
+  LossKind loss = LossKind::Sft;
+  LossSettings settings;
+  int64_t minibatches = 1;
+  int64_t microBatches = 1; ///< per minibatch on this rank
+  Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
+};
+
+struct TrainStats {
+  double loss = 0;     ///< mean over minibatches
+  double gradNorm = 0; ///< of the last minibatch, before clipping
+};
+
+/// Per-token log-probabilities [N, S-1] of `seq` under `logits` [N, S, V].
+at::Tensor tokenLogprobs(const at::Tensor &logits, const at::Tensor &seq);
+
+/// Runs one train call on this rank's rows of `batch`.
+TrainStats trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch,
+                     const TrainOptions &o);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_TRAIN_H

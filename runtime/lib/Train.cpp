@@ -1,0 +1,180 @@
+//===- Train.cpp - losses, Adam and the train step ------------------------===//
+
+#include "rlhf/runtime/Train.h"
+#include "rlhf/runtime/Error.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+using namespace rlhf;
+
+at::Tensor rlhf::tokenLogprobs(const at::Tensor &logits, const at::Tensor &seq) {
+  int64_t S = seq.size(1);
+  at::Tensor lp = at::log_softmax(logits.narrow(1, 0, S - 1), -1);
+  return lp.gather(-1, seq.narrow(1, 1, S - 1).unsqueeze(-1)).squeeze(-1);
+}
+
+void Adam::step(ParamMap &params, const std::map<std::string, at::Tensor> &grads) {
+  at::NoGradGuard ng;
+  ++t;
+  double bc1 = 1 - std::pow(s.beta1, double(t)), bc2 = 1 - std::pow(s.beta2, double(t));
+  for (auto &[name, p] : params) {
+    auto git = grads.find(name);
+    if (git == grads.end() || !git->second.defined())
+      continue;
+    const at::Tensor &g = git->second;
+    at::Tensor &m1 = m[name], &m2 = v[name];
+    if (!m1.defined()) {
+      m1 = at::zeros_like(p);
+      m2 = at::zeros_like(p);
+    }
+    m1.mul_(s.beta1).add_(g, 1 - s.beta1);
+    m2.mul_(s.beta2).addcmul_(g, g, 1 - s.beta2);
+    at::Tensor denom = (m2 / bc2).sqrt_().add_(s.eps);
+    if (s.weightDecay > 0)
+      p.mul_(1 - s.lr * s.weightDecay);
+    p.addcdiv_(m1, denom, -s.lr / bc1);
+  }
+}
+
+namespace {
+
+/// Sum of the token losses of one micro-batch and the number of tokens
+/// they cover (rows per sequence for sequence-level losses).
+std::pair<at::Tensor, double> lossSum(LlamaModel &model, const TrainBatch &b,
+                                      const TrainOptions &o) {
+  const LossSettings &ls = o.settings;
+  auto masked = [](const at::Tensor &x, const at::Tensor &mask) {
+    return (x * mask).sum();
+  };
+  switch (o.loss) {
+  case LossKind::Sft: {
+    at::Tensor lp = tokenLogprobs(model.forward(b.seq), b.seq);
+    return {-masked(lp, b.lossMask), b.lossMask.sum().item<double>()};
+  }
+  case LossKind::PpoActor:
+  case LossKind::Grpo: {
+    at::Tensor lp = tokenLogprobs(model.forward(b.seq), b.seq);
+    at::Tensor adv = b.advantages.dim() == 1
+                         ? b.advantages.unsqueeze(1).expand_as(lp)
+                         : b.advantages;
+    at::Tensor ratio = (lp - b.oldLogprobs).exp();
+    at::Tensor surr = at::min(ratio * adv,
+                              ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
+    at::Tensor loss = -surr;
+    if (o.loss == LossKind::Grpo && ls.kl > 0) {
+      // k3 estimator of KL(policy || reference), always >= 0.
+      at::Tensor d = b.refLogprobs - lp;
+      loss = loss + ls.kl * (d.exp() - d - 1);
+    }
+    return {masked(loss, b.lossMask), b.lossMask.sum().item<double>()};
+  }
+  case LossKind::PpoValue: {
+    at::Tensor v = model.forward(b.seq).narrow(1, 0, b.seq.size(1) - 1);
+    at::Tensor vc = b.oldValues + (v - b.oldValues).clamp(-ls.clip, ls.clip);
+    at::Tensor loss = 0.5 * at::max((v - b.returns).pow(2), (vc - b.returns).pow(2));
+    return {masked(loss, b.lossMask), b.lossMask.sum().item<double>()};
+  }
+  case LossKind::Dpo: {
+    at::Tensor lpc = (tokenLogprobs(model.forward(b.seq), b.seq) * b.lossMask).sum(1);
+    at::Tensor lpr =
+        (tokenLogprobs(model.forward(b.rejected), b.rejected) * b.rejectedMask).sum(1);
+    at::Tensor rc = (b.refLogprobs * b.lossMask).sum(1);
+    at::Tensor rr = (b.refRejected * b.rejectedMask).sum(1);
+    at::Tensor loss = -at::log_sigmoid(ls.beta * ((lpc - rc) - (lpr - rr)));
+    return {loss.sum(), double(b.seq.size(0))};
+  }
+  case LossKind::Rm: {
+    // The reward of a sequence is the value at its last trained token.
+    auto reward = [&](const at::Tensor &seq, const at::Tensor &mask) {
+      at::Tensor v = model.forward(seq).narrow(1, 1, seq.size(1) - 1);
+      at::Tensor last = (mask.cumsum(1) == mask.sum(1, true)) & (mask > 0);
+      return (v * last.to(at::kFloat)).sum(1);
+    };
+    at::Tensor loss = -at::log_sigmoid(reward(b.seq, b.lossMask) -
+                                       reward(b.rejected, b.rejectedMask));
+    return {loss.sum(), double(b.seq.size(0))};
+  }
+  }
+  throw Error("unknown loss");
+}
+
+TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
+  auto cut = [&](const at::Tensor &t) { return t.defined() ? t.narrow(0, lo, n) : t; };
+  return {cut(b.seq),        cut(b.lossMask),  cut(b.oldLogprobs),  cut(b.refLogprobs),
+          cut(b.advantages), cut(b.oldValues), cut(b.returns),      cut(b.rejected),
+          cut(b.rejectedMask), cut(b.refRejected)};
+}
+
+double tokenCount(const TrainBatch &b, LossKind k) {
+  if (k == LossKind::Dpo || k == LossKind::Rm)
+    return double(b.seq.size(0));
+  return b.lossMask.sum().item<double>();
+}
+
+} // namespace
+
+TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch,
+                           const TrainOptions &o) {
+  const int64_t N = batch.seq.size(0);
+  if (o.minibatches < 1 || N % o.minibatches)
+    throw Error("batch of " + std::to_string(N) + " rows does not split into " +
+                std::to_string(o.minibatches) + " minibatches");
+  const int64_t perMini = N / o.minibatches;
+  if (o.microBatches < 1 || perMini % o.microBatches)
+    throw Error("minibatch of " + std::to_string(perMini) + " rows does not split into " +
+                std::to_string(o.microBatches) + " micro-batches");
+  const int64_t perMicro = perMini / o.microBatches;
+  const int tpSize = model.tpSize();
+  TrainStats stats;
+  for (int64_t mb = 0; mb < o.minibatches; ++mb) {
+    TrainBatch mini = rows(batch, mb * perMini, perMini);
+    // The minibatch's token count over every dp rank normalises the loss.
+    at::Tensor count = at::full({1}, tokenCount(mini, o.loss), at::kDouble);
+    if (o.dp)
+      o.dp->allReduceSum(count);
+    double denom = std::max(1.0, count.item<double>());
+    for (auto &[n, p] : model.params())
+      if (p.grad().defined())
+        p.mutable_grad().zero_();
+    double total = 0;
+    for (int64_t u = 0; u < o.microBatches; ++u) {
+      at::Tensor sum = lossSum(model, rows(mini, u * perMicro, perMicro), o).first;
+      (sum / denom).backward();
+      total += sum.item<double>();
+    }
+    // Sum gradients over dp; global norm over the whole model.
+    std::map<std::string, at::Tensor> grads;
+    at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
+    for (const ParamSpec &spec : llamaParams(model.config().shape)) {
+      auto it = model.params().find(spec.name);
+      if (it == model.params().end() || !it->second.grad().defined())
+        continue;
+      at::Tensor g = it->second.grad().detach().clone();
+      if (o.dp)
+        o.dp->allReduceSum(g);
+      double s2 = g.to(at::kDouble).pow(2).sum().item<double>();
+      sq[spec.shard == Shard::Replicated ? 1 : 0] += s2;
+      grads[spec.name] = g;
+    }
+    double sharded = sq[0].item<double>(), replicated = sq[1].item<double>();
+    if (tpSize > 1) {
+      at::Tensor s = at::full({1}, sharded, at::kDouble);
+      model.tpComm()->allReduceSum(s);
+      sharded = s.item<double>();
+    }
+    double norm = std::sqrt(sharded + replicated);
+    double clip = opt.settings().gradClip;
+    if (clip > 0 && norm > clip)
+      for (auto &[n, g] : grads)
+        g.mul_(clip / (norm + 1e-6));
+    opt.step(model.params(), grads);
+    at::Tensor l = at::full({1}, total, at::kDouble);
+    if (o.dp)
+      o.dp->allReduceSum(l);
+    stats.loss += l.item<double>() / denom / double(o.minibatches);
+    stats.gradNorm = norm;
+  }
+  return stats;
+}
