@@ -48,3 +48,23 @@ TEST(Reallocation, EveryPairOfFourRankLayoutsRoundTripsBitExactly) {
 }
 
 } // namespace
+
+namespace {
+
+// Saved under tp 2 x dp 2, resumed under tp 4: the next step gives the same
+// parameters as the uninterrupted run.
+TEST(Checkpoint, SaveUnderOnePlanResumeUnderAnother) {
+  char dir[] = "/tmp/rlhf-ckpt-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto ps = launch(RLHF_CHECKPOINT_WORKER, 4,
+                   {"RLHF_CHECKPOINT_DIR=" + std::string(dir)});
+  ASSERT_TRUE(waitAll(ps, std::chrono::seconds(120))) << "workers hung";
+  for (int r = 0; r < 4; ++r) {
+    std::string out = ps[r].output();
+    EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
+    EXPECT_NE(out.find("resumed at step 1 (adam step 1) under tp 4"), std::string::npos)
+        << out;
+  }
+}
+
+} // namespace

@@ -54,6 +54,13 @@ public:
   std::map<std::string, at::Tensor> &moments1() { return m; }
   std::map<std::string, at::Tensor> &moments2() { return v; }
   int64_t steps() const { return t; }
+  /// Restores state from a checkpoint.
+  void restore(std::map<std::string, at::Tensor> m1, std::map<std::string, at::Tensor> m2,
+               int64_t steps) {
+    m = std::move(m1);
+    v = std::move(m2);
+    t = steps;
+  }
 
 private:
   AdamSettings s;

@@ -1,0 +1,120 @@
+//===- Checkpoint.cpp - layout-independent checkpoints --------------------===//
+
+#include "rlhf/runtime/Checkpoint.h"
+#include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/SafeTensors.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+
+using namespace rlhf;
+
+namespace {
+
+const Layout kRankZero{0, 1, 1, 1};
+
+void writeAtomically(const std::string &path, const std::function<void(const std::string &)> &w) {
+  std::string tmp = path + ".tmp";
+  w(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+}
+
+/// Optimizer moments of parameters this rank holds but Adam has not touched
+/// yet are zero.
+ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
+  ParamMap out;
+  for (auto &[n, p] : params) {
+    const auto &src = second ? const_cast<Adam *>(opt)->moments2()
+                             : const_cast<Adam *>(opt)->moments1();
+    auto it = src.find(n);
+    out[n] = it != src.end() && it->second.defined() ? it->second
+                                                     : at::zeros_like(p.detach());
+  }
+  return out;
+}
+
+} // namespace
+
+void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
+                          const ParamMap &mine, const Adam *opt, const Layout &layout,
+                          Communicator &world, int64_t step) {
+  ParamMap detached;
+  for (auto &[n, p] : mine)
+    detached[n] = p.detach();
+  ParamMap full = reallocate(cfg, detached, layout, kRankZero, world);
+  ParamMap m, v;
+  if (opt) {
+    m = reallocate(cfg, moments(detached, opt, false), layout, kRankZero, world);
+    v = reallocate(cfg, moments(detached, opt, true), layout, kRankZero, world);
+  }
+  if (world.rank() == 0) {
+    ::mkdir(dir.c_str(), 0755);
+    writeAtomically(dir + "/model.safetensors",
+                    [&](const std::string &p) { saveSafetensors(p, full); });
+    if (opt)
+      writeAtomically(dir + "/optimizer.safetensors", [&](const std::string &p) {
+        ParamMap both;
+        for (auto &[n, t] : m)
+          both["exp_avg." + n] = t;
+        for (auto &[n, t] : v)
+          both["exp_avg_sq." + n] = t;
+        saveSafetensors(p, both);
+      });
+    nlohmann::json state{{"step", step},
+                         {"adam_steps", opt ? opt->steps() : 0},
+                         {"layers", cfg.shape.layers},
+                         {"hidden", cfg.shape.hidden}};
+    writeAtomically(dir + "/state.json",
+                    [&](const std::string &p) { std::ofstream(p) << state.dump(2); });
+  }
+  world.barrier();
+}
+
+CheckpointState rlhf::loadCheckpoint(const std::string &dir, const ModelConfig &cfg,
+                                     const Layout &layout, Communicator &world) {
+  CheckpointState st;
+  ParamMap full, m, v;
+  bool hasOpt = false;
+  if (world.rank() == 0) {
+    std::ifstream in(dir + "/state.json");
+    if (!in)
+      throw Error("no checkpoint in '" + dir + "' (state.json is missing)");
+    nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+    if (state.is_discarded() || !state.contains("step"))
+      throw Error("checkpoint '" + dir + "/state.json' is not valid");
+    if (state.value("layers", int64_t(0)) != cfg.shape.layers ||
+        state.value("hidden", int64_t(0)) != cfg.shape.hidden)
+      throw Error("checkpoint '" + dir + "' is of a different architecture");
+    st.step = state["step"].get<int64_t>();
+    st.adamSteps = state.value("adam_steps", int64_t(0));
+    full = loadSafetensors(dir + "/model.safetensors");
+    std::ifstream optFile(dir + "/optimizer.safetensors");
+    if (optFile) {
+      hasOpt = true;
+      for (auto &[n, t] : loadSafetensors(dir + "/optimizer.safetensors")) {
+        if (n.rfind("exp_avg_sq.", 0) == 0)
+          v[n.substr(11)] = t;
+        else if (n.rfind("exp_avg.", 0) == 0)
+          m[n.substr(8)] = t;
+      }
+    }
+  }
+  // Everyone learns the step and whether there is optimizer state.
+  at::Tensor meta = at::tensor({double(st.step), double(st.adamSteps), hasOpt ? 1.0 : 0.0},
+                               at::kDouble);
+  world.broadcast(meta, 0);
+  st.step = int64_t(meta[0].item<double>());
+  st.adamSteps = int64_t(meta[1].item<double>());
+  hasOpt = meta[2].item<double>() > 0;
+  st.params = reallocate(cfg, full, kRankZero, layout, world);
+  if (hasOpt) {
+    st.adamM = reallocate(cfg, m, kRankZero, layout, world);
+    st.adamV = reallocate(cfg, v, kRankZero, layout, world);
+  }
+  return st;
+}

@@ -1,0 +1,117 @@
+//===- SafeTensors.cpp - Hugging Face safetensors files -------------------===//
+
+#include "rlhf/runtime/SafeTensors.h"
+#include "rlhf/runtime/Error.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace rlhf;
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string &path, const std::string &why) {
+  throw Error("malformed safetensors file '" + path + "': " + why);
+}
+
+} // namespace
+
+ParamMap rlhf::loadSafetensors(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 8)
+    fail(path, "shorter than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t(bytes[i]);
+  if (n > bytes.size() - 8)
+    fail(path, "header length " + std::to_string(n) + " exceeds the file size " +
+                   std::to_string(bytes.size()));
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
+  } catch (const std::exception &e) {
+    fail(path, std::string("header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object())
+    fail(path, "header is not a JSON object");
+  const size_t base = 8 + n, dataSize = bytes.size() - base;
+  ParamMap out;
+  for (auto &[name, info] : header.items()) {
+    if (name == "__metadata__")
+      continue;
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
+        !info.contains("data_offsets"))
+      fail(path, "entry '" + name + "' lacks dtype, shape or data_offsets");
+    std::string dtype = info["dtype"].get<std::string>();
+    std::vector<int64_t> shape = info["shape"].get<std::vector<int64_t>>();
+    std::vector<uint64_t> off = info["data_offsets"].get<std::vector<uint64_t>>();
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+      if (d < 0)
+        fail(path, "entry '" + name + "' has a negative dimension");
+      numel *= d;
+    }
+    size_t width = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
+    if (!width)
+      fail(path, "entry '" + name + "' has unsupported dtype " + dtype +
+                     " (F32, F16 and BF16 are read)");
+    if (off.size() != 2 || off[0] > off[1] || off[1] > dataSize ||
+        off[1] - off[0] != uint64_t(numel) * width)
+      fail(path, "entry '" + name + "' has data_offsets that do not match its shape "
+                 "or lie outside the file");
+    const char *src = bytes.data() + base + off[0];
+    at::Tensor t;
+    if (dtype == "F32") {
+      t = at::empty(shape, at::kFloat);
+      std::memcpy(t.data_ptr(), src, numel * 4);
+    } else {
+      t = at::empty(shape, dtype == "F16" ? at::kHalf : at::kBFloat16);
+      std::memcpy(t.data_ptr(), src, numel * 2);
+      t = t.to(at::kFloat);
+    }
+    out[name] = t;
+  }
+  return out;
+}
+
+void rlhf::saveSafetensors(const std::string &path, const ParamMap &tensors,
+                           const std::map<std::string, std::string> &metadata,
+                           bool bf16) {
+  json header = json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  std::vector<at::Tensor> data;
+  uint64_t off = 0;
+  for (auto &[name, t] : tensors) {
+    at::Tensor c = t.detach().to(bf16 ? at::kBFloat16 : at::kFloat).contiguous();
+    uint64_t n = uint64_t(c.numel()) * c.element_size();
+    header[name] = {{"dtype", bf16 ? "BF16" : "F32"},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {off, off + n}}};
+    off += n;
+    data.push_back(c);
+  }
+  std::string h = header.dump();
+  while ((8 + h.size()) % 8)
+    h += ' '; // keep the data 8-byte aligned, as the reference writer does
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i)
+    out.put(char((n >> (8 * i)) & 0xff));
+  out.write(h.data(), std::streamsize(h.size()));
+  for (const at::Tensor &c : data)
+    out.write(static_cast<const char *>(c.data_ptr()),
+              std::streamsize(c.numel() * c.element_size()));
+  if (!out)
+    throw Error("writing '" + path + "' failed");
+}

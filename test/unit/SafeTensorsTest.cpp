@@ -1,0 +1,107 @@
+//===- SafeTensorsTest.cpp - weights files and the tokenizer --------------===//
+
+#include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/SafeTensors.h"
+#include "rlhf/runtime/Tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace rlhf;
+
+namespace {
+
+std::string tmpPath(const std::string &name) {
+  return std::string(::testing::TempDir()) + "/rlhf-" + name;
+}
+
+void writeBytes(const std::string &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string header(const std::string &json) {
+  std::string s(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i)
+    s[i] = char((n >> (8 * i)) & 0xff);
+  return s + json;
+}
+
+TEST(SafeTensors, RoundTripsHuggingFaceNamedTensors) {
+  ModelConfig cfg;
+  cfg.shape = ModelShape{2, 64, 4, 2, 176, 512, false, false};
+  ParamMap p = initParams(cfg, 1);
+  std::string path = tmpPath("model.safetensors");
+  saveSafetensors(path, p, {{"format", "pt"}});
+  ParamMap q = loadSafetensors(path);
+  ASSERT_EQ(q.size(), p.size());
+  for (auto &[n, t] : p)
+    EXPECT_TRUE(at::equal(t, q.at(n))) << n;
+  EXPECT_TRUE(q.count("model.layers.1.self_attn.k_proj.weight"));
+  // bf16 storage rounds to bf16 and reads back as fp32.
+  saveSafetensors(path, p, {}, /*bf16=*/true);
+  ParamMap r = loadSafetensors(path);
+  const at::Tensor &w = p.at("lm_head.weight");
+  EXPECT_TRUE(at::equal(r.at("lm_head.weight"), w.to(at::kBFloat16).to(at::kFloat)));
+}
+
+TEST(SafeTensors, MalformedFilesAreClearErrors) {
+  std::string path = tmpPath("bad.safetensors");
+  auto expectError = [&](const std::string &bytes, const std::string &want) {
+    writeBytes(path, bytes);
+    try {
+      loadSafetensors(path);
+      ADD_FAILURE() << "expected an error containing: " << want;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  expectError("abc", "shorter than the 8-byte header length");
+  std::string big(8, '\0');
+  big[7] = 0x7f;
+  expectError(big + "{}", "exceeds the file size");
+  expectError(header("{not json"), "header is not valid JSON");
+  expectError(header("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}") +
+                  std::string(12, '\0'),
+              "data_offsets that do not match its shape");
+  expectError(header("{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}") +
+                  std::string(2, '\0'),
+              "unsupported dtype I8");
+  expectError(header("{\"w\":{\"shape\":[2]}}"), "lacks dtype, shape or data_offsets");
+  EXPECT_THROW(loadSafetensors(tmpPath("does-not-exist.safetensors")), Error);
+}
+
+TEST(Tokenizer, TrainsLoadsAndRoundTrips) {
+  std::string corpus = tmpPath("corpus.txt"), prefix = tmpPath("spm");
+  {
+    std::ofstream out(corpus);
+    for (int a = 0; a < 40; ++a)
+      out << a << " plus " << (a * 7) % 40 << " equals " << a + (a * 7) % 40 << "\n";
+  }
+  std::string cmd = "spm_train --input=" + corpus + " --model_prefix=" + prefix +
+                    " --vocab_size=64 --model_type=bpe --character_coverage=1.0 "
+                    "--pad_id=3 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Tokenizer tok(prefix + ".model");
+  EXPECT_EQ(tok.vocabSize(), 64);
+  std::vector<int64_t> ids = tok.encode("12 plus 5 equals 17");
+  EXPECT_EQ(ids.front(), tok.bos());
+  EXPECT_EQ(tok.decode(ids), "12 plus 5 equals 17");
+  EXPECT_EQ(tok.pad(), 3);
+}
+
+TEST(Tokenizer, MissingModelIsAClearError) {
+  try {
+    Tokenizer t(tmpPath("nope.model"));
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
+  }
+}
+
+} // namespace
