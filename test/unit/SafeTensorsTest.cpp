@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 using namespace rlhf;
 
@@ -102,6 +103,51 @@ TEST(Tokenizer, MissingModelIsAClearError) {
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
   }
+}
+
+} // namespace
+
+#include "rlhf/runtime/Dataset.h"
+
+namespace {
+
+TEST(Dataset, BatchesAreSeededAndResumable) {
+  std::string path = tmpPath("sums.jsonl");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 10; ++i)
+      out << "{\"prompt\": \"" << i << "+1=\", \"answer\": " << i + 1 << "}\n";
+  }
+  rlhf::JsonlDataset ds(path, {"prompt", "answer"});
+  EXPECT_EQ(ds.size(), 10u);
+  EXPECT_EQ(ds[3].at("answer"), "4");
+  auto a = ds.batch(7, 4, 1), b = ds.batch(7, 4, 1), c = ds.batch(7, 4, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // One epoch visits every example once.
+  std::set<std::string> seen;
+  for (int s = 0; s < 5; ++s)
+    for (auto &ex : ds.batch(s, 2, 9))
+      seen.insert(ex.at("prompt"));
+  EXPECT_EQ(seen.size(), 10u);
+}
+
+TEST(Dataset, BadLinesNameTheLine) {
+  auto expectError = [&](const std::string &text, const std::string &want) {
+    std::string path = tmpPath("bad.jsonl");
+    std::ofstream(path) << text;
+    try {
+      rlhf::JsonlDataset ds(path, {"prompt"});
+      ADD_FAILURE() << "expected: " << want;
+    } catch (const rlhf::Error &e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expectError("{\"prompt\": \"a\"}\n{\"prompt\": oops}\n", "bad.jsonl:2: not a JSON object");
+  expectError("{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n", "bad.jsonl:3: missing field \"prompt\"");
+  expectError("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got array");
+  expectError("{\"prompt\": [1]}\n", "field \"prompt\" must be a string or a number, got array");
+  expectError("", "has no examples");
 }
 
 } // namespace
