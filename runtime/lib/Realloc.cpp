@@ -166,3 +166,54 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
   }
   return out; // the source shard is dropped: no redundant copy remains
 }
+
+at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows, const at::Tensor &like,
+                               const Layout &from, const Layout &to, Communicator &world) {
+  const int64_t me = world.rank();
+  auto head = [&](int64_t d) { return from.gpu(d, from.pp - 1, 0); };
+  auto slice = [&](int64_t d, int64_t dp) {
+    return std::make_pair(d * rows / dp, (d + 1) * rows / dp);
+  };
+  std::vector<int64_t> rowShape = like.sizes().vec();
+  auto rowsTensor = [&](int64_t n) {
+    std::vector<int64_t> shape = rowShape;
+    shape[0] = n;
+    return at::empty(shape, like.options());
+  };
+  auto myTo = coordsOf(to, me);
+  at::Tensor out;
+  if (myTo && myTo->s == 0) {
+    auto [a, b] = slice(myTo->d, to.dp);
+    out = rowsTensor(b - a);
+  }
+  std::vector<Communicator::Peer> sends, recvs;
+  struct Pending {
+    int64_t dstOff, n;
+  };
+  std::vector<Pending> pending;
+  for (int64_t d = 0; d < from.dp; ++d) {
+    auto [pa, pb] = slice(d, from.dp);
+    int64_t src = head(d);
+    for (int64_t d2 = 0; d2 < to.dp; ++d2) {
+      auto [ca, cb] = slice(d2, to.dp);
+      int64_t lo = std::max(pa, ca), hi = std::min(pb, cb);
+      if (lo >= hi)
+        continue;
+      for (int64_t t = 0; t < to.tp; ++t) {
+        int64_t dst = to.gpu(d2, 0, t);
+        if (src == me && dst == me) {
+          out.narrow(0, lo - ca, hi - lo).copy_(mine.narrow(0, lo - pa, hi - lo));
+        } else if (src == me) {
+          sends.push_back({mine.narrow(0, lo - pa, hi - lo).contiguous(), int(dst)});
+        } else if (dst == me) {
+          recvs.push_back({rowsTensor(hi - lo), int(src)});
+          pending.push_back({lo - ca, hi - lo});
+        }
+      }
+    }
+  }
+  world.exchange(sends, recvs);
+  for (size_t i = 0; i < recvs.size(); ++i)
+    out.narrow(0, pending[i].dstOff, pending[i].n).copy_(recvs[i].tensor);
+  return out;
+}

@@ -61,9 +61,25 @@ int main() {
                       long(a.dp), long(a.tp), long(a.pp), long(a.firstGpu),
                       long(b.dp), long(b.tp), long(b.pp), long(b.firstGpu));
         }
+        // The same pair as producer and consumer meshes of a batch.
+        const int64_t rows = 8;
+        at::Tensor global = at::arange(rows * 3, at::kFloat).view({rows, 3});
+        at::Tensor held;
+        for (int64_t d = 0; d < a.dp; ++d)
+          if (a.gpu(d, a.pp - 1, 0) == rank)
+            held = global.narrow(0, d * rows / a.dp, rows / a.dp).clone();
+        at::Tensor got = transferBatch(held, rows, global, a, b, *world);
+        for (int64_t d = 0; d < b.dp; ++d)
+          for (int64_t t = 0; t < b.tp; ++t)
+            if (b.gpu(d, 0, t) == rank &&
+                !at::equal(got, global.narrow(0, d * rows / b.dp, rows / b.dp))) {
+              ++bad;
+              std::printf("rank %d: TRANSFER MISMATCH\n", rank);
+            }
         ++pairs;
       }
-    std::printf("rank %d: %d ordered pairs of %zu layouts, %d mismatches; sent %ld "
+    std::printf("rank %d: %d ordered pairs of %zu layouts (parameters and batches), "
+                "%d mismatches; sent %ld "
                 "bytes in %ld messages, copied %ld locally\n",
                 rank, pairs, layouts.size(), bad, long(stats.bytesSent),
                 long(stats.messages), long(stats.bytesLocal));

@@ -34,6 +34,14 @@ ParamMap reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
                     const Layout &to, Communicator &world,
                     ReallocStats *stats = nullptr);
 
+/// Moves a batch between meshes. Under `from`, the data-parallel head of
+/// each dp group (its last pipeline stage, tensor rank 0) holds that group's
+/// contiguous slice of the `rows`-row batch in `mine`; under `to`, every
+/// first-stage rank of dp group d needs slice d. Returns this rank's slice
+/// under `to` (undefined elsewhere). `like` gives the per-row shape and type.
+at::Tensor transferBatch(const at::Tensor &mine, int64_t rows, const at::Tensor &like,
+                         const Layout &from, const Layout &to, Communicator &world);
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_REALLOC_H
