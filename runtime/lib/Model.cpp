@@ -114,8 +114,20 @@ ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full, int tpR
   return out;
 }
 
-LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t)
-    : cfg(std::move(c)), params_(std::move(shard)), tp(t) {
+LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
+                       PipelineParallel pl)
+    : cfg(std::move(c)), params_(std::move(shard)), tp(t), pp(pl) {
+  layerBegin = cfg.shape.layers;
+  for (int l = 0; l < cfg.shape.layers; ++l)
+    if (stageOf(l, cfg.shape.layers, pp.stages) == pp.stage) {
+      layerBegin = std::min(layerBegin, l);
+      layerEnd = l + 1;
+    }
+  if (pp.stages > 1 && !pp.comm)
+    throw Error("pipeline parallelism needs a communicator");
+  if (pp.stages > 1 && cfg.shape.tieEmbeddings)
+    throw Error("tied embeddings with pipeline stages are not supported: the "
+                "first and last stage would share the embedding");
   const ModelShape &m = cfg.shape;
   if (m.heads % tp.size || m.kvHeads % tp.size || m.vocab % tp.size ||
       m.ffn % tp.size)
@@ -194,7 +206,10 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
 
 at::Tensor LlamaModel::hidden(const at::Tensor &tokens, const at::Tensor &positions,
                               const at::Tensor &mask, KvCache *cache) {
-  const ModelShape &m = cfg.shape;
+  return layers(embed(tokens), positions, mask, cache, /*finalNorm=*/true);
+}
+
+at::Tensor LlamaModel::embed(const at::Tensor &tokens) {
   // Vocab-parallel embedding: each rank looks up its rows, the rest are 0.
   const at::Tensor &emb = p("model.embed_tokens.weight");
   int64_t rows = emb.size(0), lo = tp.rank * rows;
@@ -204,7 +219,12 @@ at::Tensor LlamaModel::hidden(const at::Tensor &tokens, const at::Tensor &positi
                  inRange.unsqueeze(-1).to(at::kFloat);
   if (tp.size > 1)
     x = ReduceFromTp::apply(x, handle(tp.comm));
+  return x;
+}
 
+at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
+                              const at::Tensor &mask, KvCache *cache, bool finalNorm) {
+  const ModelShape &m = cfg.shape;
   // Rotary tables for these positions: [B, 1, S, headDim].
   const int64_t headDim = m.hidden / m.heads;
   at::Tensor inv = 1.0 / at::pow(cfg.ropeTheta,
@@ -212,9 +232,9 @@ at::Tensor LlamaModel::hidden(const at::Tensor &tokens, const at::Tensor &positi
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos(), sin = angles.sin();
-  for (int l = 0; l < m.layers; ++l)
+  for (int l = layerBegin; l < layerEnd; ++l)
     x = layer(l, x, cos, sin, mask, cache);
-  return rmsNorm(x, p("model.norm.weight"), cfg.normEps);
+  return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
 }
 
 at::Tensor LlamaModel::head(const at::Tensor &x) {
@@ -242,8 +262,48 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokens,
                 std::to_string(cfg.maxSeq));
   at::Tensor positions =
       positionsIn ? *positionsIn : at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
+  if (pp.stages > 1) {
+    StageActivations a = stageForward(tokens);
+    return lastStage() ? a.output : at::Tensor();
+  }
   at::Tensor mask = at::full({S, S}, kMasked, at::kFloat).triu(1).view({1, 1, S, S});
   return head(hidden(tokens, positions, mask, nullptr));
+}
+
+StageActivations LlamaModel::stageForward(const at::Tensor &tokens) {
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  at::Tensor positions = at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
+  at::Tensor mask = at::full({S, S}, kMasked, at::kFloat).triu(1).view({1, 1, S, S});
+  StageActivations a;
+  at::Tensor x;
+  if (firstStage()) {
+    x = embed(tokens);
+  } else {
+    a.input = at::empty({B, S, cfg.shape.hidden}, at::kFloat);
+    pp.comm->recv(a.input, pp.stage - 1);
+    a.input.set_requires_grad(at::GradMode::is_enabled());
+    x = a.input;
+  }
+  x = layers(x, positions, mask, nullptr, /*finalNorm=*/lastStage());
+  if (lastStage()) {
+    a.output = head(x);
+  } else {
+    a.output = x;
+    pp.comm->send(x.detach(), pp.stage + 1);
+  }
+  return a;
+}
+
+void LlamaModel::stageBackward(const StageActivations &a) {
+  if (!lastStage()) {
+    at::Tensor grad = at::empty_like(a.output);
+    pp.comm->recv(grad, pp.stage + 1);
+    a.output.backward(grad);
+  }
+  if (!firstStage()) {
+    at::Tensor g = a.input.grad();
+    pp.comm->send(g.defined() ? g : at::zeros_like(a.input), pp.stage - 1);
+  }
 }
 
 Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
@@ -251,6 +311,9 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   at::NoGradGuard noGrad;
   if (cfg.shape.valueHead)
     throw Error("cannot generate with a value-head model");
+  if (pp.stages > 1)
+    throw Error("generation with pipeline stages is not supported yet; generate "
+                "with pp = 1 (the planner reallocates for generation)");
   const int64_t B = int64_t(prompts.size());
   int64_t P = 0;
   for (const auto &pr : prompts) {

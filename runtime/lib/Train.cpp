@@ -40,64 +40,61 @@ void Adam::step(ParamMap &params, const std::map<std::string, at::Tensor> &grads
 
 namespace {
 
-/// Sum of the token losses of one micro-batch and the number of tokens
-/// they cover (rows per sequence for sequence-level losses).
-std::pair<at::Tensor, double> lossSum(LlamaModel &model, const TrainBatch &b,
-                                      const TrainOptions &o) {
+bool perToken(LossKind k) { return k != LossKind::Dpo && k != LossKind::Rm; }
+
+/// Sum of the token losses of a per-token loss given the model's output
+/// (logits or values) on the micro-batch's sequences.
+at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainOptions &o) {
   const LossSettings &ls = o.settings;
-  auto masked = [](const at::Tensor &x, const at::Tensor &mask) {
-    return (x * mask).sum();
-  };
+  auto masked = [&](const at::Tensor &x) { return (x * b.lossMask).sum(); };
   switch (o.loss) {
-  case LossKind::Sft: {
-    at::Tensor lp = tokenLogprobs(model.forward(b.seq), b.seq);
-    return {-masked(lp, b.lossMask), b.lossMask.sum().item<double>()};
-  }
+  case LossKind::Sft:
+    return -masked(tokenLogprobs(out, b.seq));
   case LossKind::PpoActor:
   case LossKind::Grpo: {
-    at::Tensor lp = tokenLogprobs(model.forward(b.seq), b.seq);
+    at::Tensor lp = tokenLogprobs(out, b.seq);
     at::Tensor adv = b.advantages.dim() == 1
                          ? b.advantages.unsqueeze(1).expand_as(lp)
                          : b.advantages;
     at::Tensor ratio = (lp - b.oldLogprobs).exp();
-    at::Tensor surr = at::min(ratio * adv,
-                              ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
-    at::Tensor loss = -surr;
+    at::Tensor loss = -at::min(ratio * adv,
+                               ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
     if (o.loss == LossKind::Grpo && ls.kl > 0) {
       // k3 estimator of KL(policy || reference), always >= 0.
       at::Tensor d = b.refLogprobs - lp;
       loss = loss + ls.kl * (d.exp() - d - 1);
     }
-    return {masked(loss, b.lossMask), b.lossMask.sum().item<double>()};
+    return masked(loss);
   }
   case LossKind::PpoValue: {
-    at::Tensor v = model.forward(b.seq).narrow(1, 0, b.seq.size(1) - 1);
+    at::Tensor v = out.narrow(1, 0, b.seq.size(1) - 1);
     at::Tensor vc = b.oldValues + (v - b.oldValues).clamp(-ls.clip, ls.clip);
-    at::Tensor loss = 0.5 * at::max((v - b.returns).pow(2), (vc - b.returns).pow(2));
-    return {masked(loss, b.lossMask), b.lossMask.sum().item<double>()};
+    return masked(0.5 * at::max((v - b.returns).pow(2), (vc - b.returns).pow(2)));
   }
-  case LossKind::Dpo: {
+  default:
+    throw Error("not a per-token loss");
+  }
+}
+
+/// Sum of the losses of one micro-batch of a pair loss (DPO, reward model).
+at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &o) {
+  const LossSettings &ls = o.settings;
+  if (o.loss == LossKind::Dpo) {
     at::Tensor lpc = (tokenLogprobs(model.forward(b.seq), b.seq) * b.lossMask).sum(1);
     at::Tensor lpr =
         (tokenLogprobs(model.forward(b.rejected), b.rejected) * b.rejectedMask).sum(1);
     at::Tensor rc = (b.refLogprobs * b.lossMask).sum(1);
     at::Tensor rr = (b.refRejected * b.rejectedMask).sum(1);
-    at::Tensor loss = -at::log_sigmoid(ls.beta * ((lpc - rc) - (lpr - rr)));
-    return {loss.sum(), double(b.seq.size(0))};
+    return (-at::log_sigmoid(ls.beta * ((lpc - rc) - (lpr - rr)))).sum();
   }
-  case LossKind::Rm: {
-    // The reward of a sequence is the value at its last trained token.
-    auto reward = [&](const at::Tensor &seq, const at::Tensor &mask) {
-      at::Tensor v = model.forward(seq).narrow(1, 1, seq.size(1) - 1);
-      at::Tensor last = (mask.cumsum(1) == mask.sum(1, true)) & (mask > 0);
-      return (v * last.to(at::kFloat)).sum(1);
-    };
-    at::Tensor loss = -at::log_sigmoid(reward(b.seq, b.lossMask) -
-                                       reward(b.rejected, b.rejectedMask));
-    return {loss.sum(), double(b.seq.size(0))};
-  }
-  }
-  throw Error("unknown loss");
+  // The reward of a sequence is the value at its last trained token.
+  auto reward = [&](const at::Tensor &seq, const at::Tensor &mask) {
+    at::Tensor v = model.forward(seq).narrow(1, 1, seq.size(1) - 1);
+    at::Tensor last = (mask.cumsum(1) == mask.sum(1, true)) & (mask > 0);
+    return (v * last.to(at::kFloat)).sum(1);
+  };
+  return (-at::log_sigmoid(reward(b.seq, b.lossMask) - reward(b.rejected, b.rejectedMask)))
+      .sum();
 }
 
 TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
@@ -108,7 +105,7 @@ TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
 }
 
 double tokenCount(const TrainBatch &b, LossKind k) {
-  if (k == LossKind::Dpo || k == LossKind::Rm)
+  if (!perToken(k))
     return double(b.seq.size(0));
   return b.lossMask.sum().item<double>();
 }
@@ -140,7 +137,23 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
         p.mutable_grad().zero_();
     double total = 0;
     for (int64_t u = 0; u < o.microBatches; ++u) {
-      at::Tensor sum = lossSum(model, rows(mini, u * perMicro, perMicro), o).first;
+      TrainBatch micro = rows(mini, u * perMicro, perMicro);
+      if (model.stages() > 1) {
+        if (!perToken(o.loss))
+          throw Error("DPO and reward-model losses with pipeline stages are not "
+                      "supported yet; train them with pp = 1");
+        // Every stage runs its part; the last computes the loss.
+        StageActivations acts = model.stageForward(micro.seq);
+        if (model.lastStage()) {
+          at::Tensor sum = perTokenLoss(acts.output, micro, o);
+          (sum / denom).backward();
+          total += sum.item<double>();
+        }
+        model.stageBackward(acts);
+        continue;
+      }
+      at::Tensor sum = perToken(o.loss) ? perTokenLoss(model.forward(micro.seq), micro, o)
+                                        : pairLoss(model, micro, o);
       (sum / denom).backward();
       total += sum.item<double>();
     }
@@ -164,7 +177,13 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
       model.tpComm()->allReduceSum(s);
       sharded = s.item<double>();
     }
-    double norm = std::sqrt(sharded + replicated);
+    double squares = sharded + replicated;
+    if (model.stages() > 1) { // stages hold disjoint parameters
+      at::Tensor s = at::full({1}, squares, at::kDouble);
+      model.ppComm()->allReduceSum(s);
+      squares = s.item<double>();
+    }
+    double norm = std::sqrt(squares);
     double clip = opt.settings().gradClip;
     if (clip > 0 && norm > clip)
       for (auto &[n, g] : grads)
@@ -173,6 +192,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
     at::Tensor l = at::full({1}, total, at::kDouble);
     if (o.dp)
       o.dp->allReduceSum(l);
+    if (model.stages() > 1) // only the last stage saw the loss
+      model.ppComm()->allReduceSum(l);
     stats.loss += l.item<double>() / denom / double(o.minibatches);
     stats.gradNorm = norm;
   }

@@ -11,8 +11,9 @@ using namespace rlhf::testing;
 
 namespace {
 
-void expectEquivalent(int world, int tp, bool valueHead = false) {
-  std::vector<std::string> env{"RLHF_TP=" + std::to_string(tp)};
+void expectEquivalent(int world, int tp, int pp, bool valueHead = false) {
+  std::vector<std::string> env{"RLHF_TP=" + std::to_string(tp),
+                               "RLHF_PP=" + std::to_string(pp)};
   if (valueHead)
     env.push_back("RLHF_VALUE_HEAD=1");
   auto ps = launch(RLHF_MODEL_WORKER, world, env);
@@ -24,11 +25,21 @@ void expectEquivalent(int world, int tp, bool valueHead = false) {
   }
 }
 
-TEST(TensorParallelModel, Tp2) { expectEquivalent(2, 2); }
-TEST(TensorParallelModel, Tp4) { expectEquivalent(4, 4); }
-TEST(TensorParallelModel, Tp2Dp2) { expectEquivalent(4, 2); }
-TEST(TensorParallelModel, Dp2) { expectEquivalent(2, 1); }
-TEST(TensorParallelModel, ValueHeadTp2) { expectEquivalent(2, 2, true); }
+// Every (tp, pp, dp) that fills 2 or 4 ranks: forward logits, gradients,
+// generation (pp = 1) and parameters after train steps (SFT, PPO, GRPO) match
+// the single-process model.
+TEST(ParallelModel, Dp2) { expectEquivalent(2, 1, 1); }
+TEST(ParallelModel, Tp2) { expectEquivalent(2, 2, 1); }
+TEST(ParallelModel, Pp2) { expectEquivalent(2, 1, 2); }
+TEST(ParallelModel, Dp4) { expectEquivalent(4, 1, 1); }
+TEST(ParallelModel, Tp2Dp2) { expectEquivalent(4, 2, 1); }
+TEST(ParallelModel, Tp4) { expectEquivalent(4, 4, 1); }
+TEST(ParallelModel, Pp2Dp2) { expectEquivalent(4, 1, 2); }
+TEST(ParallelModel, Pp4) { expectEquivalent(4, 1, 4); }
+TEST(ParallelModel, Tp2Pp2) { expectEquivalent(4, 2, 2); }
+// The critic's value head and value loss, sharded and pipelined.
+TEST(ParallelModel, ValueHeadTp2) { expectEquivalent(2, 2, 1, true); }
+TEST(ParallelModel, ValueHeadPp2Dp2) { expectEquivalent(4, 1, 2, true); }
 
 } // namespace
 

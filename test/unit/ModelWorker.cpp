@@ -10,6 +10,7 @@
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Train.h"
 
 #include <torch/torch.h>
@@ -35,13 +36,14 @@ int main() {
     rank = rz.rank;
     auto world = createGlooCommunicator(rz);
     int tpSize = std::atoi(std::getenv("RLHF_TP") ? std::getenv("RLHF_TP") : "1");
-    int dp = world->size() / tpSize;
+    int ppSize = std::atoi(std::getenv("RLHF_PP") ? std::getenv("RLHF_PP") : "1");
+    int dp = world->size() / (tpSize * ppSize);
     bool valueHead = std::getenv("RLHF_VALUE_HEAD") != nullptr;
 
     ModelConfig cfg;
     // Grouped-query attention (2 kv heads) where tp allows it; tp = 4 needs
     // as many kv heads as ranks.
-    cfg.shape = ModelShape{2, 64, 4, tpSize > 2 ? 4 : 2, 176, 512, false, valueHead};
+    cfg.shape = ModelShape{4, 64, 4, tpSize > 2 ? 4 : 2, 176, 512, false, valueHead};
     ParamMap full = initParams(cfg, 7);
     const int64_t B = 4 * dp, S = 12;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
@@ -58,42 +60,70 @@ int main() {
     at::Tensor refOut = single.forward(tokens);
     (refOut * weights).sum().backward();
 
-    // This rank's tensor-parallel group and data-parallel rows.
-    std::unique_ptr<Communicator> tpComm;
-    for (int g = 0; g < dp; ++g) {
-      std::vector<int> members;
+    // This rank's groups in the layout (dp, pp, tp): rank = (d*pp + s)*tp + t.
+    const Layout L{0, dp, tpSize, ppSize};
+    auto group = [&](auto member) {
+      std::unique_ptr<Communicator> mine;
+      // Every rank creates every group of a kind in the same order.
+      std::vector<std::vector<int>> groups;
+      for (int d = 0; d < dp; ++d)
+        for (int st = 0; st < ppSize; ++st)
+          for (int t = 0; t < tpSize; ++t) {
+            std::vector<int> g = member(d, st, t);
+            if (g.front() == int(L.gpu(d, st, t)))
+              groups.push_back(g);
+          }
+      for (auto &g : groups)
+        if (auto c = world->subgroup(g))
+          mine = std::move(c);
+      return mine;
+    };
+    auto tpComm = group([&](int d, int st, int) {
+      std::vector<int> g;
       for (int t = 0; t < tpSize; ++t)
-        members.push_back(g * tpSize + t);
-      if (auto c = world->subgroup(members))
-        tpComm = std::move(c);
-    }
-    int tpRank = rank % tpSize, dpRank = rank / tpSize;
-    ParamMap shard = shardParams(cfg, full, tpRank, tpSize);
-    for (auto &[n, t] : shard)
-      t.set_requires_grad(true);
-    LlamaModel model(cfg, shard, {tpComm.get(), tpRank, tpSize});
+        g.push_back(int(L.gpu(d, st, t)));
+      return g;
+    });
+    auto ppComm = group([&](int d, int, int t) {
+      std::vector<int> g;
+      for (int st = 0; st < ppSize; ++st)
+        g.push_back(int(L.gpu(d, st, t)));
+      return g;
+    });
+    auto dpComm = group([&](int, int st, int t) {
+      std::vector<int> g;
+      for (int d = 0; d < dp; ++d)
+        g.push_back(int(L.gpu(d, st, t)));
+      return g;
+    });
+    int tpRank = rank % tpSize, stage = (rank / tpSize) % ppSize,
+        dpRank = rank / (tpSize * ppSize);
+    bool last = stage == ppSize - 1;
+    auto makeModel = [&](const ParamMap &full) {
+      ParamMap shard = layoutShard(cfg, full, L, rank);
+      for (auto &[n, t] : shard)
+        t.set_requires_grad(true);
+      return LlamaModel(cfg, shard, {tpComm.get(), tpRank, tpSize},
+                        {ppComm.get(), stage, ppSize});
+    };
+    LlamaModel model = makeModel(full);
     int64_t rows = B / dp, lo = dpRank * rows;
-    at::Tensor out = model.forward(tokens.narrow(0, lo, rows));
-    double fwd = maxDiff(out, refOut.narrow(0, lo, rows).detach());
-    (out * weights.narrow(0, lo, rows)).sum().backward();
-
-    // Data-parallel replicas saw different rows: sum their gradients, which
-    // is what the reference's full-batch gradient is.
-    std::unique_ptr<Communicator> dpComm;
-    for (int t = 0; t < tpSize; ++t) {
-      std::vector<int> members;
-      for (int g = 0; g < dp; ++g)
-        members.push_back(g * tpSize + t);
-      if (auto c = world->subgroup(members))
-        dpComm = std::move(c);
+    double fwd = 0;
+    {
+      StageActivations acts = model.stageForward(tokens.narrow(0, lo, rows));
+      if (last) {
+        fwd = maxDiff(acts.output, refOut.narrow(0, lo, rows).detach());
+        (acts.output * weights.narrow(0, lo, rows)).sum().backward();
+      }
+      model.stageBackward(acts);
     }
     double bwd = 0;
-    ParamMap refShard = shardParams(cfg, [&] {
+    ParamMap refShard = layoutShard(cfg, [&] {
       ParamMap grads;
       for (auto &[n, t] : ref)
         grads[n] = t.grad();
       return grads;
-    }(), tpRank, tpSize);
+    }(), L, rank);
     for (auto &[n, t] : model.params()) {
       at::Tensor g = t.grad().clone();
       if (dp > 1)
@@ -102,10 +132,11 @@ int main() {
       const at::Tensor &want = refShard.at(n);
       bwd = std::max(bwd, maxDiff(g, want) / (want.abs().max().item<double>() + 1e-12));
     }
+
     // Generation: the sharded model samples the same tokens as the single
     // one, greedy and with a shared seed.
     bool genOk = true;
-    if (!valueHead) {
+    if (!valueHead && ppSize == 1) {
       std::vector<std::vector<int64_t>> prompts;
       for (int64_t b = lo; b < lo + rows; ++b) {
         std::vector<int64_t> pr;
@@ -154,6 +185,7 @@ int main() {
       AdamSettings as;
       as.lr = 1e-3;
       as.gradClip = 0.5;
+      as.eps = 1e-6; // keeps fp32 noise in tiny gradients from being amplified
       ParamMap fullCopy;
       for (auto &[n, t] : full)
         fullCopy[n] = t.clone().set_requires_grad(true);
@@ -165,24 +197,23 @@ int main() {
       to.minibatches = M;
       to.microBatches = 2;
       TrainStats refStats = trainStep(ref1, refOpt, all, to);
-      ParamMap sh = shardParams(cfg, full, tpRank, tpSize);
-      for (auto &[n, t] : sh)
-        t.set_requires_grad(true);
-      LlamaModel m2(cfg, sh, {tpComm.get(), tpRank, tpSize});
+      LlamaModel m2 = makeModel(full);
       Adam opt(as);
       to.microBatches = 1;
       to.dp = dp > 1 ? dpComm.get() : nullptr;
       TrainStats st = trainStep(m2, opt, local, to);
-      ParamMap want = shardParams(cfg, ref1.params(), tpRank, tpSize);
+      ParamMap want = layoutShard(cfg, ref1.params(), L, rank);
       for (auto &[n, t] : m2.params())
         trainDiff = std::max(trainDiff, maxDiff(t.detach(), want.at(n).detach()));
-      trainDiff = std::max(trainDiff, std::fabs(st.loss - refStats.loss));
+      trainDiff = std::max(trainDiff, std::fabs(st.loss - refStats.loss) /
+                                          std::max(1.0, std::fabs(refStats.loss)));
     }
-    std::printf("rank %d tp %d/%d dp %d/%d: forward max diff %.3g, gradient max "
-                "relative diff %.3g, generation %s, parameters after train steps "
+    std::printf("rank %d tp %d/%d pp %d/%d dp %d/%d: forward max diff %.3g, gradient "
+                "max relative diff %.3g, generation %s, parameters after train steps "
                 "max diff %.3g\n",
-                rank, tpRank, tpSize, dpRank, dp, fwd, bwd,
-                valueHead ? "n/a" : genOk ? "identical" : "DIFFERS", trainDiff);
+                rank, tpRank, tpSize, stage, ppSize, dpRank, dp, fwd, bwd,
+                valueHead || ppSize > 1 ? "n/a" : genOk ? "identical" : "DIFFERS",
+                trainDiff);
     world->barrier();
     return fwd < 1e-4 && bwd < 1e-5 && genOk && trainDiff < 2e-5 ? 0 : 1;
   } catch (const std::exception &e) {

@@ -60,6 +60,21 @@ struct KvCache {
   std::vector<at::Tensor> keys, values; ///< [B, kv heads/tp, T, head dim]
 };
 
+/// This rank's pipeline stage; `comm` spans the stages of its pipeline in
+/// stage order (rank == stage) and is null when stages == 1.
+struct PipelineParallel {
+  Communicator *comm = nullptr;
+  int stage = 0, stages = 1;
+};
+
+/// What one pipeline stage did in a forward pass, for the backward pass:
+/// `input` is the activation received from the previous stage (a leaf that
+/// collects its gradient; undefined on the first stage), `output` what this
+/// stage produced (sent on, or the logits/values on the last stage).
+struct StageActivations {
+  at::Tensor input, output;
+};
+
 /// Full (unsharded) parameters with a deterministic random init: every
 /// parameter draws from a generator seeded by `seed` and its name, so any
 /// layout can be built from the same numbers.
@@ -71,10 +86,13 @@ ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
 
 class LlamaModel {
 public:
-  LlamaModel(ModelConfig cfg, ParamMap shard, TensorParallel tp);
+  LlamaModel(ModelConfig cfg, ParamMap shard, TensorParallel tp,
+             PipelineParallel pp = {});
 
   /// Logits [B, S, vocab] (lm head, gathered over tp) or values [B, S]
   /// (value head) for token ids [B, S]. `positions` [B, S] default to 0..S-1.
+  /// With pipeline stages, every stage calls it with the same tokens; the
+  /// result is defined on the last stage only.
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
@@ -82,6 +100,20 @@ public:
   /// of different lengths are left-padded), reusing a KV cache.
   Generation generate(const std::vector<std::vector<int64_t>> &prompts,
                       const GenerateOptions &opts);
+
+  /// One stage's share of a pipelined forward pass (activations received
+  /// from the previous stage, sent to the next).
+  StageActivations stageForward(const at::Tensor &tokens);
+  /// Its backward: the last stage passes the loss's gradient seed (an
+  /// undefined tensor means the caller already ran backward from the loss);
+  /// other stages receive their output's gradient from the next stage. Each
+  /// stage then sends its input's gradient to the previous one.
+  void stageBackward(const StageActivations &acts);
+
+  bool firstStage() const { return pp.stage == 0; }
+  bool lastStage() const { return pp.stage == pp.stages - 1; }
+  int stages() const { return pp.stages; }
+  Communicator *ppComm() const { return pp.comm; }
 
   ParamMap &params() { return params_; }
   const ModelConfig &config() const { return cfg; }
@@ -94,6 +126,9 @@ private:
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
+  at::Tensor embed(const at::Tensor &tokens);
+  at::Tensor layers(at::Tensor x, const at::Tensor &positions, const at::Tensor &mask,
+                    KvCache *cache, bool finalNorm);
   at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
                    const at::Tensor &sin, const at::Tensor &mask, KvCache *cache);
   const at::Tensor &p(const std::string &name) const;
@@ -101,6 +136,8 @@ private:
   ModelConfig cfg;
   ParamMap params_;
   TensorParallel tp;
+  PipelineParallel pp;
+  int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
 };
 
 } // namespace rlhf
