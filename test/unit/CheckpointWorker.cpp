@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Checkpoint.h"
+#include "rlhf/runtime/Groups.h"
 
 #include <ATen/ATen.h>
 
@@ -36,18 +37,8 @@ int main() {
     AdamSettings as;
     as.lr = 1e-2;
 
-    // Groups: tp pairs {0,1},{2,3} and dp pairs {0,2},{1,3} for layout A;
-    // one tp group of 4 for layout B.
-    std::unique_ptr<Communicator> tpA, dpA, tpB;
-    for (auto g : {std::vector<int>{0, 1}, {2, 3}})
-      if (auto c = world->subgroup(g))
-        tpA = std::move(c);
-    for (auto g : {std::vector<int>{0, 2}, {1, 3}})
-      if (auto c = world->subgroup(g))
-        dpA = std::move(c);
-    tpB = world->subgroup({0, 1, 2, 3});
-
     Layout A{0, 2, 2, 1}, B{0, 1, 4, 1};
+    ParallelGroups ga = makeGroups(*world, A), gb = makeGroups(*world, B);
     auto rowsOf = [&](int dpRank, int dp) {
       TrainBatch b;
       b.seq = batch.seq.narrow(0, dpRank * N / dp, N / dp);
@@ -60,14 +51,14 @@ int main() {
       return p;
     };
     TrainOptions to;
-    to.dp = dpA.get();
+    to.dp = ga.dp.get();
 
     // Run A: step, save, step.
-    LlamaModel a(cfg, grad(layoutShard(cfg, full, A, rank)), {tpA.get(), rank % 2, 2});
+    LlamaModel a(cfg, grad(layoutShard(cfg, full, A, rank)), {ga.tp.get(), ga.tpRank, 2});
     Adam optA(as);
-    trainStep(a, optA, rowsOf(rank / 2, 2), to);
+    trainStep(a, optA, rowsOf(ga.dpRank, 2), to);
     saveCheckpoint(dir, cfg, a.params(), &optA, A, *world, 1);
-    trainStep(a, optA, rowsOf(rank / 2, 2), to);
+    trainStep(a, optA, rowsOf(ga.dpRank, 2), to);
     ParamMap endA;
     for (auto &[n, t] : a.params())
       endA[n] = t.detach();
@@ -75,7 +66,7 @@ int main() {
 
     // Run B: resume under tp 4, same second step.
     CheckpointState st = loadCheckpoint(dir, cfg, B, *world);
-    LlamaModel b(cfg, grad(st.params), {tpB.get(), rank, 4});
+    LlamaModel b(cfg, grad(st.params), {gb.tp.get(), gb.tpRank, 4});
     Adam optB(as);
     optB.restore(st.adamM, st.adamV, st.adamSteps);
     TrainOptions tb;

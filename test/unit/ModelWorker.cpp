@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Train.h"
@@ -62,49 +63,16 @@ int main() {
 
     // This rank's groups in the layout (dp, pp, tp): rank = (d*pp + s)*tp + t.
     const Layout L{0, dp, tpSize, ppSize};
-    auto group = [&](auto member) {
-      std::unique_ptr<Communicator> mine;
-      // Every rank creates every group of a kind in the same order.
-      std::vector<std::vector<int>> groups;
-      for (int d = 0; d < dp; ++d)
-        for (int st = 0; st < ppSize; ++st)
-          for (int t = 0; t < tpSize; ++t) {
-            std::vector<int> g = member(d, st, t);
-            if (g.front() == int(L.gpu(d, st, t)))
-              groups.push_back(g);
-          }
-      for (auto &g : groups)
-        if (auto c = world->subgroup(g))
-          mine = std::move(c);
-      return mine;
-    };
-    auto tpComm = group([&](int d, int st, int) {
-      std::vector<int> g;
-      for (int t = 0; t < tpSize; ++t)
-        g.push_back(int(L.gpu(d, st, t)));
-      return g;
-    });
-    auto ppComm = group([&](int d, int, int t) {
-      std::vector<int> g;
-      for (int st = 0; st < ppSize; ++st)
-        g.push_back(int(L.gpu(d, st, t)));
-      return g;
-    });
-    auto dpComm = group([&](int, int st, int t) {
-      std::vector<int> g;
-      for (int d = 0; d < dp; ++d)
-        g.push_back(int(L.gpu(d, st, t)));
-      return g;
-    });
-    int tpRank = rank % tpSize, stage = (rank / tpSize) % ppSize,
-        dpRank = rank / (tpSize * ppSize);
+    ParallelGroups groups = makeGroups(*world, L);
+    Communicator *tpComm = groups.tp.get(), *ppComm = groups.pp.get(),
+                 *dpComm = groups.dp.get();
+    int tpRank = groups.tpRank, stage = groups.stage, dpRank = groups.dpRank;
     bool last = stage == ppSize - 1;
     auto makeModel = [&](const ParamMap &full) {
       ParamMap shard = layoutShard(cfg, full, L, rank);
       for (auto &[n, t] : shard)
         t.set_requires_grad(true);
-      return LlamaModel(cfg, shard, {tpComm.get(), tpRank, tpSize},
-                        {ppComm.get(), stage, ppSize});
+      return LlamaModel(cfg, shard, {tpComm, tpRank, tpSize}, {ppComm, stage, ppSize});
     };
     LlamaModel model = makeModel(full);
     int64_t rows = B / dp, lo = dpRank * rows;
@@ -200,7 +168,7 @@ int main() {
       LlamaModel m2 = makeModel(full);
       Adam opt(as);
       to.microBatches = 1;
-      to.dp = dp > 1 ? dpComm.get() : nullptr;
+      to.dp = dpComm;
       TrainStats st = trainStep(m2, opt, local, to);
       ParamMap want = layoutShard(cfg, ref1.params(), L, rank);
       for (auto &[n, t] : m2.params())

@@ -1,0 +1,27 @@
+//===- Groups.h - the process groups of a layout ----------------*- C++ -*-===//
+
+#ifndef RLHF_RUNTIME_GROUPS_H
+#define RLHF_RUNTIME_GROUPS_H
+
+#include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/ReallocPlan.h"
+
+#include <memory>
+
+namespace rlhf {
+
+/// This rank's tensor-, pipeline- and data-parallel groups in `layout`
+/// (null where this rank is outside the mesh or the degree is 1), and its
+/// coordinates. Every rank of `world` must call it with the same layout:
+/// groups are created collectively, in one order.
+struct ParallelGroups {
+  std::unique_ptr<Communicator> tp, pp, dp;
+  int tpRank = 0, stage = 0, dpRank = 0;
+  bool member = false;
+};
+
+ParallelGroups makeGroups(Communicator &world, const Layout &layout);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_GROUPS_H

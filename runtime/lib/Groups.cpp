@@ -1,0 +1,56 @@
+//===- Groups.cpp - the process groups of a layout ------------------------===//
+
+#include "rlhf/runtime/Groups.h"
+
+#include <functional>
+
+using namespace rlhf;
+
+ParallelGroups rlhf::makeGroups(Communicator &world, const Layout &L) {
+  ParallelGroups g;
+  const int me = world.rank();
+  // All groups of one kind, each listed once (by its first member), created
+  // in the same order on every rank.
+  auto kind = [&](const std::function<std::vector<int>(int64_t, int64_t, int64_t)> &members,
+                  int64_t degree) {
+    std::unique_ptr<Communicator> mine;
+    if (degree <= 1)
+      return mine;
+    for (int64_t d = 0; d < L.dp; ++d)
+      for (int64_t s = 0; s < L.pp; ++s)
+        for (int64_t t = 0; t < L.tp; ++t) {
+          std::vector<int> m = members(d, s, t);
+          if (m.front() != int(L.gpu(d, s, t)))
+            continue;
+          if (auto c = world.subgroup(m))
+            mine = std::move(c);
+        }
+    return mine;
+  };
+  g.tp = kind([&](int64_t d, int64_t s, int64_t) {
+    std::vector<int> m;
+    for (int64_t t = 0; t < L.tp; ++t)
+      m.push_back(int(L.gpu(d, s, t)));
+    return m;
+  }, L.tp);
+  g.pp = kind([&](int64_t d, int64_t, int64_t t) {
+    std::vector<int> m;
+    for (int64_t s = 0; s < L.pp; ++s)
+      m.push_back(int(L.gpu(d, s, t)));
+    return m;
+  }, L.pp);
+  g.dp = kind([&](int64_t, int64_t s, int64_t t) {
+    std::vector<int> m;
+    for (int64_t d = 0; d < L.dp; ++d)
+      m.push_back(int(L.gpu(d, s, t)));
+    return m;
+  }, L.dp);
+  int64_t rel = me - L.firstGpu;
+  if (rel >= 0 && rel < L.size()) {
+    g.member = true;
+    g.tpRank = int(rel % L.tp);
+    g.stage = int((rel / L.tp) % L.pp);
+    g.dpRank = int(rel / (L.tp * L.pp));
+  }
+  return g;
+}
