@@ -67,9 +67,26 @@ ParamMap rlhf::layoutShard(const ModelConfig &cfg, const ParamMap &full,
   return out;
 }
 
+namespace {
+
+/// Every rank checks the same layouts, so a bad one fails everywhere at once
+/// instead of leaving some ranks waiting for peers that do not exist.
+void checkLayout(const Layout &l, const Communicator &world, const char *what) {
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.firstGpu < 0)
+    throw Error(std::string(what) + " layout needs dp, tp, pp >= 1 and a first GPU >= 0");
+  if (l.firstGpu + l.size() > world.size())
+    throw Error(std::string(what) + " layout spans GPUs " + std::to_string(l.firstGpu) +
+                ".." + std::to_string(l.firstGpu + l.size() - 1) + ", but the job has " +
+                std::to_string(world.size()) + " ranks");
+}
+
+} // namespace
+
 ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
                           const Layout &to, Communicator &world, ReallocStats *stats) {
   const int64_t me = world.rank();
+  checkLayout(from, world, "source");
+  checkLayout(to, world, "target");
   std::vector<ParamSpec> params = llamaParams(cfg.shape);
   // Every rank computes the same plan; GPUs are world ranks, all on one
   // "node" for planning purposes (the execution does not depend on it).
@@ -170,6 +187,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
 at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows, const at::Tensor &like,
                                const Layout &from, const Layout &to, Communicator &world) {
   const int64_t me = world.rank();
+  checkLayout(from, world, "producer");
+  checkLayout(to, world, "consumer");
   auto head = [&](int64_t d) { return from.gpu(d, from.pp - 1, 0); };
   auto slice = [&](int64_t d, int64_t dp) {
     return std::make_pair(d * rows / dp, (d + 1) * rows / dp);

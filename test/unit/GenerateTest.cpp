@@ -103,3 +103,55 @@ TEST(Generate, RejectsBadRequests) {
 }
 
 } // namespace
+
+#include "rlhf/runtime/Train.h"
+
+namespace {
+
+// With the policy equal to the reference, DPO's margin is 0 and its loss is
+// exactly log 2; a reward model scoring identical chosen and rejected
+// sequences likewise. A step then moves the loss.
+TEST(Losses, PairLossesStartAtLog2AndTrain) {
+  for (bool valueHead : {false, true}) {
+    ModelConfig cfg = tiny(valueHead);
+    ParamMap p = initParams(cfg, 5);
+    for (auto &[n, t] : p)
+      t.set_requires_grad(true);
+    LlamaModel m(cfg, p, {});
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+    TrainBatch b;
+    b.seq = at::randint(0, 512, {4, 10}, gen, at::kLong);
+    b.rejected = at::randint(0, 512, {4, 10}, gen, at::kLong);
+    b.lossMask = at::ones({4, 9});
+    b.rejectedMask = at::ones({4, 9});
+    TrainOptions o;
+    o.loss = valueHead ? LossKind::Rm : LossKind::Dpo;
+    if (valueHead) {
+      b.rejected = b.seq.clone(); // identical pairs: reward margin 0
+    } else {
+      torch::NoGradGuard ng;
+      b.refLogprobs = tokenLogprobs(m.forward(b.seq), b.seq);
+      b.refRejected = tokenLogprobs(m.forward(b.rejected), b.rejected);
+    }
+    AdamSettings as;
+    as.lr = 1e-2;
+    Adam opt(as);
+    TrainStats first = trainStep(m, opt, b, o);
+    EXPECT_NEAR(first.loss, std::log(2.0), 1e-5) << (valueHead ? "rm" : "dpo");
+    if (!valueHead) {
+      TrainStats second = trainStep(m, opt, b, o);
+      EXPECT_LT(second.loss, first.loss - 1e-4) << "dpo should improve on its batch";
+    }
+  }
+}
+
+TEST(Losses, TokenLogprobsMatchLogSoftmax) {
+  at::Tensor logits = at::randn({2, 5, 7});
+  at::Tensor seq = at::randint(0, 7, {2, 5}, at::kLong);
+  at::Tensor lp = tokenLogprobs(logits, seq);
+  ASSERT_EQ(lp.size(1), 4);
+  double want = at::log_softmax(logits[1][2], -1)[seq[1][3].item<int64_t>()].item<double>();
+  EXPECT_NEAR(lp[1][2].item<double>(), want, 1e-6);
+}
+
+} // namespace
