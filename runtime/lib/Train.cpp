@@ -59,8 +59,9 @@ at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainO
     at::Tensor ratio = (lp - b.oldLogprobs).exp();
     at::Tensor loss = -at::min(ratio * adv,
                                ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
-    if (o.loss == LossKind::Grpo && ls.kl > 0) {
-      // k3 estimator of KL(policy || reference), always >= 0.
+    if (ls.kl > 0 && b.refLogprobs.defined()) {
+      // k3 estimator of KL(policy || reference), always >= 0 (GRPO's term;
+      // PPO may use it too instead of shaping the reward).
       at::Tensor d = b.refLogprobs - lp;
       loss = loss + ls.kl * (d.exp() - d - 1);
     }

@@ -20,7 +20,7 @@ enum class LossKind { Sft, PpoActor, PpoValue, Grpo, Dpo, Rm };
 
 struct LossSettings {
   double clip = 0.2;  ///< PPO ratio / value clip
-  double kl = 0.0;    ///< GRPO KL coefficient
+  double kl = 0.0;    ///< KL-to-reference coefficient (GRPO, optionally PPO)
   double beta = 0.1;  ///< DPO temperature
 };
 
