@@ -287,8 +287,8 @@ int main(int argc, char **argv) {
       os << (i ? "; " : "") << skipped[i];
     os << "\n";
   }
-  os << formatv("\nmedian abs error: {0:f1}% over {1} points\n", median(errors),
-                errors.size());
+  os << formatv("- predicted: {0} points\n", errors.size());
+  os << formatv("\nmedian abs error: {0:f1}%\n", median(errors));
   os.flush();
 
   auto section = [&](const std::string &doc, size_t &b, size_t &e) {
