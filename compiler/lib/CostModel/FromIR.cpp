@@ -133,7 +133,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
                                           llvm::raw_ostream &os) {
   SymbolTable symbols(module);
   for (auto alg : module.getOps<r::AlgorithmOp>()) {
-    auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+    auto cluster = alg.getClusterOp();
     if (!cluster)
       return alg.emitError("algorithm has no cluster");
     Hardware hw = hardwareOf(cluster, cal);
@@ -150,7 +150,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
                         "act", "kv");
     double total = 0;
     for (Operation &op : alg.getBodyBlock()) {
-      if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+      if (!r::isModelCall(&op))
         continue;
       auto modelRef = op.getAttrOfType<FlatSymbolRefAttr>("model");
       auto model = symbols.lookup<r::ModelOp>(modelRef.getValue());

@@ -57,7 +57,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
   Problem p;
   auto module = alg->getParentOfType<ModuleOp>();
   SymbolTable symbols(module);
-  auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+  auto cluster = alg.getClusterOp();
   if (!cluster)
     return alg.emitError("algorithm has no cluster");
   p.hw = cost::hardwareOf(cluster, cal);
@@ -78,7 +78,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
   };
 
   for (Operation &op : alg.getBodyBlock()) {
-    if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp, r::ComputeOp>(op))
+    if (!r::isModelCall(&op) && !isa<r::ComputeOp>(op))
       continue;
     Call c;
     c.op = &op;

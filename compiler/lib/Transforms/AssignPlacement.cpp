@@ -33,8 +33,7 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
       if (*method == plan::Method::Manual) {
         bool ok = true;
         for (Operation &op : alg.getBodyBlock())
-          if (isa<mlir::rlhf::GenerateOp, mlir::rlhf::InferenceOp, mlir::rlhf::TrainStepOp>(op) &&
-              !isPlaced(&op)) {
+          if (mlir::rlhf::isModelCall(&op) && !isPlaced(&op)) {
             op.emitError("planner=manual needs a placement on every model call; "
                          "add '@place(mesh = ..., dp = ..., tp = ..., pp = ...)'");
             ok = false;

@@ -24,12 +24,12 @@ struct EstimateCost : rlhfc::impl::RLHFEstimateCostBase<EstimateCost> {
       return signalPassFailure();
     SymbolTable symbols(module);
     for (auto alg : module.getOps<r::AlgorithmOp>()) {
-      auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+      auto cluster = alg.getClusterOp();
       if (!cluster)
         continue;
       cost::Hardware hw = cost::hardwareOf(cluster, *cal);
       for (Operation &op : alg.getBodyBlock()) {
-        if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op) || !isPlaced(&op))
+        if (!r::isModelCall(&op) || !isPlaced(&op))
           continue;
         auto model = symbols.lookup<r::ModelOp>(
             op.getAttrOfType<FlatSymbolRefAttr>("model").getValue());

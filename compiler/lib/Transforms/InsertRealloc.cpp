@@ -32,7 +32,7 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     for (auto alg : module.getOps<r::AlgorithmOp>()) {
-      auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+      auto cluster = alg.getClusterOp();
       if (!cluster)
         continue;
       cost::Hardware hw = cost::hardwareOf(cluster, {});
@@ -49,12 +49,12 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
       // Each model enters the iteration in the layout of its last call.
       llvm::StringMap<Layout> current;
       for (Operation &op : alg.getBodyBlock())
-        if (isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+        if (r::isModelCall(&op))
           if (auto l = layoutOf(op))
             current[modelOf(op).getValue()] = *l;
       OpBuilder b(module.getContext());
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
-        if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+        if (!r::isModelCall(&op))
           continue;
         auto l = layoutOf(op);
         if (!l)

@@ -23,7 +23,7 @@ Operation *producingCall(Value v) {
   Operation *def = v.getDefiningOp();
   while (def && isa<r::FieldOp>(def))
     def = def->getOperand(0).getDefiningOp();
-  if (def && isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(def))
+  if (def && r::isModelCall(def))
     return def;
   return nullptr;
 }
@@ -31,16 +31,15 @@ Operation *producingCall(Value v) {
 struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SymbolTable symbols(module);
     for (auto alg : module.getOps<r::AlgorithmOp>()) {
-      auto cluster = symbols.lookup<r::ClusterOp>(alg.getCluster());
+      auto cluster = alg.getClusterOp();
       if (!cluster)
         continue;
       cost::Hardware hw = cost::hardwareOf(cluster, {});
       OpBuilder b(module.getContext());
       std::map<std::pair<const void *, const void *>, Value> moved; // (value, mesh) -> copy
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
-        if (!isa<r::GenerateOp, r::InferenceOp, r::TrainStepOp>(op))
+        if (!r::isModelCall(&op))
           continue;
         auto to = op.getAttrOfType<r::MeshAttr>("mesh");
         auto toSt = op.getAttrOfType<r::StrategyAttr>("strategy");

@@ -25,8 +25,7 @@ FailureOr<std::pair<plan::Problem, plan::SimResult>>
 rlhfc::simulatePlaced(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
                       bool record) {
   for (Operation &op : alg.getBodyBlock())
-    if (isa<mlir::rlhf::GenerateOp, mlir::rlhf::InferenceOp, mlir::rlhf::TrainStepOp>(op) &&
-        !isPlaced(&op))
+    if (mlir::rlhf::isModelCall(&op) && !isPlaced(&op))
       return op.emitError("call has no placement; run rlhf-assign-placement first");
   auto p = plan::buildProblem(alg, cal);
   if (failed(p))

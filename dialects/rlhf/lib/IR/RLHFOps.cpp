@@ -194,6 +194,11 @@ LogicalResult AlgorithmOp::verify() {
   return success();
 }
 
+ClusterOp AlgorithmOp::getClusterOp() {
+  return SymbolTable::lookupNearestSymbolFrom<ClusterOp>(*this,
+                                                         getClusterAttr());
+}
+
 LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr()))
     return emitOpError() << "'" << getCluster() << "' does not name an rlhf.cluster";

@@ -12,7 +12,21 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "rlhf/IR/RLHFDialect.h"
 
+namespace mlir::rlhf {
+class ClusterOp;
+} // namespace mlir::rlhf
+
 #define GET_OP_CLASSES
 #include "rlhf/IR/RLHFOps.h.inc"
+
+namespace mlir::rlhf {
+
+/// Whether `op` runs a model (generate, inference or train_step): the ops the
+/// planner places and the runtime executes.
+inline bool isModelCall(Operation *op) {
+  return isa<GenerateOp, InferenceOp, TrainStepOp>(op);
+}
+
+} // namespace mlir::rlhf
 
 #endif // RLHF_IR_RLHFOPS_H

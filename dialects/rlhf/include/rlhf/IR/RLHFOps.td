@@ -106,6 +106,8 @@ def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// The cluster named by `cluster`; null only in unverified IR.
+    ClusterOp getClusterOp();
   }];
 }
 
