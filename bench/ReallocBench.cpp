@@ -18,10 +18,8 @@ using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
 int main() {
-  try {
-    auto rz = RendezvousConfig::fromEnv();
-    auto world = createGlooCommunicator(rz);
-    const int n = world->size();
+  return runGlooWorker([](Communicator &world) {
+    const int n = world.size();
     ModelConfig cfg;
     cfg.shape = ModelShape{8, 512, 8, 8, 1408, 32000, false, false};
     ParamMap full = initParams(cfg, 1);
@@ -35,36 +33,33 @@ int main() {
         {"tp -> pp", {0, 1, n, 1}, {0, 1, 1, n}},
         {"pp -> tp", {0, 1, 1, n}, {0, 1, n, 1}},
     };
-    if (rz.rank == 0)
+    if (world.rank() == 0)
       std::printf("%-20s %12s %12s %12s %8s\n", "layouts", "MB/rank in", "realloc ms",
                   "memcpy ms", "ratio");
     for (const Case &c : cases) {
-      ParamMap mine = layoutShard(cfg, full, c.from, rz.rank);
+      ParamMap mine = layoutShard(cfg, full, c.from, world.rank());
       ReallocStats st;
-      world->barrier();
+      world.barrier();
       auto t0 = Clock::now();
-      ParamMap moved = reallocate(cfg, mine, c.from, c.to, *world, &st);
-      world->barrier();
+      ParamMap moved = reallocate(cfg, mine, c.from, c.to, world, &st);
+      world.barrier();
       double reallocS = std::chrono::duration<double>(Clock::now() - t0).count();
       // The same bytes through memory, on every rank at once.
       int64_t bytes = std::max<int64_t>(st.bytesReceived + st.bytesLocal, 4);
       at::Tensor src = at::rand({bytes / 4}), dst = at::empty({bytes / 4});
       dst.copy_(src); // warm the pages
-      world->barrier();
+      world.barrier();
       auto t1 = Clock::now();
       dst.copy_(src);
-      world->barrier();
+      world.barrier();
       double copyS = std::chrono::duration<double>(Clock::now() - t1).count();
       at::Tensor recv = at::full({1}, double(st.bytesReceived + st.bytesLocal));
-      world->allReduceSum(recv);
-      if (rz.rank == 0)
+      world.allReduceSum(recv);
+      if (world.rank() == 0)
         std::printf("%-20s %12.1f %12.1f %12.1f %7.1fx\n", c.name,
                     recv.item<double>() / n / 1e6, reallocS * 1e3, copyS * 1e3,
                     reallocS / copyS);
     }
     return 0;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -20,11 +20,8 @@
 using namespace rlhf;
 
 int main() {
-  int rank = 0;
-  try {
-    auto rz = RendezvousConfig::fromEnv();
-    rank = rz.rank;
-    auto world = createGlooCommunicator(rz);
+  return runGlooWorker([](Communicator &world) {
+    const int rank = world.rank();
     const char *dir = std::getenv("RLHF_CHECKPOINT_DIR");
     ModelConfig cfg;
     cfg.shape = ModelShape{2, 64, 4, 4, 176, 512, false, false};
@@ -38,7 +35,7 @@ int main() {
     as.lr = 1e-2;
 
     Layout A{0, 2, 2, 1}, B{0, 1, 4, 1};
-    ParallelGroups ga = makeGroups(*world, A), gb = makeGroups(*world, B);
+    ParallelGroups ga = makeGroups(world, A), gb = makeGroups(world, B);
     auto rowsOf = [&](int dpRank, int dp) {
       TrainBatch b;
       b.seq = batch.seq.narrow(0, dpRank * N / dp, N / dp);
@@ -57,15 +54,15 @@ int main() {
     LlamaModel a(cfg, grad(layoutShard(cfg, full, A, rank)), {ga.tp.get(), ga.tpRank, 2});
     Adam optA(as);
     trainStep(a, optA, rowsOf(ga.dpRank, 2), to);
-    saveCheckpoint(dir, cfg, a.params(), &optA, A, *world, 1);
+    saveCheckpoint(dir, cfg, a.params(), &optA, A, world, 1);
     trainStep(a, optA, rowsOf(ga.dpRank, 2), to);
     ParamMap endA;
     for (auto &[n, t] : a.params())
       endA[n] = t.detach();
-    ParamMap aInB = reallocate(cfg, endA, A, B, *world);
+    ParamMap aInB = reallocate(cfg, endA, A, B, world);
 
     // Run B: resume under tp 4, same second step.
-    CheckpointState st = loadCheckpoint(dir, cfg, B, *world);
+    CheckpointState st = loadCheckpoint(dir, cfg, B, world);
     LlamaModel b(cfg, grad(st.params), {gb.tp.get(), gb.tpRank, 4});
     Adam optB(as);
     optB.restore(st.adamM, st.adamV, st.adamSteps);
@@ -77,10 +74,7 @@ int main() {
     std::printf("rank %d: resumed at step %ld (adam step %ld) under tp 4; max "
                 "parameter diff to the uninterrupted tp 2 x dp 2 run %.3g\n",
                 rank, long(st.step), long(st.adamSteps), diff);
-    world->barrier();
+    world.barrier();
     return st.step == 1 && st.adamSteps == 1 && diff < 2e-5 ? 0 : 1;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
-    return 1;
-  }
+  });
 }

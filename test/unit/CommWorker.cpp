@@ -17,16 +17,13 @@
 #include <unistd.h>
 
 int main() {
-  int rank = -1;
-  try {
-    auto cfg = rlhf::RendezvousConfig::fromEnv();
-    rank = cfg.rank;
-    auto comm = rlhf::createGlooCommunicator(cfg);
-    const int n = comm->size();
+  return rlhf::runGlooWorker([](rlhf::Communicator &comm) {
+    const int rank = comm.rank();
+    const int n = comm.size();
     const double expect = n * (n + 1) / 2.0;
     for (int round = 0; round < 2; ++round) {
       at::Tensor t = at::full({1024}, double(rank + 1), at::kFloat);
-      comm->allReduceSum(t);
+      comm.allReduceSum(t);
       if (!at::allclose(t, at::full({1024}, expect, at::kFloat))) {
         std::fprintf(stderr, "rank %d: all-reduce gave %f, expected %f\n", rank,
                      t[0].item<double>(), expect);
@@ -43,10 +40,7 @@ int main() {
           pause();
       }
     }
-    comm->barrier();
+    comm.barrier();
     return 0;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

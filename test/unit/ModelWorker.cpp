@@ -31,14 +31,11 @@ double maxDiff(const at::Tensor &a, const at::Tensor &b) {
 } // namespace
 
 int main() {
-  int rank = 0;
-  try {
-    auto rz = RendezvousConfig::fromEnv();
-    rank = rz.rank;
-    auto world = createGlooCommunicator(rz);
+  return runGlooWorker([](Communicator &world) {
+    const int rank = world.rank();
     int tpSize = std::atoi(std::getenv("RLHF_TP") ? std::getenv("RLHF_TP") : "1");
     int ppSize = std::atoi(std::getenv("RLHF_PP") ? std::getenv("RLHF_PP") : "1");
-    int dp = world->size() / (tpSize * ppSize);
+    int dp = world.size() / (tpSize * ppSize);
     bool valueHead = std::getenv("RLHF_VALUE_HEAD") != nullptr;
 
     ModelConfig cfg;
@@ -63,7 +60,7 @@ int main() {
 
     // This rank's groups in the layout (dp, pp, tp): rank = (d*pp + s)*tp + t.
     const Layout L{0, dp, tpSize, ppSize};
-    ParallelGroups groups = makeGroups(*world, L);
+    ParallelGroups groups = makeGroups(world, L);
     Communicator *tpComm = groups.tp.get(), *ppComm = groups.pp.get(),
                  *dpComm = groups.dp.get();
     int tpRank = groups.tpRank, stage = groups.stage, dpRank = groups.dpRank;
@@ -182,10 +179,7 @@ int main() {
                 rank, tpRank, tpSize, stage, ppSize, dpRank, dp, fwd, bwd,
                 valueHead || ppSize > 1 ? "n/a" : genOk ? "identical" : "DIFFERS",
                 trainDiff);
-    world->barrier();
+    world.barrier();
     return fwd < 1e-4 && bwd < 1e-5 && genOk && trainDiff < 2e-5 ? 0 : 1;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
-    return 1;
-  }
+  });
 }

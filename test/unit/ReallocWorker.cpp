@@ -31,11 +31,8 @@ bool same(const ParamMap &a, const ParamMap &b) {
 } // namespace
 
 int main() {
-  int rank = 0;
-  try {
-    auto rz = RendezvousConfig::fromEnv();
-    rank = rz.rank;
-    auto world = createGlooCommunicator(rz);
+  return runGlooWorker([](Communicator &world) {
+    const int rank = world.rank();
     ModelConfig cfg;
     cfg.shape = ModelShape{4, 64, 4, 4, 176, 512, false, false};
     ParamMap full = initParams(cfg, 3);
@@ -51,8 +48,8 @@ int main() {
     for (const Layout &a : layouts)
       for (const Layout &b : layouts) {
         ParamMap mine = layoutShard(cfg, full, a, rank);
-        ParamMap there = reallocate(cfg, mine, a, b, *world, &stats);
-        ParamMap back = reallocate(cfg, there, b, a, *world, &stats);
+        ParamMap there = reallocate(cfg, mine, a, b, world, &stats);
+        ParamMap back = reallocate(cfg, there, b, a, world, &stats);
         bool ok = same(there, layoutShard(cfg, full, b, rank)) &&
                   same(back, layoutShard(cfg, full, a, rank));
         if (!ok) {
@@ -68,7 +65,7 @@ int main() {
         for (int64_t d = 0; d < a.dp; ++d)
           if (a.gpu(d, a.pp - 1, 0) == rank)
             held = global.narrow(0, d * rows / a.dp, rows / a.dp).clone();
-        at::Tensor got = transferBatch(held, rows, global, a, b, *world);
+        at::Tensor got = transferBatch(held, rows, global, a, b, world);
         for (int64_t d = 0; d < b.dp; ++d)
           for (int64_t t = 0; t < b.tp; ++t)
             if (b.gpu(d, 0, t) == rank &&
@@ -83,10 +80,7 @@ int main() {
                 "bytes in %ld messages, copied %ld locally\n",
                 rank, pairs, layouts.size(), bad, long(stats.bytesSent),
                 long(stats.messages), long(stats.bytesLocal));
-    world->barrier();
+    world.barrier();
     return bad ? 1 : 0;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
-    return 1;
-  }
+  });
 }

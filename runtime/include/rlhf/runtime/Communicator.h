@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 
 namespace rlhf {
@@ -49,6 +50,12 @@ public:
 /// Connects to the TCPStore at cfg.masterAddr:cfg.masterPort (rank 0 hosts
 /// it) and builds a Gloo process group over loopback or the host's address.
 std::unique_ptr<Communicator> createGlooCommunicator(const RendezvousConfig &cfg);
+
+/// Runs `body` as one rank of a job started by rlhf-run: joins the rendezvous
+/// the environment describes over Gloo and returns body's exit code. An
+/// exception becomes "rank R: error: ..." on stderr and exit code 1, so the
+/// launcher can name the failing rank.
+int runGlooWorker(const std::function<int(Communicator &world)> &body);
 
 } // namespace rlhf
 
