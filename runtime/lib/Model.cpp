@@ -352,6 +352,12 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   at::Tensor logprobs = at::zeros({B, G}, at::kFloat);
   at::Tensor done = at::zeros({B}, at::kBool);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  if (!o.rowSeeds.empty() && int64_t(o.rowSeeds.size()) != B)
+    throw Error("generate: " + std::to_string(o.rowSeeds.size()) + " row seeds for " +
+                std::to_string(B) + " prompts");
+  std::vector<at::Generator> rowGens;
+  for (uint64_t s : o.rowSeeds)
+    rowGens.push_back(at::make_generator<at::CPUGeneratorImpl>(s));
   KvCache cache;
   at::Tensor x = hidden(seq.narrow(1, 0, P), positionsOf(P), maskOf(0, P), &cache);
   at::Tensor last = head(x.narrow(1, P - 1, 1)).squeeze(1); // [B, V]
@@ -371,7 +377,16 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
         sorted = sorted.masked_fill(drop, 0);
         probs = at::zeros_like(probs).scatter(-1, idx, sorted);
       }
-      next = at::multinomial(probs, 1, false, gen).squeeze(-1);
+      if (o.rowSeeds.empty()) {
+        next = at::multinomial(probs, 1, false, gen).squeeze(-1);
+      } else {
+        at::Tensor u = at::empty({B}, at::kDouble);
+        for (int64_t b = 0; b < B; ++b)
+          u[b] = at::rand({1}, rowGens[size_t(b)], at::kDouble).item<double>();
+        at::Tensor cum = probs.to(at::kDouble).cumsum(-1);
+        at::Tensor target = u * cum.select(1, cum.size(1) - 1);
+        next = (cum < target.unsqueeze(1)).sum(-1).clamp_max(probs.size(1) - 1);
+      }
     }
     at::Tensor lp = logp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
     next = at::where(done, at::full({}, o.padToken, at::kLong), next);

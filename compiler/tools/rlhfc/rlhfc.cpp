@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/Frontend/Frontend.h"
+#include "rlhfc/Codegen/Codegen.h"
 #include "rlhfc/CostModel/FromIR.h"
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
@@ -21,6 +22,7 @@
 #include "rlhf/IR/RLHFDialect.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -31,7 +33,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan, Timeline, Trace };
+enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan, Timeline, Trace, LLVM, Obj, Exe };
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
@@ -56,7 +58,15 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program
                                          "per GPU and memory over time"),
                               clEnumValN(Emit::Trace, "trace",
                                          "the timeline as Chrome trace JSON (open in "
-                                         "Perfetto or chrome://tracing)")),
+                                         "Perfetto or chrome://tracing)"),
+                              clEnumValN(Emit::LLVM, "llvm",
+                                         "LLVM IR of the executable: main, the "
+                                         "iteration, the plan as constants"),
+                              clEnumValN(Emit::Obj, "obj", "a native object file"),
+                              clEnumValN(Emit::Exe, "exe",
+                                         "an executable linked against librlhf_runtime "
+                                         "(default name: the input's, without .rlhf); "
+                                         "run it with rlhf-run -n GPUS")),
                    cl::cat(rlhfcCat));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
@@ -87,6 +97,11 @@ cl::opt<std::string> calibrationFile(
     cl::desc("JSON file of measured efficiency factors per hardware preset "
              "(see docs/cost-model.md)"),
     cl::value_desc("file"), cl::init(""), cl::cat(rlhfcCat));
+cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("Folder of librlhf_runtime.so to link against (default: ../lib "
+             "next to rlhfc)"),
+    cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
 cl::opt<bool> printLocations("print-locations",
                               cl::desc("Print source locations in MLIR output"),
                               cl::init(false), cl::cat(rlhfcCat));
@@ -108,9 +123,13 @@ const char *kOverview =
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan         the searched placement as JSON\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=timeline -o t.html   per-GPU timeline\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan --planner=heuristic   a baseline\n"
+    "  rlhfc examples/tiny_grpo.rlhf --emit=exe -o tiny_grpo   compile to an executable\n"
+    "  rlhf-run -n 4 ./tiny_grpo --steps 100         ...and train with 4 CPU workers\n"
     "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
     "Imports are searched in the importing file's folder, then the -I folders,\n"
     "then the standard library. The language is described in lang/README.md.\n";
+
+const char *programName = "rlhfc";
 
 std::string defaultStdlib() {
   if (!stdlibDir.empty())
@@ -144,6 +163,56 @@ mlir::LogicalResult plan(mlir::ModuleOp module) {
   sched.calibration = calibrationFile;
   pm.addPass(rlhfc::createRLHFSchedule(sched));
   return pm.run(module);
+}
+
+/// The executable's path for --emit=exe: -o, or the input's name.
+std::string exeOutput() {
+  if (outputFile != "-")
+    return outputFile;
+  if (inputFile == "-")
+    return "a.out";
+  return llvm::sys::path::stem(inputFile).str();
+}
+
+/// Lowers a planned module and writes LLVM IR or an object to `os`, or
+/// links the executable.
+mlir::LogicalResult codegen(mlir::ModuleOp module, raw_ostream &os) {
+  namespace cg = rlhfc::codegen;
+  if (mlir::failed(cg::lowerToLLVMDialect(module)))
+    return mlir::failure();
+  llvm::LLVMContext llvmCtx;
+  std::string err;
+  auto fail = [&](const std::string &what) {
+    errs() << "rlhfc: error: " << what << "\n";
+    return mlir::failure();
+  };
+  std::unique_ptr<llvm::Module> m = cg::translateToLLVMIR(module, llvmCtx, err);
+  if (!m)
+    return fail(err);
+  if (emit == Emit::LLVM) {
+    m->print(os, nullptr);
+    return mlir::success();
+  }
+  SmallString<128> obj;
+  if (std::error_code ec = sys::fs::createTemporaryFile("rlhfc", "o", obj))
+    return fail("cannot create a temporary object file: " + ec.message());
+  FileRemover removeObj(obj);
+  if (mlir::failed(cg::emitObject(*m, obj, err)))
+    return fail(err);
+  if (emit == Emit::Obj) {
+    auto bytes = MemoryBuffer::getFile(obj);
+    if (!bytes)
+      return fail("cannot read back the object file");
+    os << (*bytes)->getBuffer();
+    return mlir::success();
+  }
+  cg::LinkOptions link;
+  link.runtimeLibDir = runtimeDir.empty()
+                           ? cg::defaultRuntimeLibDir(programName, (void *)&exeOutput)
+                           : std::string(runtimeDir);
+  if (mlir::failed(cg::linkExecutable(obj, exeOutput(), link, err)))
+    return fail(err);
+  return mlir::success();
 }
 
 /// Everything after reading the input: diagnostics go to `ctx`'s handler,
@@ -192,6 +261,8 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     os << "\n";
     return mlir::success();
   }
+  if (emit == Emit::LLVM || emit == Emit::Obj || emit == Emit::Exe)
+    return codegen(*module, os);
   llvm::json::Array plans;
   for (auto alg : module->getOps<mlir::rlhf::AlgorithmOp>()) {
     auto p = rlhfc::plan::buildProblem(alg, calibration);
@@ -225,7 +296,10 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(rlhfcCat);
   cl::ParseCommandLineOptions(argc, argv, kOverview);
 
-  mlir::MLIRContext ctx;
+  programName = argv[0];
+  mlir::DialectRegistry registry;
+  rlhfc::codegen::registerCodegenDialects(registry);
+  mlir::MLIRContext ctx(registry);
   ctx.getOrLoadDialect<mlir::rlhf::RLHFDialect>();
   // Errors point at .rlhf source; a dump of the IR would only confuse.
   ctx.printOpOnDiagnostic(false);
@@ -247,6 +321,11 @@ int main(int argc, char **argv) {
     return mlir::failed(handler.verify()) ? 1 : 0;
   }
   mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
+  if (emit == Emit::Exe) { // the linker writes the file
+    std::string ignored;
+    llvm::raw_string_ostream os(ignored);
+    return mlir::failed(compile(sm, ctx, os)) ? 1 : 0;
+  }
   auto out = mlir::openOutputFile(outputFile, &err);
   if (!out) {
     errs() << "rlhfc: error: " << err << "\n";

@@ -98,4 +98,23 @@ def RLHFSchedule : Pass<"rlhf-schedule", "mlir::ModuleOp"> {
   ];
 }
 
+def RLHFLowerToRuntime : Pass<"rlhf-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "lower a planned program to func/LLVM calls into the runtime";
+  let description = [{
+    Replaces the `rlhf` declarations and the planned algorithm with a `main`
+    that builds the program from constants (architectures, optimizer
+    settings, datasets, every call's layout, the predicted per-GPU memory)
+    and loops over the steps, and an iteration function whose body calls
+    the runtime's C ABI (`rlhf_program.h`) once per op: loads, fields,
+    reallocations, transfers, generate, inference, train steps, host
+    functions and EMA. Values become opaque `!llvm.ptr` handles. Every call
+    must be placed (run the planning pipeline first).
+
+    Relative dataset paths are resolved against the directory of the
+    `.rlhf` file that declares them.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect",
+                           "mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // RLHFC_TRANSFORMS_PASSES_TD

@@ -20,6 +20,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace rlhf {
 
@@ -46,6 +47,10 @@ struct GenerateOptions {
   int64_t eosToken = -1; ///< -1: never stop early
   int64_t padToken = 0;
   uint64_t seed = 0;     ///< identical on every tensor-parallel rank
+  /// When set, one random stream per row (by inverse-CDF sampling) instead
+  /// of `seed`: a row's sample then does not depend on how the batch is
+  /// split over data-parallel ranks.
+  std::vector<uint64_t> rowSeeds;
 };
 
 struct Generation {

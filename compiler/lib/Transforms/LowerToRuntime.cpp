@@ -1,0 +1,455 @@
+//===- LowerToRuntime.cpp - rlhf-lower-to-runtime -------------------------===//
+//
+// The planned rlhf module becomes a `main` plus one iteration function whose
+// ops are calls into runtime/include/rlhf/runtime/rlhf_program.h. The plan
+// (layouts, schedules of reallocations and transfers, predicted memory) is
+// embedded as constant globals. The iteration body is straight-line code, so
+// the lowering walks it once, mapping each rlhf value to a runtime handle.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PassUtils.h"
+#include "rlhfc/Transforms/Passes.h"
+
+#include "rlhf/runtime/rlhf_program.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+namespace rlhfc {
+#define GEN_PASS_DEF_RLHFLOWERTORUNTIME
+#include "rlhfc/Transforms/Passes.h.inc"
+} // namespace rlhfc
+
+using namespace mlir;
+using namespace rlhfc;
+namespace r = mlir::rlhf;
+
+// The runtime's enums follow the dialect's order.
+static_assert(int(r::LossKind::ppo_actor) == RLHF_LOSS_PPO_ACTOR &&
+              int(r::LossKind::ppo_value) == RLHF_LOSS_PPO_VALUE &&
+              int(r::LossKind::grpo) == RLHF_LOSS_GRPO && int(r::LossKind::dpo) == RLHF_LOSS_DPO &&
+              int(r::LossKind::sft) == RLHF_LOSS_SFT && int(r::LossKind::rm) == RLHF_LOSS_RM);
+static_assert(int(r::ComputeKind::gae) == RLHF_COMPUTE_GAE &&
+              int(r::ComputeKind::grpo_adv) == RLHF_COMPUTE_GRPO_ADV &&
+              int(r::ComputeKind::remax_adv) == RLHF_COMPUTE_REMAX_ADV &&
+              int(r::ComputeKind::rloo_adv) == RLHF_COMPUTE_RLOO_ADV &&
+              int(r::ComputeKind::kl_penalty) == RLHF_COMPUTE_KL_PENALTY &&
+              int(r::ComputeKind::exact_match) == RLHF_COMPUTE_EXACT_MATCH);
+
+namespace {
+
+/// Emits runtime calls and constant globals into one module.
+class Emitter {
+public:
+  Emitter(ModuleOp module) : module(module), b(module.getContext()) {
+    ptr = LLVM::LLVMPointerType::get(module.getContext());
+    i64 = b.getI64Type();
+    i32 = b.getI32Type();
+    f64 = b.getF64Type();
+    voidTy = LLVM::LLVMVoidType::get(module.getContext());
+  }
+
+  /// Declares `name` once with the given signature.
+  LLVM::LLVMFuncOp declare(StringRef name, Type result, ArrayRef<Type> args) {
+    if (auto f = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+      return f;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToEnd(module.getBody());
+    return b.create<LLVM::LLVMFuncOp>(module.getLoc(), name,
+                                      LLVM::LLVMFunctionType::get(result, args));
+  }
+
+  Value call(Location loc, StringRef name, Type result, ValueRange args) {
+    SmallVector<Type> types(args.getTypes());
+    auto f = declare(name, result, types);
+    auto c = b.create<LLVM::CallOp>(loc, f, args);
+    return isa<LLVM::LLVMVoidType>(result) ? Value() : c.getResult();
+  }
+
+  Value int64(Location loc, int64_t v) {
+    return b.create<LLVM::ConstantOp>(loc, i64, b.getI64IntegerAttr(v));
+  }
+  Value float64(Location loc, double v) {
+    return b.create<LLVM::ConstantOp>(loc, f64, b.getF64FloatAttr(v));
+  }
+  Value null(Location loc) { return b.create<LLVM::ZeroOp>(loc, ptr); }
+
+  /// Address of a NUL-terminated constant string (one global per text).
+  Value string(Location loc, StringRef text) {
+    std::string &sym = strings[text.str()];
+    if (sym.empty()) {
+      sym = llvm::formatv("__rlhf_str{0}", strings.size() - 1).str();
+      std::string data = text.str();
+      data.push_back('\0');
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(module.getBody());
+      auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
+      b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true, LLVM::Linkage::Internal,
+                               sym, b.getStringAttr(data));
+    }
+    return addressOf(loc, sym);
+  }
+
+  /// Address of a constant int64 array named `name`. (Doubles go as scalar
+  /// arguments: LLVM 19's translation rejects f64 array globals built here.)
+  Value array(Location loc, StringRef name, ArrayRef<int64_t> v) {
+    SmallVector<Attribute> elts;
+    for (int64_t x : v)
+      elts.push_back(b.getI64IntegerAttr(x));
+    return constArray(loc, name, i64, elts);
+  }
+
+  ModuleOp module;
+  OpBuilder b;
+  Type ptr, i64, i32, f64, voidTy;
+
+private:
+  Value addressOf(Location loc, StringRef sym) {
+    return b.create<LLVM::AddressOfOp>(loc, ptr, sym);
+  }
+  /// A global initialised element by element (LLVM 19 cannot translate a
+  /// splat dense attribute into an array global).
+  Value constArray(Location loc, StringRef name, Type elt, ArrayRef<Attribute> elts) {
+    std::string sym = uniqueName(name);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(module.getBody());
+      auto type = LLVM::LLVMArrayType::get(elt, elts.size());
+      auto global = b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true,
+                                             LLVM::Linkage::Internal, sym, Attribute());
+      Block *init = b.createBlock(&global.getInitializerRegion());
+      b.setInsertionPointToStart(init);
+      Value agg = b.create<LLVM::UndefOp>(loc, type);
+      for (auto [i, a] : llvm::enumerate(elts)) {
+        Value c = b.create<LLVM::ConstantOp>(loc, elt, cast<TypedAttr>(a));
+        agg = b.create<LLVM::InsertValueOp>(loc, agg, c, ArrayRef<int64_t>{int64_t(i)});
+      }
+      b.create<LLVM::ReturnOp>(loc, agg);
+    }
+    return addressOf(loc, sym);
+  }
+  std::string uniqueName(StringRef base) {
+    std::string name = ("__rlhf_" + base).str();
+    for (char &c : name)
+      if (!llvm::isAlnum(c) && c != '_')
+        c = '_';
+    std::string out = name;
+    for (int i = 1; module.lookupSymbol(out); ++i)
+      out = name + "_" + std::to_string(i);
+    return out;
+  }
+
+  std::map<std::string, std::string> strings;
+};
+
+/// {first, dp, tp, pp, micro-batches} of a placement.
+SmallVector<int64_t> layoutOf(r::MeshAttr mesh, r::StrategyAttr st) {
+  return {mesh.getFirst(), st.getDp(), st.getTp(), st.getPp(), st.getMbs()};
+}
+
+/// "k=v,..." of a settings dictionary (numbers only).
+std::string settingsString(DictionaryAttr d) {
+  std::string s;
+  for (NamedAttribute a : d) {
+    double v = 0;
+    if (auto f = dyn_cast<FloatAttr>(a.getValue()))
+      v = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
+      v = double(i.getInt());
+    else
+      continue;
+    char buf[32]; // round-trips the double
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    s += (s.empty() ? "" : ",") + a.getName().str() + "=" + buf;
+  }
+  return s;
+}
+
+std::string fileOf(Location loc) {
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return f.getFilename().str();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return fileOf(n.getChildLoc());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string f = fileOf(l); !f.empty())
+        return f;
+  return "";
+}
+
+struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto algs = llvm::to_vector(module.getOps<r::AlgorithmOp>());
+    if (algs.size() != 1) {
+      module.emitError() << "an executable runs one algorithm, found " << algs.size()
+                         << "; keep one run block";
+      return signalPassFailure();
+    }
+    if (failed(lower(algs.front())))
+      return signalPassFailure();
+    // The declarations are now constants of main.
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (isa<r::ClusterOp, r::ModelOp, r::DatasetOp, r::AlgorithmOp>(op))
+        op.erase();
+  }
+
+  LogicalResult lower(r::AlgorithmOp alg) {
+    ModuleOp module = getOperation();
+    Emitter e(module);
+    OpBuilder &b = e.b;
+    MLIRContext *ctx = module.getContext();
+    auto cluster = alg.getClusterOp();
+    if (!cluster)
+      return alg.emitError("the algorithm has no cluster");
+    const int64_t gpus = cluster.getNodes() * cluster.getGpusPerNode();
+
+    // Models and datasets are numbered in declaration order.
+    llvm::StringMap<int64_t> modelIndex, datasetIndex;
+    SmallVector<r::ModelOp> models;
+    SmallVector<r::DatasetOp> datasets;
+    for (auto m : module.getOps<r::ModelOp>()) {
+      modelIndex[m.getSymName()] = int64_t(models.size());
+      models.push_back(m);
+    }
+    for (auto d : module.getOps<r::DatasetOp>()) {
+      datasetIndex[d.getSymName()] = int64_t(datasets.size());
+      datasets.push_back(d);
+    }
+
+    // A model's layout when an iteration starts: where its first realloc
+    // takes it from, or where its first call runs.
+    llvm::StringMap<SmallVector<int64_t>> initial;
+    for (Operation &op : alg.getBodyBlock()) {
+      if (auto re = dyn_cast<r::ReallocOp>(op)) {
+        initial.try_emplace(re.getSource(), layoutOf(re.getFromMesh(), re.getFrom()));
+      } else if (r::isModelCall(&op)) {
+        if (!isPlaced(&op))
+          return op.emitError("call is not placed; run the planning pipeline before "
+                              "rlhf-lower-to-runtime");
+        auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
+        initial.try_emplace(model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
+                                            op.getAttrOfType<r::StrategyAttr>("strategy")));
+      }
+    }
+
+    // Predicted per-GPU peak memory, printed beside measured RSS at the end.
+    auto sim = simulatePlaced(alg, cost::Calibration{}, /*record=*/false);
+    if (failed(sim))
+      return failure();
+    SmallVector<double> peak(sim->second.peakMemory.begin(), sim->second.peakMemory.end());
+    peak.resize(size_t(gpus), 0.0);
+    double iteration = 0;
+    if (auto t = alg->getAttrOfType<FloatAttr>("iteration_time"))
+      iteration = t.getValueAsDouble();
+    else
+      iteration = sim->second.iterationTime;
+
+    Location loc = alg.getLoc();
+    std::string iterName = ("__rlhf_iteration_" + alg.getSymName()).str();
+
+    // main(argc, argv)
+    b.setInsertionPointToEnd(module.getBody());
+    auto mainFn = b.create<func::FuncOp>(loc, "main",
+                                         b.getFunctionType({e.i32, e.ptr}, {e.i32}));
+    Block *entry = mainFn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    Value prog = e.call(loc, "rlhf_prog_create", e.ptr,
+                        {entry->getArgument(0), entry->getArgument(1),
+                         e.string(loc, alg.getSymName()), e.int64(loc, alg.getSteps()),
+                         e.int64(loc, alg.getSeed()), e.int64(loc, alg.getSaveInterval()),
+                         e.int64(loc, gpus), e.float64(loc, iteration)});
+    for (r::ModelOp m : models) {
+      Location mloc = m.getLoc();
+      r::ArchAttr a = m.getArch();
+      Value arch = e.array(mloc, (m.getSymName() + "_arch").str(),
+                           ArrayRef<int64_t>{a.getLayers(), a.getHidden(), a.getHeads(),
+                                             a.getKvHeads(), a.getFfn(), a.getVocab(),
+                                             a.getMaxSeq(), m.getHead() == r::Head::value,
+                                             a.getTieEmbeddings()});
+      // Adam settings; lr 0 marks a frozen model.
+      SmallVector<double> adam = {0.0, 0.9, 0.95, 1e-8, 0.0, 1.0};
+      if (m.getTrainable()) {
+        adam[0] = 1e-5;
+        if (auto o = m.getOptimizerAttr())
+          adam = {o.getLr().convertToDouble(),   o.getBeta1().convertToDouble(),
+                  o.getBeta2().convertToDouble(), o.getEps().convertToDouble(),
+                  o.getWeightDecay().convertToDouble(), o.getGradClip().convertToDouble()};
+      }
+      Value ckpt = m.getCheckpoint() ? e.string(mloc, *m.getCheckpoint()) : e.null(mloc);
+      SmallVector<int64_t> lay = {0, 1, 1, 1, 1};
+      if (auto it = initial.find(m.getSymName()); it != initial.end())
+        lay = it->second;
+      Value layout = e.array(mloc, (m.getSymName() + "_layout").str(), ArrayRef<int64_t>(lay));
+      SmallVector<Value> args = {prog, e.string(mloc, m.getSymName()), arch,
+                                 e.int64(mloc, m.getTrainable())};
+      for (double x : adam)
+        args.push_back(e.float64(mloc, x));
+      args.append({ckpt, layout});
+      e.call(mloc, "rlhf_prog_add_model", e.voidTy, args);
+    }
+    for (r::DatasetOp d : datasets) {
+      Location dloc = d.getLoc();
+      auto rec = cast<r::RecordType>(d.getBatchType());
+      int64_t batch = 0, promptLen = 0, seqLen = 0, answerLen = 0;
+      std::string fields;
+      for (auto [name, type] : llvm::zip(rec.getNames(), rec.getTypes())) {
+        auto t = cast<RankedTensorType>(type);
+        batch = t.getDimSize(0);
+        StringRef n = name.getValue();
+        if (n == "prompt")
+          promptLen = t.getDimSize(1);
+        else if (n == "answer")
+          answerLen = t.getDimSize(1);
+        else
+          seqLen = t.getDimSize(1);
+        fields += (fields.empty() ? "" : ",") + n.str();
+      }
+      // max_response_len: whole sequences are P + R; answers are R wide.
+      int64_t responseLen = seqLen && promptLen ? seqLen - promptLen : answerLen;
+      if (!promptLen && seqLen)
+        promptLen = seqLen - responseLen;
+      // Relative paths are relative to the .rlhf file that declares them.
+      SmallString<256> path(d.getPath());
+      if (!llvm::sys::path::is_absolute(path)) {
+        std::string src = fileOf(dloc);
+        if (!src.empty()) {
+          SmallString<256> dir(llvm::sys::path::parent_path(src));
+          llvm::sys::path::append(dir, path);
+          llvm::sys::fs::make_absolute(dir);
+          llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+          path = dir;
+        }
+      }
+      e.call(dloc, "rlhf_prog_add_dataset", e.voidTy,
+             {prog, e.string(dloc, d.getSymName()), e.string(dloc, path),
+              e.int64(dloc, batch), e.int64(dloc, promptLen), e.int64(dloc, responseLen),
+              e.string(dloc, fields)});
+    }
+    for (auto [gpu, bytes] : llvm::enumerate(peak))
+      e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
+             {prog, e.int64(loc, int64_t(gpu)), e.float64(loc, bytes)});
+    Value first = e.call(loc, "rlhf_prog_start", e.i64, {prog});
+    Value last = e.call(loc, "rlhf_prog_steps", e.i64, {prog});
+    Value one = b.create<arith::ConstantIntOp>(loc, 1, 64);
+    auto loop = b.create<scf::ForOp>(loc, first, last, one);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value step = loop.getInductionVar();
+      e.call(loc, "rlhf_step_begin", e.voidTy, {prog, step});
+      b.create<func::CallOp>(loc, iterName, TypeRange{}, ValueRange{prog, step});
+      e.call(loc, "rlhf_step_end", e.voidTy, {prog, step});
+    }
+    Value rc = e.call(loc, "rlhf_prog_finish", e.i32, {prog});
+    b.create<func::ReturnOp>(loc, rc);
+
+    // The iteration.
+    b.setInsertionPointToEnd(module.getBody());
+    auto iterFn = b.create<func::FuncOp>(loc, iterName, b.getFunctionType({e.ptr, e.i64}, {}));
+    iterFn.setPrivate();
+    Block *body = iterFn.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    Value p = body->getArgument(0), stepArg = body->getArgument(1);
+    DenseMap<Value, Value> handle;
+    auto layoutConst = [&](Location l, StringRef what, r::MeshAttr mesh, r::StrategyAttr st) {
+      return e.array(l, what, ArrayRef<int64_t>(layoutOf(mesh, st)));
+    };
+    auto inputs = [&](Location l, ValueRange vals) {
+      Value n = e.int64(l, int64_t(vals.size()));
+      Value arr = b.create<LLVM::AllocaOp>(l, e.ptr, e.ptr, n);
+      for (auto [i, v] : llvm::enumerate(vals)) {
+        Value slot = b.create<LLVM::GEPOp>(l, e.ptr, e.ptr, arr,
+                                           ArrayRef<LLVM::GEPArg>{int32_t(i)});
+        b.create<LLVM::StoreOp>(l, handle.lookup(v), slot);
+      }
+      return std::make_pair(n, arr);
+    };
+    for (Operation &op : alg.getBodyBlock()) {
+      Location l = op.getLoc();
+      auto modelIdx = [&](StringRef name) { return e.int64(l, modelIndex.lookup(name)); };
+      auto placed = [&](StringRef what) {
+        auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
+        return layoutConst(l, (model + "_" + what).str(), op.getAttrOfType<r::MeshAttr>("mesh"),
+                           op.getAttrOfType<r::StrategyAttr>("strategy"));
+      };
+      if (auto ld = dyn_cast<r::LoadOp>(op)) {
+        handle[ld.getResult()] =
+            e.call(l, "rlhf_load", e.ptr,
+                   {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg});
+      } else if (auto f = dyn_cast<r::FieldOp>(op)) {
+        handle[f.getResult()] = e.call(l, "rlhf_field", e.ptr,
+                                       {p, handle.lookup(f.getRecord()),
+                                        e.string(l, f.getName())});
+      } else if (auto re = dyn_cast<r::ReallocOp>(op)) {
+        if (re.getSource() != re.getTarget())
+          return re.emitError("the runtime reallocates a model onto itself only; '")
+                 << re.getSource() << "' to '" << re.getTarget() << "' is not supported";
+        e.call(l, "rlhf_realloc", e.voidTy,
+               {p, modelIdx(re.getSource()),
+                layoutConst(l, (re.getSource() + "_realloc_from").str(), re.getFromMesh(),
+                            re.getFrom()),
+                layoutConst(l, (re.getSource() + "_realloc_to").str(), re.getToMesh(),
+                            re.getTo())});
+      } else if (auto t = dyn_cast<r::TransferOp>(op)) {
+        // The consumer's layout decides which ranks receive which rows.
+        r::StrategyAttr st;
+        for (Operation *user : t.getResult().getUsers())
+          if (auto s = user->getAttrOfType<r::StrategyAttr>("strategy"); s && !st)
+            st = s;
+        if (!st)
+          return t.emitError("transfer has no placed consumer");
+        handle[t.getResult()] = e.call(l, "rlhf_transfer", e.ptr,
+                                       {p, handle.lookup(t.getInput()),
+                                        layoutConst(l, "transfer_to", t.getTo(), st)});
+      } else if (auto g = dyn_cast<r::GenerateOp>(op)) {
+        handle[g.getResult()] = e.call(
+            l, "rlhf_generate", e.ptr,
+            {p, modelIdx(g.getModel()), handle.lookup(g.getPrompt()), placed("generate"),
+             e.int64(l, g.getMaxNewTokens()), e.int64(l, g.getN()),
+             e.float64(l, g.getTemperature().convertToDouble()),
+             e.float64(l, g.getTopP().convertToDouble()), e.int64(l, g.getGreedy()),
+             e.string(l, ("generate " + g.getModel()).str())});
+      } else if (auto in = dyn_cast<r::InferenceOp>(op)) {
+        handle[in.getResult()] = e.call(
+            l, "rlhf_inference", e.ptr,
+            {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()), placed("inference"),
+             e.string(l, ("inference " + in.getModel()).str())});
+      } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
+        auto [n, arr] = inputs(l, ts.getInputs());
+        handle[ts.getStats()] = e.call(
+            l, "rlhf_train", e.ptr,
+            {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n, arr,
+             placed("train"), e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
+             e.string(l, settingsString(ts.getSettings())),
+             e.string(l, ("train " + ts.getModel()).str())});
+      } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
+        auto [n, arr] = inputs(l, c.getInputs());
+        handle[c.getResult()] =
+            e.call(l, "rlhf_compute", e.ptr,
+                   {p, e.int64(l, int64_t(c.getKind())), n, arr,
+                    e.string(l, settingsString(c.getSettings())),
+                    e.string(l, r::stringifyComputeKind(c.getKind()))});
+      } else if (auto em = dyn_cast<r::EmaOp>(op)) {
+        e.call(l, "rlhf_ema", e.voidTy,
+               {p, modelIdx(em.getTarget()), modelIdx(em.getSource()),
+                e.float64(l, em.getDecay().convertToDouble())});
+      } else {
+        return op.emitError("rlhf-lower-to-runtime cannot lower this op");
+      }
+    }
+    b.create<func::ReturnOp>(loc);
+    (void)ctx;
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,97 @@
+/*===- rlhf_program.h - what compiled .rlhf programs call ---------*- C -*-===//
+ *
+ * The executor interface code generation targets. A generated `main` builds a
+ * program from constants (models, datasets, the plan's layouts), starts it,
+ * then runs `rlhf_step_begin`, the iteration's calls and `rlhf_step_end` for
+ * every step. Values are opaque handles that live until the end of the step.
+ *
+ * Every entry point is collective: all ranks make the same calls in the same
+ * order (a rank outside a call's mesh returns at once). None of them returns
+ * on failure: the rank prints `rank R: error: ...` and exits with status 1,
+ * which makes `rlhf-run` end the whole job.
+ *
+ * Layouts are int64_t[5] {first_gpu, dp, tp, pp, micro_batches}; GPU (rank)
+ * = first + (d * pp + s) * tp + t, as in the planner.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef RLHF_PROGRAM_C_H
+#define RLHF_PROGRAM_C_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rlhf_prog rlhf_prog;
+typedef struct rlhf_value rlhf_value;
+
+/* The order of the rlhf dialect's LossKind and ComputeKind enums. */
+enum {
+  RLHF_LOSS_PPO_ACTOR = 0,
+  RLHF_LOSS_PPO_VALUE = 1,
+  RLHF_LOSS_GRPO = 2,
+  RLHF_LOSS_DPO = 3,
+  RLHF_LOSS_SFT = 4,
+  RLHF_LOSS_RM = 5
+};
+enum {
+  RLHF_COMPUTE_GAE = 0,
+  RLHF_COMPUTE_GRPO_ADV = 1,
+  RLHF_COMPUTE_REMAX_ADV = 2,
+  RLHF_COMPUTE_RLOO_ADV = 3,
+  RLHF_COMPUTE_KL_PENALTY = 4,
+  RLHF_COMPUTE_EXACT_MATCH = 5
+};
+
+/* arch: {layers, hidden, heads, kv_heads, ffn, vocab, max_seq, value_head,
+ *        tie_embeddings}; the Adam settings matter for trainable models;
+ *        checkpoint: a safetensors file or NULL (random init from the seed). */
+rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name, int64_t steps,
+                            int64_t seed, int64_t save_interval, int64_t gpus,
+                            double predicted_iteration_s);
+void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *arch,
+                         int64_t trainable, double lr, double beta1, double beta2,
+                         double eps, double weight_decay, double grad_clip,
+                         const char *checkpoint, const int64_t *layout);
+/* fields: comma-separated column names, e.g. "prompt,answer". */
+void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
+                           int64_t batch, int64_t max_prompt_len,
+                           int64_t max_response_len, const char *fields);
+/* The plan's predicted peak bytes on `gpu`, printed beside measured RSS. */
+void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
+/* Joins the job, builds the models (or resumes) and returns the first step. */
+int64_t rlhf_prog_start(rlhf_prog *p);
+int64_t rlhf_prog_steps(const rlhf_prog *p);
+void rlhf_step_begin(rlhf_prog *p, int64_t step);
+/* Metrics, progress line, checkpoint at the save interval; frees the step's values. */
+void rlhf_step_end(rlhf_prog *p, int64_t step);
+/* Prints the memory summary and leaves the job; returns main's exit status. */
+int rlhf_prog_finish(rlhf_prog *p);
+
+rlhf_value *rlhf_load(rlhf_prog *p, int64_t dataset, int64_t step);
+rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
+void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from, const int64_t *to);
+rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to);
+rlhf_value *rlhf_generate(rlhf_prog *p, int64_t model, rlhf_value *prompt,
+                          const int64_t *layout, int64_t max_new_tokens, int64_t n,
+                          double temperature, double top_p, int64_t greedy,
+                          const char *label);
+rlhf_value *rlhf_inference(rlhf_prog *p, int64_t model, rlhf_value *seq,
+                           const int64_t *layout, const char *label);
+/* settings: "key=value,..." (clip, kl, beta). */
+rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, int64_t loss, int64_t ninputs,
+                       rlhf_value *const *inputs, const int64_t *layout,
+                       int64_t minibatches, int64_t epochs, const char *settings,
+                       const char *label);
+rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t ninputs,
+                         rlhf_value *const *inputs, const char *settings,
+                         const char *label);
+void rlhf_ema(rlhf_prog *p, int64_t target, int64_t source, double decay);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLHF_PROGRAM_C_H */

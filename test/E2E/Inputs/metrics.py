@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Checks on the metrics.jsonl a compiled rlhf program writes (rank 0, one
+JSON object per step). Exits non-zero with a message when a check fails.
+
+  metrics.py rise FILE --key reward --window W --margin M
+      the mean of KEY over the last W steps exceeds the first W by M
+  metrics.py same A B --keys k1,k2 --rtol R --atol T
+      both runs have the same steps and agree on the keys within tolerance
+  metrics.py steps FILE N
+      steps 0..N-1 each appear exactly once, in order
+"""
+import argparse
+import json
+import math
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def rise(a):
+    rows = load(a.file)
+    if len(rows) < 2 * a.window:
+        fail(f"{a.file}: {len(rows)} steps, need {2 * a.window}")
+    first = sum(r[a.key] for r in rows[: a.window]) / a.window
+    last = sum(r[a.key] for r in rows[-a.window:]) / a.window
+    print(f"mean {a.key}: first {a.window} steps {first:.4f}, last {a.window} steps {last:.4f}")
+    if not last > first + a.margin:
+        fail(f"{a.key} rose by {last - first:.4f}, less than the margin {a.margin}")
+    print("OK: rose by %.4f (margin %.4f)" % (last - first, a.margin))
+
+
+def same(a):
+    x, y = load(a.a), load(a.b)
+    if [r["step"] for r in x] != [r["step"] for r in y]:
+        fail("the runs have different steps")
+    for rx, ry in zip(x, y):
+        for k in a.keys.split(","):
+            if k not in rx or k not in ry:
+                fail(f"step {rx['step']}: {k} missing")
+            u, v = rx[k], ry[k]
+            if not math.isclose(u, v, rel_tol=a.rtol, abs_tol=a.atol):
+                fail(f"step {rx['step']}: {k} {u!r} vs {v!r}")
+    print(f"OK: {len(x)} steps agree on {a.keys}")
+
+
+def steps(a):
+    got = [r["step"] for r in load(a.file)]
+    if got != list(range(a.n)):
+        fail(f"steps {got} are not 0..{a.n - 1} once each")
+    print(f"OK: steps 0..{a.n - 1} once each")
+
+
+p = argparse.ArgumentParser()
+sub = p.add_subparsers(dest="cmd", required=True)
+r = sub.add_parser("rise")
+r.add_argument("file")
+r.add_argument("--key", default="reward")
+r.add_argument("--window", type=int, default=20)
+r.add_argument("--margin", type=float, default=0.05)
+r.set_defaults(run=rise)
+s = sub.add_parser("same")
+s.add_argument("a")
+s.add_argument("b")
+s.add_argument("--keys", required=True)
+s.add_argument("--rtol", type=float, default=1e-4)
+s.add_argument("--atol", type=float, default=1e-5)
+s.set_defaults(run=same)
+t = sub.add_parser("steps")
+t.add_argument("file")
+t.add_argument("n", type=int)
+t.set_defaults(run=steps)
+a = p.parse_args()
+a.run(a)
