@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The main job, until code generation lands: set up, build, check the
-# example programs, plan PPO on 2x8 H100 with the search and the baselines,
-# write the plan's timeline, then run the runtime's 2-process Gloo
-# all-reduce through rlhf-run.
+# The main job: set up, build, check the example programs, plan PPO on 2x8
+# H100 against the baselines (timeline in ppo-timeline.html), then compile
+# examples/tiny_grpo.rlhf to an executable and train it with 4 CPU workers
+# through rlhf-run: the progress lines show the exact-match reward rising.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh rlhfc rlhf-run rlhf-comm-worker
+scripts/build.sh rlhfc rlhf-run rlhf_runtime
 bin=build/bin
 echo
 for f in examples/*.rlhf; do
@@ -13,15 +13,18 @@ for f in examples/*.rlhf; do
   "$bin/rlhfc" "$f" && echo ok
 done
 echo
-echo "== rlhfc examples/ppo_llama2_7b.rlhf --estimate (default placement)"
-"$bin/rlhfc" examples/ppo_llama2_7b.rlhf --estimate
 for planner in heuristic colocated separated search; do
   t=$("$bin/rlhfc" examples/ppo_llama2_7b.rlhf --emit=plan --planner=$planner |
       sed -n 's/.*"predicted_iteration_time_s": \([0-9.]*\).*/\1/p')
-  printf '== planner %-10s predicted iteration time %.2f s\n' "$planner" "$t"
+  printf '== PPO 7B+7B on 16 H100, planner %-10s predicted iteration %.2f s\n' "$planner" "$t"
 done
 "$bin/rlhfc" examples/ppo_llama2_7b.rlhf --emit=timeline -o ppo-timeline.html
 echo "== wrote ppo-timeline.html (open it in a browser)"
 echo
-echo "== rlhf-run -n 2 rlhf-comm-worker (TCPStore rendezvous + Gloo all-reduce)"
-"$bin/rlhf-run" -n 2 "$bin/rlhf-comm-worker"
+mkdir -p out
+echo "== rlhfc examples/tiny_grpo.rlhf --emit=exe -o out/tiny_grpo"
+"$bin/rlhfc" examples/tiny_grpo.rlhf --emit=exe -o out/tiny_grpo
+echo "== rlhf-run -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run"
+rm -rf out/tiny_grpo-run
+"$bin/rlhf-run" -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run
+echo "== metrics: out/tiny_grpo-run/metrics.jsonl, checkpoints: out/tiny_grpo-run/checkpoints"

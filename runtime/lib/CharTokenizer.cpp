@@ -6,7 +6,8 @@
 
 using namespace rlhf;
 
-CharTokenizer::CharTokenizer(const std::vector<const JsonlDataset *> &datasets) {
+CharTokenizer::CharTokenizer(
+    const std::vector<const JsonlDataset *> &datasets) {
   std::array<bool, 256> seen{};
   for (const JsonlDataset *d : datasets)
     for (size_t i = 0; i < d->size(); ++i)
@@ -20,13 +21,15 @@ CharTokenizer::CharTokenizer(const std::vector<const JsonlDataset *> &datasets) 
     }
 }
 
-std::vector<int64_t> CharTokenizer::encode(const std::string &text, bool addBos) const {
+std::vector<int64_t> CharTokenizer::encode(const std::string &text,
+                                           bool addBos) const {
   std::vector<int64_t> ids;
   if (addBos)
     ids.push_back(bos());
   for (unsigned char c : text) {
     if (!idOf[c])
-      throw Error("character " + std::to_string(int(c)) + " is not in the datasets' vocabulary");
+      throw Error("character " + std::to_string(int(c)) +
+                  " is not in the datasets' vocabulary");
     ids.push_back(idOf[c]);
   }
   return ids;

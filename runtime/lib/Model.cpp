@@ -353,8 +353,8 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   at::Tensor done = at::zeros({B}, at::kBool);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   if (!o.rowSeeds.empty() && int64_t(o.rowSeeds.size()) != B)
-    throw Error("generate: " + std::to_string(o.rowSeeds.size()) + " row seeds for " +
-                std::to_string(B) + " prompts");
+    throw Error("generate: " + std::to_string(o.rowSeeds.size()) +
+                " row seeds for " + std::to_string(B) + " prompts");
   std::vector<at::Generator> rowGens;
   for (uint64_t s : o.rowSeeds)
     rowGens.push_back(at::make_generator<at::CPUGeneratorImpl>(s));

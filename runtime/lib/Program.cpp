@@ -46,9 +46,9 @@ struct rlhf_value {
   // A record, or one tensor.
   std::map<std::string, rlhf_value *> fields;
   bool isRecord = false;
-  at::Tensor t;           ///< this rank's rows (all rows when replicated)
-  at::Tensor mask;        ///< [rows, S-1] loss mask of a token tensor, if any
-  int64_t rows = 0;       ///< rows over all ranks
+  at::Tensor t;     ///< this rank's rows (all rows when replicated)
+  at::Tensor mask;  ///< [rows, S-1] loss mask of a token tensor, if any
+  int64_t rows = 0; ///< rows over all ranks
   std::optional<Layout> layout; ///< unset: replicated on every rank
 };
 
@@ -64,7 +64,7 @@ struct ModelState {
   ParamMap params;
   std::unique_ptr<Adam> opt;
   Layout optLayout;
-  bool changed = false; ///< trained or moved by ema: saved in checkpoints
+  bool changed = false;   ///< trained or moved by ema: saved in checkpoints
   int64_t trainCalls = 0; ///< counted on every rank: moments exist once > 0
 };
 
@@ -81,17 +81,20 @@ struct Metric {
   std::string key;
   double value = 0;
   bool valid = false;
-  bool isTime = false; ///< max over ranks; others are averaged over ranks that have them
+  bool isTime =
+      false; ///< max over ranks; others are averaged over ranks that have them
 };
 
 bool sameLayout(const Layout &a, const Layout &b) {
-  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp && a.pp == b.pp;
+  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp &&
+         a.pp == b.pp;
 }
 
 std::string layoutStr(const Layout &l) {
   return "gpus [" + std::to_string(l.firstGpu) + ", " +
-         std::to_string(l.firstGpu + l.size()) + ") dp=" + std::to_string(l.dp) +
-         " tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp);
+         std::to_string(l.firstGpu + l.size()) +
+         ") dp=" + std::to_string(l.dp) + " tp=" + std::to_string(l.tp) +
+         " pp=" + std::to_string(l.pp);
 }
 
 std::map<std::string, double> parseSettings(const char *s) {
@@ -115,7 +118,8 @@ std::vector<std::string> splitList(const std::string &s) {
 }
 
 uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  uint64_t x = a * 0x9E3779B97F4A7C15ull ^
+               (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
   x ^= x >> 31;
   x *= 0xBF58476D1CE4E5B9ull;
   return x ^ (x >> 29);
@@ -144,7 +148,8 @@ struct rlhf_prog {
   std::vector<ModelState> models;
   std::vector<DatasetState> datasets;
   std::unique_ptr<CharTokenizer> tokenizer;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups> groups;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
+      groups;
   Layout replicated; ///< every rank, all rows
 
   std::deque<rlhf_value> values; ///< this step's values
@@ -163,7 +168,8 @@ struct rlhf_prog {
 
   rlhf_value *newValue() { return &values.emplace_back(); }
 
-  void record(const std::string &key, double v, bool valid, bool isTime = false) {
+  void record(const std::string &key, double v, bool valid,
+              bool isTime = false) {
     if (metricCursor == metrics.size())
       metrics.push_back({key, 0, false, isTime});
     Metric &m = metrics[metricCursor++];
@@ -249,8 +255,8 @@ rlhf_value *relayout(rlhf_prog *p, rlhf_value *v, const Layout &to) {
     for (int64_t i = 1; i < meta[1].item<int64_t>(); ++i)
       shape.push_back(meta[1 + i].item<int64_t>());
     at::Tensor like = at::empty(shape, at::ScalarType(meta[8].item<int64_t>()));
-    at::Tensor t = transferBatch(mine.defined() ? mine : like, v->rows, like, from, to,
-                                 *p->world);
+    at::Tensor t = transferBatch(mine.defined() ? mine : like, v->rows, like,
+                                 from, to, *p->world);
     // transferBatch fills stage 0 of each pipeline; later stages copy it.
     if (to.pp > 1 && g.member) {
       if (!t.defined()) {
@@ -267,8 +273,8 @@ rlhf_value *relayout(rlhf_prog *p, rlhf_value *v, const Layout &to) {
   return out;
 }
 
-rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask, int64_t rows,
-                        std::optional<Layout> layout) {
+rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask,
+                        int64_t rows, std::optional<Layout> layout) {
   rlhf_value *v = p->newValue();
   v->t = std::move(t);
   v->mask = std::move(mask);
@@ -277,7 +283,8 @@ rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask, int64_t row
   return v;
 }
 
-rlhf_value *recordValue(rlhf_prog *p, std::map<std::string, rlhf_value *> fields) {
+rlhf_value *recordValue(rlhf_prog *p,
+                        std::map<std::string, rlhf_value *> fields) {
   rlhf_value *v = p->newValue();
   v->isRecord = true;
   v->fields = std::move(fields);
@@ -285,7 +292,8 @@ rlhf_value *recordValue(rlhf_prog *p, std::map<std::string, rlhf_value *> fields
 }
 
 /// This rank's tensor of `v` when the call runs on `l` (undefined off-mesh).
-at::Tensor rowsOn(rlhf_prog *p, rlhf_value *v, const Layout &l, at::Tensor *mask = nullptr) {
+at::Tensor rowsOn(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                  at::Tensor *mask = nullptr) {
   rlhf_value *m = relayout(p, v, l);
   if (mask)
     *mask = m->mask;
@@ -293,13 +301,15 @@ at::Tensor rowsOn(rlhf_prog *p, rlhf_value *v, const Layout &l, at::Tensor *mask
 }
 
 /// A tensor gathered on every rank (host functions run replicated).
-rlhf_value *gathered(rlhf_prog *p, rlhf_value *v) { return relayout(p, v, p->replicated); }
+rlhf_value *gathered(rlhf_prog *p, rlhf_value *v) {
+  return relayout(p, v, p->replicated);
+}
 
 /// This rank's rows of a train call on `l`: its data-parallel share of
 /// every minibatch, so that minibatch m holds the same global rows whatever
 /// the layout (a contiguous split of the whole batch would not).
-at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l, int64_t minibatches,
-                     at::Tensor *mask) {
+at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                     int64_t minibatches, at::Tensor *mask) {
   rlhf_value *full = gathered(p, v);
   ParallelGroups &g = p->groupsOf(l);
   if (!g.member)
@@ -317,7 +327,8 @@ at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l, int64_t minib
   }
   at::Tensor idx = at::tensor(rows, at::kLong);
   if (mask)
-    *mask = full->mask.defined() ? full->mask.index_select(0, idx) : at::Tensor();
+    *mask =
+        full->mask.defined() ? full->mask.index_select(0, idx) : at::Tensor();
   return full->t.index_select(0, idx);
 }
 
@@ -332,16 +343,19 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
 }
 
 /// Times a call and records it under `label` (max over ranks).
-template <typename F> auto timed(rlhf_prog *p, const std::string &label, F &&f) {
+template <typename F>
+auto timed(rlhf_prog *p, const std::string &label, F &&f) {
   auto t0 = Clock::now();
   auto r = f();
   p->record("time/" + label,
-            std::chrono::duration<double>(Clock::now() - t0).count(), true, true);
+            std::chrono::duration<double>(Clock::now() - t0).count(), true,
+            true);
   return r;
 }
 
 /// Mean over masked tokens of logprobs - ref logprobs (an estimate of the KL).
-double meanKl(const at::Tensor &lp, const at::Tensor &ref, const at::Tensor &mask) {
+double meanKl(const at::Tensor &lp, const at::Tensor &ref,
+              const at::Tensor &mask) {
   at::Tensor m = mask.to(at::kFloat);
   double n = m.sum().item<double>();
   return n > 0 ? ((lp - ref) * m).sum().item<double>() / n : 0.0;
@@ -353,13 +367,16 @@ void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
     m.optLayout = to;
     return;
   }
-  m.opt->moments1() = reallocate(m.cfg, m.opt->moments1(), m.optLayout, to, *p->world);
-  m.opt->moments2() = reallocate(m.cfg, m.opt->moments2(), m.optLayout, to, *p->world);
+  m.opt->moments1() =
+      reallocate(m.cfg, m.opt->moments1(), m.optLayout, to, *p->world);
+  m.opt->moments2() =
+      reallocate(m.cfg, m.opt->moments2(), m.optLayout, to, *p->world);
   m.optLayout = to;
 }
 
 void saveAll(rlhf_prog *p, int64_t step) {
-  fs::path dir = fs::path(p->outDir) / "checkpoints" / ("step-" + std::to_string(step));
+  fs::path dir =
+      fs::path(p->outDir) / "checkpoints" / ("step-" + std::to_string(step));
   for (ModelState &m : p->models) {
     if (!m.changed)
       continue;
@@ -367,8 +384,8 @@ void saveAll(rlhf_prog *p, int64_t step) {
     // parameters' layout so the checkpoint is consistent.
     moveMoments(p, m, m.layout);
     fs::create_directories(dir / m.name);
-    saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(), m.layout,
-                   *p->world, step);
+    saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
+                   m.layout, *p->world, step);
   }
   p->world->barrier();
   if (p->rank == 0) {
@@ -392,25 +409,27 @@ void usage(const char *argv0, const rlhf_prog *p) {
   std::printf(
       "%s: a compiled rlhf program (%s)\n\n"
       "usage: rlhf-run -n %lld %s [options]\n"
-      "   or: MASTER_ADDR=.. MASTER_PORT=.. RANK=.. WORLD_SIZE=%lld %s [options]\n\n"
+      "   or: MASTER_ADDR=.. MASTER_PORT=.. RANK=.. WORLD_SIZE=%lld %s "
+      "[options]\n\n"
       "options:\n"
       "  --steps N        train for N steps (default %lld, from the program)\n"
-      "  --out DIR        metrics.jsonl and checkpoints go here (default %s-run)\n"
+      "  --out DIR        metrics.jsonl and checkpoints go here (default "
+      "%s-run)\n"
       "  --resume         continue from the last checkpoint in --out\n"
       "  --data NAME=PATH read dataset NAME from PATH instead\n"
       "  --quiet          no per-step progress lines\n"
       "  --help           this text\n",
-      argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus, argv0,
-      (long long)p->steps, p->name.c_str());
+      argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
+      argv0, (long long)p->steps, p->name.c_str());
 }
 
 } // namespace
 
 extern "C" {
 
-rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name, int64_t steps,
-                            int64_t seed, int64_t saveInterval, int64_t gpus,
-                            double predictedIteration) {
+rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
+                            int64_t steps, int64_t seed, int64_t saveInterval,
+                            int64_t gpus, double predictedIteration) {
   auto *p = new rlhf_prog;
   p->name = name;
   p->steps = steps;
@@ -436,7 +455,8 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name, int64_t ste
       char *end = nullptr;
       long long n = std::strtoll(optarg, &end, 10);
       if (!end || *end || n < 0)
-        die(p, std::string("--steps needs a non-negative integer, got '") + optarg + "'");
+        die(p, std::string("--steps needs a non-negative integer, got '") +
+                   optarg + "'");
       p->steps = n;
       break;
     }
@@ -461,20 +481,25 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name, int64_t ste
       usage(argv[0], p);
       std::exit(0);
     default:
-      die(p, std::string("unknown option '") + argv[optind - 1] + "'; see --help");
+      die(p,
+          std::string("unknown option '") + argv[optind - 1] + "'; see --help");
     }
   }
   if (optind < argc)
-    die(p, std::string("unexpected argument '") + argv[optind] + "'; see --help");
+    die(p,
+        std::string("unexpected argument '") + argv[optind] + "'; see --help");
   return p;
 }
 
-void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a, int64_t trainable,
-                         double lr, double beta1, double beta2, double eps, double weightDecay,
-                         double gradClip, const char *checkpoint, const int64_t *layout) {
+void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a,
+                         int64_t trainable, double lr, double beta1,
+                         double beta2, double eps, double weightDecay,
+                         double gradClip, const char *checkpoint,
+                         const int64_t *layout) {
   ModelState m;
   m.name = name;
-  m.cfg.shape = ModelShape{a[0], a[1], a[2], a[3], a[4], a[5], a[8] != 0, a[7] != 0};
+  m.cfg.shape =
+      ModelShape{a[0], a[1], a[2], a[3], a[4], a[5], a[8] != 0, a[7] != 0};
   m.cfg.maxSeq = a[6];
   m.trainable = trainable != 0;
   m.adam = AdamSettings{lr, beta1, beta2, eps, weightDecay, gradClip};
@@ -483,8 +508,9 @@ void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a, int64
   p->models.push_back(std::move(m));
 }
 
-void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path, int64_t batch,
-                           int64_t promptLen, int64_t responseLen, const char *fields) {
+void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
+                           int64_t batch, int64_t promptLen,
+                           int64_t responseLen, const char *fields) {
   DatasetState d;
   d.name = name;
   d.path = path;
@@ -510,7 +536,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     if (cfg.worldSize != p->gpus)
       throw Error("this program was planned for " + std::to_string(p->gpus) +
                   " GPUs but the job has " + std::to_string(cfg.worldSize) +
-                  " workers; run it with rlhf-run -n " + std::to_string(p->gpus));
+                  " workers; run it with rlhf-run -n " +
+                  std::to_string(p->gpus));
     p->world = createGlooCommunicator(cfg);
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
@@ -526,23 +553,26 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->tokenizer = std::make_unique<CharTokenizer>(all);
     for (ModelState &m : p->models)
       if (p->tokenizer->vocabSize() > m.cfg.shape.vocab)
-        throw Error("the datasets use " + std::to_string(p->tokenizer->vocabSize()) +
-                    " token ids (characters plus pad/bos/eos) but model '" + m.name +
-                    "' has a vocabulary of " + std::to_string(m.cfg.shape.vocab) +
-                    "; use a model with a larger vocab");
+        throw Error(
+            "the datasets use " + std::to_string(p->tokenizer->vocabSize()) +
+            " token ids (characters plus pad/bos/eos) but model '" + m.name +
+            "' has a vocabulary of " + std::to_string(m.cfg.shape.vocab) +
+            "; use a model with a larger vocab");
 
     int64_t resumed = -1;
     if (p->resume) {
       resumed = latestCheckpoint(p);
       if (resumed < 0)
-        throw Error("--resume: no checkpoint in '" + (fs::path(p->outDir) / "checkpoints").string() +
+        throw Error("--resume: no checkpoint in '" +
+                    (fs::path(p->outDir) / "checkpoints").string() +
                     "'; run without --resume first, or point --out at the run");
     }
     for (ModelState &m : p->models) {
       fs::path ckpt = fs::path(p->outDir) / "checkpoints" /
                       ("step-" + std::to_string(resumed)) / m.name;
       if (resumed >= 0 && fs::exists(ckpt / "state.json")) {
-        CheckpointState s = loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
+        CheckpointState s =
+            loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
         m.params = std::move(s.params);
         m.changed = true;
         if (m.trainable) {
@@ -551,13 +581,14 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
           m.trainCalls = 1;
         }
       } else if (!m.checkpoint.empty()) {
-        ParamMap full = p->rank == 0 ? loadSafetensors(m.checkpoint) : ParamMap{};
+        ParamMap full =
+            p->rank == 0 ? loadSafetensors(m.checkpoint) : ParamMap{};
         m.params = reallocate(m.cfg, full, {0, 1, 1, 1}, m.layout, *p->world);
       } else {
         // Same seed for every model: models of one architecture start equal,
         // as a policy and its reference do.
-        m.params = layoutShard(m.cfg, initParams(m.cfg, uint64_t(p->seed)), m.layout,
-                               p->rank);
+        m.params = layoutShard(m.cfg, initParams(m.cfg, uint64_t(p->seed)),
+                               m.layout, p->rank);
       }
       if (m.trainable && !m.opt)
         m.opt = std::make_unique<Adam>(m.adam);
@@ -583,11 +614,14 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       std::ofstream out(metrics, std::ios::trunc);
       for (const std::string &l : keep)
         out << l << "\n";
-      std::printf("%s: %lld workers, steps %lld..%lld, output in %s%s\n", p->name.c_str(),
-                  (long long)p->gpus, (long long)p->firstStep + 1, (long long)p->steps,
-                  p->outDir.c_str(),
-                  resumed >= 0 ? (" (resumed after step " + std::to_string(resumed + 1) + ")").c_str()
-                               : "");
+      std::printf(
+          "%s: %lld workers, steps %lld..%lld, output in %s%s\n",
+          p->name.c_str(), (long long)p->gpus, (long long)p->firstStep + 1,
+          (long long)p->steps, p->outDir.c_str(),
+          resumed >= 0
+              ? (" (resumed after step " + std::to_string(resumed + 1) + ")")
+                    .c_str()
+              : "");
       std::fflush(stdout);
     }
     p->world->barrier();
@@ -605,7 +639,8 @@ void rlhf_step_begin(rlhf_prog *p, int64_t step) {
 
 void rlhf_step_end(rlhf_prog *p, int64_t step) {
   guarded(p, "step end", [&] {
-    double stepTime = std::chrono::duration<double>(Clock::now() - p->stepStart).count();
+    double stepTime =
+        std::chrono::duration<double>(Clock::now() - p->stepStart).count();
     p->record("time/step", stepTime, true, true);
     p->metrics.resize(p->metricCursor);
     // Combine every rank's slots: times take the slowest rank, the rest the
@@ -631,7 +666,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
       row[m.key] = v;
     }
     if (p->rank == 0) {
-      std::ofstream(fs::path(p->outDir) / "metrics.jsonl", std::ios::app) << row.dump() << "\n";
+      std::ofstream(fs::path(p->outDir) / "metrics.jsonl", std::ios::app)
+          << row.dump() << "\n";
       if (!p->quiet) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "step %4lld/%lld", (long long)step + 1,
@@ -653,7 +689,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
         std::fflush(stdout);
       }
     }
-    if (p->saveInterval > 0 && ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
+    if (p->saveInterval > 0 &&
+        ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
       saveAll(p, step);
     p->values.clear();
     return 0;
@@ -665,16 +702,23 @@ int rlhf_prog_finish(rlhf_prog *p) {
     at::Tensor rss = at::full({1, 1}, peakRssBytes(), at::kDouble);
     at::Tensor all = p->world->allGather(rss);
     if (p->rank == 0) {
-      double wall = std::chrono::duration<double>(Clock::now() - p->runStart).count();
-      std::printf("done: %lld steps in %.1f s (plan predicted %.3g s/step on the "
-                  "planned hardware)\n",
-                  (long long)(p->steps - p->firstStep), wall, p->predictedIteration);
-      std::printf("memory per worker: planned peak (model state and activations on "
-                  "its GPU) vs measured peak RSS (the whole process)\n");
+      double wall =
+          std::chrono::duration<double>(Clock::now() - p->runStart).count();
+      std::printf(
+          "done: %lld steps in %.1f s (plan predicted %.3g s/step on the "
+          "planned hardware)\n",
+          (long long)(p->steps - p->firstStep), wall, p->predictedIteration);
+      std::printf(
+          "memory per worker: planned peak (model state and activations on "
+          "its GPU) vs measured peak RSS (the whole process)\n");
       for (int64_t r = 0; r < p->gpus; ++r) {
-        double pred = r < int64_t(p->predictedMemory.size()) ? p->predictedMemory[size_t(r)] : 0;
-        std::printf("  rank %lld: predicted %.2f MiB, measured peak RSS %.1f MiB\n",
-                    (long long)r, pred / (1 << 20), all[r][0].item<double>() / (1 << 20));
+        double pred = r < int64_t(p->predictedMemory.size())
+                          ? p->predictedMemory[size_t(r)]
+                          : 0;
+        std::printf(
+            "  rank %lld: predicted %.2f MiB, measured peak RSS %.1f MiB\n",
+            (long long)r, pred / (1 << 20),
+            all[r][0].item<double>() / (1 << 20));
       }
       std::fflush(stdout);
     }
@@ -695,12 +739,13 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
     std::map<std::string, rlhf_value *> fields;
     for (const std::string &f : d.fields) {
       bool answer = f == "answer", prompt = f == "prompt";
-      int64_t width = prompt ? d.promptLen
-                     : answer ? std::max<int64_t>(d.responseLen, 1)
-                              : d.promptLen + d.responseLen;
+      int64_t width = prompt   ? d.promptLen
+                      : answer ? std::max<int64_t>(d.responseLen, 1)
+                               : d.promptLen + d.responseLen;
       at::Tensor t = at::full({B, width}, pad, at::kLong);
       for (int64_t b = 0; b < B; ++b) {
-        std::vector<int64_t> ids = p->tokenizer->encode(rows[size_t(b)].at(f), !answer);
+        std::vector<int64_t> ids =
+            p->tokenizer->encode(rows[size_t(b)].at(f), !answer);
         if (!answer && f != "prompt")
           ids.push_back(p->tokenizer->eos());
         // Prompts keep their end (left-padded); others their start.
@@ -723,7 +768,8 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
 rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *r, const char *name) {
   return guarded(p, "field", [&] {
     if (!r->isRecord)
-      throw Error(std::string("field '") + name + "' of a value that is not a record");
+      throw Error(std::string("field '") + name +
+                  "' of a value that is not a record");
     auto it = r->fields.find(name);
     if (it == r->fields.end())
       throw Error(std::string("record has no field '") + name + "'");
@@ -731,7 +777,8 @@ rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *r, const char *name) {
   });
 }
 
-void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from, const int64_t *to) {
+void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
+                  const int64_t *to) {
   guarded(p, "realloc", [&] {
     ModelState &m = modelAt(p, mi);
     Layout f = layoutFrom(from), t = layoutFrom(to);
@@ -754,15 +801,17 @@ rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to) {
   });
 }
 
-rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt, const int64_t *lay,
-                          int64_t maxNew, int64_t n, double temperature, double topP,
-                          int64_t greedy, const char *label) {
+rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
+                          const int64_t *lay, int64_t maxNew, int64_t n,
+                          double temperature, double topP, int64_t greedy,
+                          const char *label) {
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
     if (l.pp > 1)
-      throw Error("generation with pp = " + std::to_string(l.pp) +
-                  " is not supported by the runtime; plan generation with pp = 1");
+      throw Error(
+          "generation with pp = " + std::to_string(l.pp) +
+          " is not supported by the runtime; plan generation with pp = 1");
     return timed(p, label, [&] {
       // n samples per prompt, adjacent, so row r samples prompt r / n.
       rlhf_value *full = gathered(p, prompt);
@@ -781,7 +830,8 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt, const in
               ids.push_back(id);
           rows.push_back(std::move(ids));
           // Per-row streams: samples do not depend on the layout.
-          seeds.push_back(mix(mix(uint64_t(p->seed), uint64_t(p->stepIndex)), uint64_t(r)));
+          seeds.push_back(
+              mix(mix(uint64_t(p->seed), uint64_t(p->stepIndex)), uint64_t(r)));
         }
         GenerateOptions o;
         o.maxNewTokens = maxNew;
@@ -797,8 +847,10 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt, const in
         const int64_t P = full->t.size(1);
         if (gen.promptLen < P) {
           int64_t extra = P - gen.promptLen;
-          gen.seq = at::cat({at::full({b - a, extra}, pad, at::kLong), gen.seq}, 1);
-          gen.mask = at::cat({at::zeros({b - a, extra}, gen.mask.options()), gen.mask}, 1);
+          gen.seq =
+              at::cat({at::full({b - a, extra}, pad, at::kLong), gen.seq}, 1);
+          gen.mask = at::cat(
+              {at::zeros({b - a, extra}, gen.mask.options()), gen.mask}, 1);
           gen.promptLen = P;
         }
         const int64_t T = gen.seq.size(1), G = T - P;
@@ -819,8 +871,8 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt, const in
   });
 }
 
-rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV, const int64_t *lay,
-                           const char *label) {
+rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
+                           const int64_t *lay, const char *label) {
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
@@ -848,7 +900,8 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV, const int
           out = y.narrow(1, 0, y.size(1) - 1).contiguous();
           // A sequence's score is the value at its last real token.
           at::Tensor real = (seq != p->tokenizer->pad()).to(at::kLong);
-          at::Tensor pos = at::arange(seq.size(1), at::kLong).unsqueeze(0).expand_as(real);
+          at::Tensor pos =
+              at::arange(seq.size(1), at::kLong).unsqueeze(0).expand_as(real);
           at::Tensor last = (pos * real).argmax(1, true);
           score = y.gather(1, last).squeeze(1);
         } else {
@@ -857,7 +910,8 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV, const int
       }
       std::map<std::string, rlhf_value *> f;
       f["seq"] = tensorValue(p, seq, mask, seqV->rows, l);
-      f[value ? "values" : "logprobs"] = tensorValue(p, out, mask, seqV->rows, l);
+      f[value ? "values" : "logprobs"] =
+          tensorValue(p, out, mask, seqV->rows, l);
       if (value)
         f["score"] = tensorValue(p, score, at::Tensor(), seqV->rows, l);
       return recordValue(p, std::move(f));
@@ -866,8 +920,9 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV, const int
 }
 
 rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
-                       rlhf_value *const *ins, const int64_t *lay, int64_t minibatches,
-                       int64_t epochs, const char *settings, const char *label) {
+                       rlhf_value *const *ins, const int64_t *lay,
+                       int64_t minibatches, int64_t epochs,
+                       const char *settings, const char *label) {
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     if (!m.trainable)
@@ -883,7 +938,8 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
         {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
         {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};
     if (loss < 0 || loss > 5 || kinds[loss].second != nin)
-      throw Error("train: loss " + std::to_string(loss) + " with " + std::to_string(nin) +
+      throw Error("train: loss " + std::to_string(loss) + " with " +
+                  std::to_string(nin) +
                   " inputs does not match the runtime's losses");
     o.loss = kinds[loss].first;
     double kl = 0;
@@ -892,7 +948,8 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     // (collective, so every rank takes part).
     moveMoments(p, m, l);
     double lossValue = timed(p, label, [&] {
-      std::vector<at::Tensor> x(static_cast<size_t>(nin)), masks(static_cast<size_t>(nin));
+      std::vector<at::Tensor> x(static_cast<size_t>(nin)),
+          masks(static_cast<size_t>(nin));
       for (int64_t i = 0; i < nin; ++i)
         x[size_t(i)] = trainRows(p, ins[i], l, minibatches, &masks[size_t(i)]);
       ParallelGroups &g = p->groupsOf(l);
@@ -903,7 +960,8 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
       // Whole sequences without a generation mask train on every real token.
       auto lossMask = [&](size_t i) {
         return (masks[i].defined() ? masks[i]
-                                   : x[i].narrow(1, 1, x[i].size(1) - 1) != p->tokenizer->pad())
+                                   : x[i].narrow(1, 1, x[i].size(1) - 1) !=
+                                         p->tokenizer->pad())
             .to(at::kFloat);
       };
       b.lossMask = lossMask(0);
@@ -956,12 +1014,14 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     if (o.loss == LossKind::Grpo)
       p->record("kl", kl, member && hasKl);
     at::Tensor lt = at::full({}, lossValue, at::kFloat);
-    return recordValue(p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
+    return recordValue(
+        p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
   });
 }
 
-rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin, rlhf_value *const *ins,
-                         const char *settings, const char *label) {
+rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
+                         rlhf_value *const *ins, const char *settings,
+                         const char *label) {
   return guarded(p, label, [&] {
     std::map<std::string, double> s = parseSettings(settings);
     return timed(p, label, [&] {
@@ -970,34 +1030,39 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin, rlhf_value *co
         x.push_back(gathered(p, ins[i]));
       auto need = [&](int64_t n) {
         if (nin != n)
-          throw Error(std::string(label) + " takes " + std::to_string(n) + " inputs, got " +
-                      std::to_string(nin));
+          throw Error(std::string(label) + " takes " + std::to_string(n) +
+                      " inputs, got " + std::to_string(nin));
       };
-      auto one = [&](const char *name, at::Tensor t, at::Tensor mask, int64_t rows) {
-        return recordValue(p, {{name, tensorValue(p, t, mask, rows, std::nullopt)}});
+      auto one = [&](const char *name, at::Tensor t, at::Tensor mask,
+                     int64_t rows) {
+        return recordValue(
+            p, {{name, tensorValue(p, t, mask, rows, std::nullopt)}});
       };
       switch (kind) {
       case RLHF_COMPUTE_EXACT_MATCH: {
         need(2);
         at::Tensor seq = x[0]->t, mask = x[0]->mask;
         if (!mask.defined())
-          throw Error("exact_match needs generated sequences (a generate's seq)");
-        at::Tensor score = exactMatch(seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong),
-                                      x[1]->t, p->tokenizer->pad());
+          throw Error(
+              "exact_match needs generated sequences (a generate's seq)");
+        at::Tensor score =
+            exactMatch(seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong),
+                       x[1]->t, p->tokenizer->pad());
         p->record("reward", score.mean().item<double>(), true);
         return one("score", score, at::Tensor(), x[0]->rows);
       }
       case RLHF_COMPUTE_GRPO_ADV:
         need(1);
-        return one("advantages", grpoAdvantages(x[0]->t, int64_t(s["group"])), at::Tensor(),
-                   x[0]->rows);
+        return one("advantages", grpoAdvantages(x[0]->t, int64_t(s["group"])),
+                   at::Tensor(), x[0]->rows);
       case RLHF_COMPUTE_RLOO_ADV:
         need(1);
-        return one("advantages", rlooAdvantages(x[0]->t, int64_t(s["group"])), at::Tensor(),
-                   x[0]->rows);
+        return one("advantages", rlooAdvantages(x[0]->t, int64_t(s["group"])),
+                   at::Tensor(), x[0]->rows);
       case RLHF_COMPUTE_REMAX_ADV:
         need(2);
-        return one("advantages", remaxAdvantages(x[0]->t, x[1]->t), at::Tensor(), x[0]->rows);
+        return one("advantages", remaxAdvantages(x[0]->t, x[1]->t),
+                   at::Tensor(), x[0]->rows);
       case RLHF_COMPUTE_KL_PENALTY: {
         need(3);
         at::Tensor mask = x[1]->mask.defined() ? x[1]->mask : x[2]->mask;
@@ -1011,14 +1076,18 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin, rlhf_value *co
         need(4);
         at::Tensor mask = x[2]->mask.defined() ? x[2]->mask : x[1]->mask;
         if (!mask.defined())
-          throw Error("gae needs the generated tokens' mask (logprobs of a generate)");
+          throw Error(
+              "gae needs the generated tokens' mask (logprobs of a generate)");
         p->record("kl", meanKl(x[2]->t, x[3]->t, mask), true);
-        GaeResult r = gae(x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
-                          s.count("gamma") ? s["gamma"] : 1.0, s.count("lam") ? s["lam"] : 0.95,
-                          s.count("kl") ? s["kl"] : 0.0);
+        GaeResult r = gae(
+            x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
+            s.count("gamma") ? s["gamma"] : 1.0,
+            s.count("lam") ? s["lam"] : 0.95, s.count("kl") ? s["kl"] : 0.0);
         return recordValue(
-            p, {{"advantages", tensorValue(p, r.advantages, mask, x[0]->rows, std::nullopt)},
-                {"returns", tensorValue(p, r.returns, mask, x[0]->rows, std::nullopt)}});
+            p, {{"advantages",
+                 tensorValue(p, r.advantages, mask, x[0]->rows, std::nullopt)},
+                {"returns",
+                 tensorValue(p, r.returns, mask, x[0]->rows, std::nullopt)}});
       }
       default:
         throw Error("unknown host function " + std::to_string(kind));

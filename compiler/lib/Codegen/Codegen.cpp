@@ -66,7 +66,8 @@ rlhfc::codegen::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &llvmCtx,
 LogicalResult rlhfc::codegen::emitObject(llvm::Module &m, llvm::StringRef path,
                                          std::string &error) {
   const std::string triple = m.getTargetTriple();
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return failure();
   llvm::TargetOptions opts;
@@ -96,7 +97,8 @@ LogicalResult rlhfc::codegen::emitObject(llvm::Module &m, llvm::StringRef path,
     return failure();
   }
   llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, out.os(), nullptr, llvm::CodeGenFileType::ObjectFile)) {
+  if (tm->addPassesToEmitFile(pm, out.os(), nullptr,
+                              llvm::CodeGenFileType::ObjectFile)) {
     error = "the target cannot emit object files";
     return failure();
   }
@@ -105,7 +107,8 @@ LogicalResult rlhfc::codegen::emitObject(llvm::Module &m, llvm::StringRef path,
   return success();
 }
 
-std::string rlhfc::codegen::defaultRuntimeLibDir(const char *argv0, void *mainAddr) {
+std::string rlhfc::codegen::defaultRuntimeLibDir(const char *argv0,
+                                                 void *mainAddr) {
   std::string exe = llvm::sys::fs::getMainExecutable(argv0, mainAddr);
   llvm::SmallString<256> dir(llvm::sys::path::parent_path(exe));
   llvm::sys::path::append(dir, "..", "lib");
@@ -113,8 +116,10 @@ std::string rlhfc::codegen::defaultRuntimeLibDir(const char *argv0, void *mainAd
   return dir.str().str();
 }
 
-LogicalResult rlhfc::codegen::linkExecutable(llvm::StringRef object, llvm::StringRef output,
-                                             const LinkOptions &opts, std::string &error) {
+LogicalResult rlhfc::codegen::linkExecutable(llvm::StringRef object,
+                                             llvm::StringRef output,
+                                             const LinkOptions &opts,
+                                             std::string &error) {
   llvm::SmallString<256> lib(opts.runtimeLibDir);
   llvm::sys::path::append(lib, "librlhf_runtime.so");
   if (!llvm::sys::fs::exists(lib)) {
@@ -130,18 +135,20 @@ LogicalResult rlhfc::codegen::linkExecutable(llvm::StringRef object, llvm::Strin
     driver = "cc";
   auto path = llvm::sys::findProgramByName(driver);
   if (!path) {
-    error = "cannot find the linker driver '" + driver + "'; install gcc or set CC";
+    error =
+        "cannot find the linker driver '" + driver + "'; install gcc or set CC";
     return failure();
   }
   std::string rpath = "-Wl,-rpath," + opts.runtimeLibDir;
   std::string libDir = "-L" + opts.runtimeLibDir;
-  llvm::SmallVector<llvm::StringRef> args = {*path, object, "-o",  output,
-                                             libDir, "-lrlhf_runtime", rpath};
-  int rc = llvm::sys::ExecuteAndWait(*path, args, std::nullopt, {}, 0, 0, &error);
+  llvm::SmallVector<llvm::StringRef> args = {
+      *path, object, "-o", output, libDir, "-lrlhf_runtime", rpath};
+  int rc =
+      llvm::sys::ExecuteAndWait(*path, args, std::nullopt, {}, 0, 0, &error);
   if (rc != 0) {
     if (error.empty())
-      error = driver + " failed with status " + std::to_string(rc) + " while linking '" +
-              output.str() + "'";
+      error = driver + " failed with status " + std::to_string(rc) +
+              " while linking '" + output.str() + "'";
     return failure();
   }
   return success();

@@ -19,8 +19,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 namespace rlhfc {
@@ -35,8 +35,10 @@ namespace r = mlir::rlhf;
 // The runtime's enums follow the dialect's order.
 static_assert(int(r::LossKind::ppo_actor) == RLHF_LOSS_PPO_ACTOR &&
               int(r::LossKind::ppo_value) == RLHF_LOSS_PPO_VALUE &&
-              int(r::LossKind::grpo) == RLHF_LOSS_GRPO && int(r::LossKind::dpo) == RLHF_LOSS_DPO &&
-              int(r::LossKind::sft) == RLHF_LOSS_SFT && int(r::LossKind::rm) == RLHF_LOSS_RM);
+              int(r::LossKind::grpo) == RLHF_LOSS_GRPO &&
+              int(r::LossKind::dpo) == RLHF_LOSS_DPO &&
+              int(r::LossKind::sft) == RLHF_LOSS_SFT &&
+              int(r::LossKind::rm) == RLHF_LOSS_RM);
 static_assert(int(r::ComputeKind::gae) == RLHF_COMPUTE_GAE &&
               int(r::ComputeKind::grpo_adv) == RLHF_COMPUTE_GRPO_ADV &&
               int(r::ComputeKind::remax_adv) == RLHF_COMPUTE_REMAX_ADV &&
@@ -63,8 +65,8 @@ public:
       return f;
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToEnd(module.getBody());
-    return b.create<LLVM::LLVMFuncOp>(module.getLoc(), name,
-                                      LLVM::LLVMFunctionType::get(result, args));
+    return b.create<LLVM::LLVMFuncOp>(
+        module.getLoc(), name, LLVM::LLVMFunctionType::get(result, args));
   }
 
   Value call(Location loc, StringRef name, Type result, ValueRange args) {
@@ -92,8 +94,9 @@ public:
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(module.getBody());
       auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
-      b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true, LLVM::Linkage::Internal,
-                               sym, b.getStringAttr(data));
+      b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true,
+                               LLVM::Linkage::Internal, sym,
+                               b.getStringAttr(data));
     }
     return addressOf(loc, sym);
   }
@@ -117,20 +120,23 @@ private:
   }
   /// A global initialised element by element (LLVM 19 cannot translate a
   /// splat dense attribute into an array global).
-  Value constArray(Location loc, StringRef name, Type elt, ArrayRef<Attribute> elts) {
+  Value constArray(Location loc, StringRef name, Type elt,
+                   ArrayRef<Attribute> elts) {
     std::string sym = uniqueName(name);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(module.getBody());
       auto type = LLVM::LLVMArrayType::get(elt, elts.size());
-      auto global = b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true,
-                                             LLVM::Linkage::Internal, sym, Attribute());
+      auto global =
+          b.create<LLVM::GlobalOp>(loc, type, /*isConstant=*/true,
+                                   LLVM::Linkage::Internal, sym, Attribute());
       Block *init = b.createBlock(&global.getInitializerRegion());
       b.setInsertionPointToStart(init);
       Value agg = b.create<LLVM::UndefOp>(loc, type);
       for (auto [i, a] : llvm::enumerate(elts)) {
         Value c = b.create<LLVM::ConstantOp>(loc, elt, cast<TypedAttr>(a));
-        agg = b.create<LLVM::InsertValueOp>(loc, agg, c, ArrayRef<int64_t>{int64_t(i)});
+        agg = b.create<LLVM::InsertValueOp>(loc, agg, c,
+                                            ArrayRef<int64_t>{int64_t(i)});
       }
       b.create<LLVM::ReturnOp>(loc, agg);
     }
@@ -190,14 +196,15 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     ModuleOp module = getOperation();
     auto algs = llvm::to_vector(module.getOps<r::AlgorithmOp>());
     if (algs.size() != 1) {
-      module.emitError() << "an executable runs one algorithm, found " << algs.size()
-                         << "; keep one run block";
+      module.emitError() << "an executable runs one algorithm, found "
+                         << algs.size() << "; keep one run block";
       return signalPassFailure();
     }
     if (failed(lower(algs.front())))
       return signalPassFailure();
     // The declarations are now constants of main.
-    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+    for (Operation &op :
+         llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (isa<r::ClusterOp, r::ModelOp, r::DatasetOp, r::AlgorithmOp>(op))
         op.erase();
   }
@@ -230,14 +237,17 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     llvm::StringMap<SmallVector<int64_t>> initial;
     for (Operation &op : alg.getBodyBlock()) {
       if (auto re = dyn_cast<r::ReallocOp>(op)) {
-        initial.try_emplace(re.getSource(), layoutOf(re.getFromMesh(), re.getFrom()));
+        initial.try_emplace(re.getSource(),
+                            layoutOf(re.getFromMesh(), re.getFrom()));
       } else if (r::isModelCall(&op)) {
         if (!isPlaced(&op))
-          return op.emitError("call is not placed; run the planning pipeline before "
-                              "rlhf-lower-to-runtime");
+          return op.emitError(
+              "call is not placed; run the planning pipeline before "
+              "rlhf-lower-to-runtime");
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
-        initial.try_emplace(model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
-                                            op.getAttrOfType<r::StrategyAttr>("strategy")));
+        initial.try_emplace(
+            model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
+                            op.getAttrOfType<r::StrategyAttr>("strategy")));
       }
     }
 
@@ -245,7 +255,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     auto sim = simulatePlaced(alg, cost::Calibration{}, /*record=*/false);
     if (failed(sim))
       return failure();
-    SmallVector<double> peak(sim->second.peakMemory.begin(), sim->second.peakMemory.end());
+    SmallVector<double> peak(sim->second.peakMemory.begin(),
+                             sim->second.peakMemory.end());
     peak.resize(size_t(gpus), 0.0);
     double iteration = 0;
     if (auto t = alg->getAttrOfType<FloatAttr>("iteration_time"))
@@ -258,37 +269,44 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
 
     // main(argc, argv)
     b.setInsertionPointToEnd(module.getBody());
-    auto mainFn = b.create<func::FuncOp>(loc, "main",
-                                         b.getFunctionType({e.i32, e.ptr}, {e.i32}));
+    auto mainFn = b.create<func::FuncOp>(
+        loc, "main", b.getFunctionType({e.i32, e.ptr}, {e.i32}));
     Block *entry = mainFn.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    Value prog = e.call(loc, "rlhf_prog_create", e.ptr,
-                        {entry->getArgument(0), entry->getArgument(1),
-                         e.string(loc, alg.getSymName()), e.int64(loc, alg.getSteps()),
-                         e.int64(loc, alg.getSeed()), e.int64(loc, alg.getSaveInterval()),
-                         e.int64(loc, gpus), e.float64(loc, iteration)});
+    Value prog = e.call(
+        loc, "rlhf_prog_create", e.ptr,
+        {entry->getArgument(0), entry->getArgument(1),
+         e.string(loc, alg.getSymName()), e.int64(loc, alg.getSteps()),
+         e.int64(loc, alg.getSeed()), e.int64(loc, alg.getSaveInterval()),
+         e.int64(loc, gpus), e.float64(loc, iteration)});
     for (r::ModelOp m : models) {
       Location mloc = m.getLoc();
       r::ArchAttr a = m.getArch();
-      Value arch = e.array(mloc, (m.getSymName() + "_arch").str(),
-                           ArrayRef<int64_t>{a.getLayers(), a.getHidden(), a.getHeads(),
-                                             a.getKvHeads(), a.getFfn(), a.getVocab(),
-                                             a.getMaxSeq(), m.getHead() == r::Head::value,
-                                             a.getTieEmbeddings()});
+      Value arch =
+          e.array(mloc, (m.getSymName() + "_arch").str(),
+                  ArrayRef<int64_t>{
+                      a.getLayers(), a.getHidden(), a.getHeads(),
+                      a.getKvHeads(), a.getFfn(), a.getVocab(), a.getMaxSeq(),
+                      m.getHead() == r::Head::value, a.getTieEmbeddings()});
       // Adam settings; lr 0 marks a frozen model.
       SmallVector<double> adam = {0.0, 0.9, 0.95, 1e-8, 0.0, 1.0};
       if (m.getTrainable()) {
         adam[0] = 1e-5;
         if (auto o = m.getOptimizerAttr())
-          adam = {o.getLr().convertToDouble(),   o.getBeta1().convertToDouble(),
-                  o.getBeta2().convertToDouble(), o.getEps().convertToDouble(),
-                  o.getWeightDecay().convertToDouble(), o.getGradClip().convertToDouble()};
+          adam = {o.getLr().convertToDouble(),
+                  o.getBeta1().convertToDouble(),
+                  o.getBeta2().convertToDouble(),
+                  o.getEps().convertToDouble(),
+                  o.getWeightDecay().convertToDouble(),
+                  o.getGradClip().convertToDouble()};
       }
-      Value ckpt = m.getCheckpoint() ? e.string(mloc, *m.getCheckpoint()) : e.null(mloc);
+      Value ckpt =
+          m.getCheckpoint() ? e.string(mloc, *m.getCheckpoint()) : e.null(mloc);
       SmallVector<int64_t> lay = {0, 1, 1, 1, 1};
       if (auto it = initial.find(m.getSymName()); it != initial.end())
         lay = it->second;
-      Value layout = e.array(mloc, (m.getSymName() + "_layout").str(), ArrayRef<int64_t>(lay));
+      Value layout = e.array(mloc, (m.getSymName() + "_layout").str(),
+                             ArrayRef<int64_t>(lay));
       SmallVector<Value> args = {prog, e.string(mloc, m.getSymName()), arch,
                                  e.int64(mloc, m.getTrainable())};
       for (double x : adam)
@@ -314,7 +332,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         fields += (fields.empty() ? "" : ",") + n.str();
       }
       // max_response_len: whole sequences are P + R; answers are R wide.
-      int64_t responseLen = seqLen && promptLen ? seqLen - promptLen : answerLen;
+      int64_t responseLen =
+          seqLen && promptLen ? seqLen - promptLen : answerLen;
       if (!promptLen && seqLen)
         promptLen = seqLen - responseLen;
       // Relative paths are relative to the .rlhf file that declares them.
@@ -331,8 +350,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       }
       e.call(dloc, "rlhf_prog_add_dataset", e.voidTy,
              {prog, e.string(dloc, d.getSymName()), e.string(dloc, path),
-              e.int64(dloc, batch), e.int64(dloc, promptLen), e.int64(dloc, responseLen),
-              e.string(dloc, fields)});
+              e.int64(dloc, batch), e.int64(dloc, promptLen),
+              e.int64(dloc, responseLen), e.string(dloc, fields)});
     }
     for (auto [gpu, bytes] : llvm::enumerate(peak))
       e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
@@ -346,7 +365,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       b.setInsertionPointToStart(loop.getBody());
       Value step = loop.getInductionVar();
       e.call(loc, "rlhf_step_begin", e.voidTy, {prog, step});
-      b.create<func::CallOp>(loc, iterName, TypeRange{}, ValueRange{prog, step});
+      b.create<func::CallOp>(loc, iterName, TypeRange{},
+                             ValueRange{prog, step});
       e.call(loc, "rlhf_step_end", e.voidTy, {prog, step});
     }
     Value rc = e.call(loc, "rlhf_prog_finish", e.i32, {prog});
@@ -354,13 +374,15 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
 
     // The iteration.
     b.setInsertionPointToEnd(module.getBody());
-    auto iterFn = b.create<func::FuncOp>(loc, iterName, b.getFunctionType({e.ptr, e.i64}, {}));
+    auto iterFn = b.create<func::FuncOp>(loc, iterName,
+                                         b.getFunctionType({e.ptr, e.i64}, {}));
     iterFn.setPrivate();
     Block *body = iterFn.addEntryBlock();
     b.setInsertionPointToStart(body);
     Value p = body->getArgument(0), stepArg = body->getArgument(1);
     DenseMap<Value, Value> handle;
-    auto layoutConst = [&](Location l, StringRef what, r::MeshAttr mesh, r::StrategyAttr st) {
+    auto layoutConst = [&](Location l, StringRef what, r::MeshAttr mesh,
+                           r::StrategyAttr st) {
       return e.array(l, what, ArrayRef<int64_t>(layoutOf(mesh, st)));
     };
     auto inputs = [&](Location l, ValueRange vals) {
@@ -375,62 +397,73 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     };
     for (Operation &op : alg.getBodyBlock()) {
       Location l = op.getLoc();
-      auto modelIdx = [&](StringRef name) { return e.int64(l, modelIndex.lookup(name)); };
+      auto modelIdx = [&](StringRef name) {
+        return e.int64(l, modelIndex.lookup(name));
+      };
       auto placed = [&](StringRef what) {
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
-        return layoutConst(l, (model + "_" + what).str(), op.getAttrOfType<r::MeshAttr>("mesh"),
+        return layoutConst(l, (model + "_" + what).str(),
+                           op.getAttrOfType<r::MeshAttr>("mesh"),
                            op.getAttrOfType<r::StrategyAttr>("strategy"));
       };
       if (auto ld = dyn_cast<r::LoadOp>(op)) {
-        handle[ld.getResult()] =
-            e.call(l, "rlhf_load", e.ptr,
-                   {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg});
+        handle[ld.getResult()] = e.call(
+            l, "rlhf_load", e.ptr,
+            {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg});
       } else if (auto f = dyn_cast<r::FieldOp>(op)) {
-        handle[f.getResult()] = e.call(l, "rlhf_field", e.ptr,
-                                       {p, handle.lookup(f.getRecord()),
-                                        e.string(l, f.getName())});
+        handle[f.getResult()] =
+            e.call(l, "rlhf_field", e.ptr,
+                   {p, handle.lookup(f.getRecord()), e.string(l, f.getName())});
       } else if (auto re = dyn_cast<r::ReallocOp>(op)) {
         if (re.getSource() != re.getTarget())
-          return re.emitError("the runtime reallocates a model onto itself only; '")
-                 << re.getSource() << "' to '" << re.getTarget() << "' is not supported";
+          return re.emitError(
+                     "the runtime reallocates a model onto itself only; '")
+                 << re.getSource() << "' to '" << re.getTarget()
+                 << "' is not supported";
         e.call(l, "rlhf_realloc", e.voidTy,
                {p, modelIdx(re.getSource()),
-                layoutConst(l, (re.getSource() + "_realloc_from").str(), re.getFromMesh(),
-                            re.getFrom()),
-                layoutConst(l, (re.getSource() + "_realloc_to").str(), re.getToMesh(),
-                            re.getTo())});
+                layoutConst(l, (re.getSource() + "_realloc_from").str(),
+                            re.getFromMesh(), re.getFrom()),
+                layoutConst(l, (re.getSource() + "_realloc_to").str(),
+                            re.getToMesh(), re.getTo())});
       } else if (auto t = dyn_cast<r::TransferOp>(op)) {
         // The consumer's layout decides which ranks receive which rows.
         r::StrategyAttr st;
         for (Operation *user : t.getResult().getUsers())
-          if (auto s = user->getAttrOfType<r::StrategyAttr>("strategy"); s && !st)
+          if (auto s = user->getAttrOfType<r::StrategyAttr>("strategy");
+              s && !st)
             st = s;
         if (!st)
           return t.emitError("transfer has no placed consumer");
-        handle[t.getResult()] = e.call(l, "rlhf_transfer", e.ptr,
-                                       {p, handle.lookup(t.getInput()),
-                                        layoutConst(l, "transfer_to", t.getTo(), st)});
+        handle[t.getResult()] =
+            e.call(l, "rlhf_transfer", e.ptr,
+                   {p, handle.lookup(t.getInput()),
+                    layoutConst(l, "transfer_to", t.getTo(), st)});
       } else if (auto g = dyn_cast<r::GenerateOp>(op)) {
-        handle[g.getResult()] = e.call(
-            l, "rlhf_generate", e.ptr,
-            {p, modelIdx(g.getModel()), handle.lookup(g.getPrompt()), placed("generate"),
-             e.int64(l, g.getMaxNewTokens()), e.int64(l, g.getN()),
-             e.float64(l, g.getTemperature().convertToDouble()),
-             e.float64(l, g.getTopP().convertToDouble()), e.int64(l, g.getGreedy()),
-             e.string(l, ("generate " + g.getModel()).str())});
+        handle[g.getResult()] =
+            e.call(l, "rlhf_generate", e.ptr,
+                   {p, modelIdx(g.getModel()), handle.lookup(g.getPrompt()),
+                    placed("generate"), e.int64(l, g.getMaxNewTokens()),
+                    e.int64(l, g.getN()),
+                    e.float64(l, g.getTemperature().convertToDouble()),
+                    e.float64(l, g.getTopP().convertToDouble()),
+                    e.int64(l, g.getGreedy()),
+                    e.string(l, ("generate " + g.getModel()).str())});
       } else if (auto in = dyn_cast<r::InferenceOp>(op)) {
-        handle[in.getResult()] = e.call(
-            l, "rlhf_inference", e.ptr,
-            {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()), placed("inference"),
-             e.string(l, ("inference " + in.getModel()).str())});
+        handle[in.getResult()] =
+            e.call(l, "rlhf_inference", e.ptr,
+                   {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
+                    placed("inference"),
+                    e.string(l, ("inference " + in.getModel()).str())});
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
-        handle[ts.getStats()] = e.call(
-            l, "rlhf_train", e.ptr,
-            {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n, arr,
-             placed("train"), e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
-             e.string(l, settingsString(ts.getSettings())),
-             e.string(l, ("train " + ts.getModel()).str())});
+        handle[ts.getStats()] =
+            e.call(l, "rlhf_train", e.ptr,
+                   {p, modelIdx(ts.getModel()),
+                    e.int64(l, int64_t(ts.getLoss())), n, arr, placed("train"),
+                    e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
+                    e.string(l, settingsString(ts.getSettings())),
+                    e.string(l, ("train " + ts.getModel()).str())});
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         auto [n, arr] = inputs(l, c.getInputs());
         handle[c.getResult()] =

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhfc/Frontend/Frontend.h"
 #include "rlhfc/Codegen/Codegen.h"
 #include "rlhfc/CostModel/FromIR.h"
+#include "rlhfc/Frontend/Frontend.h"
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
 #include "rlhfc/Planner/Timeline.h"
@@ -33,41 +33,53 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Check, AST, MLIR, PlannedMLIR, Plan, Timeline, Trace, LLVM, Obj, Exe };
+enum class Emit {
+  Check,
+  AST,
+  MLIR,
+  PlannedMLIR,
+  Plan,
+  Timeline,
+  Trace,
+  LLVM,
+  Obj,
+  Exe
+};
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .rlhf file, or - for stdin>"),
                                cl::init("-"), cl::cat(rlhfcCat));
-cl::opt<Emit> emit("emit", cl::desc("What to produce (default: check the program only)"),
-                   cl::init(Emit::Check),
-                   cl::values(clEnumValN(Emit::Check, "check",
-                                         "parse and check; print only diagnostics"),
-                              clEnumValN(Emit::AST, "ast",
-                                         "the checked AST and each run's typed dataflow"),
-                              clEnumValN(Emit::MLIR, "mlir",
-                                         "the program in the rlhf MLIR dialect"),
-                              clEnumValN(Emit::PlannedMLIR, "planned-mlir",
-                                         "the dialect after planning: placement, "
-                                         "reallocations, transfers, costs, schedule"),
-                              clEnumValN(Emit::Plan, "plan",
-                                         "the plan as JSON: per call mesh, strategy, "
-                                         "time and memory; reallocations; transfers"),
-                              clEnumValN(Emit::Timeline, "timeline",
-                                         "a self-contained HTML page: a Gantt chart "
-                                         "per GPU and memory over time"),
-                              clEnumValN(Emit::Trace, "trace",
-                                         "the timeline as Chrome trace JSON (open in "
-                                         "Perfetto or chrome://tracing)"),
-                              clEnumValN(Emit::LLVM, "llvm",
-                                         "LLVM IR of the executable: main, the "
-                                         "iteration, the plan as constants"),
-                              clEnumValN(Emit::Obj, "obj", "a native object file"),
-                              clEnumValN(Emit::Exe, "exe",
-                                         "an executable linked against librlhf_runtime "
-                                         "(default name: the input's, without .rlhf); "
-                                         "run it with rlhf-run -n GPUS")),
-                   cl::cat(rlhfcCat));
+cl::opt<Emit>
+    emit("emit", cl::desc("What to produce (default: check the program only)"),
+         cl::init(Emit::Check),
+         cl::values(clEnumValN(Emit::Check, "check",
+                               "parse and check; print only diagnostics"),
+                    clEnumValN(Emit::AST, "ast",
+                               "the checked AST and each run's typed dataflow"),
+                    clEnumValN(Emit::MLIR, "mlir",
+                               "the program in the rlhf MLIR dialect"),
+                    clEnumValN(Emit::PlannedMLIR, "planned-mlir",
+                               "the dialect after planning: placement, "
+                               "reallocations, transfers, costs, schedule"),
+                    clEnumValN(Emit::Plan, "plan",
+                               "the plan as JSON: per call mesh, strategy, "
+                               "time and memory; reallocations; transfers"),
+                    clEnumValN(Emit::Timeline, "timeline",
+                               "a self-contained HTML page: a Gantt chart "
+                               "per GPU and memory over time"),
+                    clEnumValN(Emit::Trace, "trace",
+                               "the timeline as Chrome trace JSON (open in "
+                               "Perfetto or chrome://tracing)"),
+                    clEnumValN(Emit::LLVM, "llvm",
+                               "LLVM IR of the executable: main, the "
+                               "iteration, the plan as constants"),
+                    clEnumValN(Emit::Obj, "obj", "a native object file"),
+                    clEnumValN(Emit::Exe, "exe",
+                               "an executable linked against librlhf_runtime "
+                               "(default name: the input's, without .rlhf); "
+                               "run it with rlhf-run -n GPUS")),
+         cl::cat(rlhfcCat));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
 cl::list<std::string> includeDirs("I", cl::desc("Add a folder to the import search path"),
@@ -113,20 +125,31 @@ cl::opt<bool> verifyDiagnostics(
 
 const char *kOverview =
     "rlhfc: the RLHF workflow compiler\n\n"
-    "Compiles an RLHF algorithm written as a .rlhf dataflow program (PPO, GRPO,\n"
+    "Compiles an RLHF algorithm written as a .rlhf dataflow program (PPO, "
+    "GRPO,\n"
     "ReMax, RLOO, DPO, SFT...) for a GPU cluster.\n\n"
     "Examples:\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf             check a program\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and typed dataflow\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=mlir the program in the rlhf dialect\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --estimate  time and memory of every call\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan         the searched placement as JSON\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=timeline -o t.html   per-GPU timeline\n"
-    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan --planner=heuristic   a baseline\n"
-    "  rlhfc examples/tiny_grpo.rlhf --emit=exe -o tiny_grpo   compile to an executable\n"
-    "  rlhf-run -n 4 ./tiny_grpo --steps 100         ...and train with 4 CPU workers\n"
-    "  rlhfc -I mylib prog.rlhf                      add a folder to the import path\n\n"
-    "Imports are searched in the importing file's folder, then the -I folders,\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=ast  show the checked AST and "
+    "typed dataflow\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=mlir the program in the rlhf "
+    "dialect\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --estimate  time and memory of every "
+    "call\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan         the searched "
+    "placement as JSON\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=timeline -o t.html   per-GPU "
+    "timeline\n"
+    "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan --planner=heuristic   a "
+    "baseline\n"
+    "  rlhfc examples/tiny_grpo.rlhf --emit=exe -o tiny_grpo   compile to an "
+    "executable\n"
+    "  rlhf-run -n 4 ./tiny_grpo --steps 100         ...and train with 4 CPU "
+    "workers\n"
+    "  rlhfc -I mylib prog.rlhf                      add a folder to the "
+    "import path\n\n"
+    "Imports are searched in the importing file's folder, then the -I "
+    "folders,\n"
     "then the standard library. The language is described in lang/README.md.\n";
 
 const char *programName = "rlhfc";
@@ -207,9 +230,10 @@ mlir::LogicalResult codegen(mlir::ModuleOp module, raw_ostream &os) {
     return mlir::success();
   }
   cg::LinkOptions link;
-  link.runtimeLibDir = runtimeDir.empty()
-                           ? cg::defaultRuntimeLibDir(programName, (void *)&exeOutput)
-                           : std::string(runtimeDir);
+  link.runtimeLibDir =
+      runtimeDir.empty()
+          ? cg::defaultRuntimeLibDir(programName, (void *)&exeOutput)
+          : std::string(runtimeDir);
   if (mlir::failed(cg::linkExecutable(obj, exeOutput(), link, err)))
     return fail(err);
   return mlir::success();

@@ -33,7 +33,8 @@ std::unique_ptr<llvm::Module> translateToLLVMIR(mlir::ModuleOp module,
                                                 std::string &error);
 
 /// Writes a native object file of `m` (optimised at -O2).
-mlir::LogicalResult emitObject(llvm::Module &m, llvm::StringRef path, std::string &error);
+mlir::LogicalResult emitObject(llvm::Module &m, llvm::StringRef path,
+                               std::string &error);
 
 struct LinkOptions {
   std::string runtimeLibDir; ///< where librlhf_runtime.so is
@@ -44,7 +45,8 @@ struct LinkOptions {
 std::string defaultRuntimeLibDir(const char *argv0, void *mainAddr);
 
 /// Links `object` into the executable `output`.
-mlir::LogicalResult linkExecutable(llvm::StringRef object, llvm::StringRef output,
+mlir::LogicalResult linkExecutable(llvm::StringRef object,
+                                   llvm::StringRef output,
                                    const LinkOptions &opts, std::string &error);
 
 } // namespace rlhfc::codegen

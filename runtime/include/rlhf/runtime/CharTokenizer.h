@@ -1,4 +1,5 @@
-//===- CharTokenizer.h - a vocabulary of the datasets' characters -*- C++ -*-===//
+//===- CharTokenizer.h - a vocabulary of the datasets' characters -*- C++
+//-*-===//
 //
 // For programs without a sentencepiece model, such as the tiny examples: ids
 // 0, 1 and 2 are pad, bos and eos, then every byte that occurs in the

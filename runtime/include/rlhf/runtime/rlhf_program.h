@@ -48,13 +48,14 @@ enum {
 /* arch: {layers, hidden, heads, kv_heads, ffn, vocab, max_seq, value_head,
  *        tie_embeddings}; the Adam settings matter for trainable models;
  *        checkpoint: a safetensors file or NULL (random init from the seed). */
-rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name, int64_t steps,
-                            int64_t seed, int64_t save_interval, int64_t gpus,
-                            double predicted_iteration_s);
+rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
+                            int64_t steps, int64_t seed, int64_t save_interval,
+                            int64_t gpus, double predicted_iteration_s);
 void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *arch,
-                         int64_t trainable, double lr, double beta1, double beta2,
-                         double eps, double weight_decay, double grad_clip,
-                         const char *checkpoint, const int64_t *layout);
+                         int64_t trainable, double lr, double beta1,
+                         double beta2, double eps, double weight_decay,
+                         double grad_clip, const char *checkpoint,
+                         const int64_t *layout);
 /* fields: comma-separated column names, e.g. "prompt,answer". */
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t max_prompt_len,
@@ -65,26 +66,28 @@ void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
 int64_t rlhf_prog_start(rlhf_prog *p);
 int64_t rlhf_prog_steps(const rlhf_prog *p);
 void rlhf_step_begin(rlhf_prog *p, int64_t step);
-/* Metrics, progress line, checkpoint at the save interval; frees the step's values. */
+/* Metrics, progress line, checkpoint at the save interval; frees the step's
+ * values. */
 void rlhf_step_end(rlhf_prog *p, int64_t step);
 /* Prints the memory summary and leaves the job; returns main's exit status. */
 int rlhf_prog_finish(rlhf_prog *p);
 
 rlhf_value *rlhf_load(rlhf_prog *p, int64_t dataset, int64_t step);
 rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
-void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from, const int64_t *to);
+void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from,
+                  const int64_t *to);
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to);
 rlhf_value *rlhf_generate(rlhf_prog *p, int64_t model, rlhf_value *prompt,
-                          const int64_t *layout, int64_t max_new_tokens, int64_t n,
-                          double temperature, double top_p, int64_t greedy,
-                          const char *label);
+                          const int64_t *layout, int64_t max_new_tokens,
+                          int64_t n, double temperature, double top_p,
+                          int64_t greedy, const char *label);
 rlhf_value *rlhf_inference(rlhf_prog *p, int64_t model, rlhf_value *seq,
                            const int64_t *layout, const char *label);
 /* settings: "key=value,..." (clip, kl, beta). */
-rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, int64_t loss, int64_t ninputs,
-                       rlhf_value *const *inputs, const int64_t *layout,
-                       int64_t minibatches, int64_t epochs, const char *settings,
-                       const char *label);
+rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, int64_t loss,
+                       int64_t ninputs, rlhf_value *const *inputs,
+                       const int64_t *layout, int64_t minibatches,
+                       int64_t epochs, const char *settings, const char *label);
 rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t ninputs,
                          rlhf_value *const *inputs, const char *settings,
                          const char *label);
