@@ -47,11 +47,11 @@ cd "$work"
 stamp=node_modules/.rlhf-installed-lock
 lock_sum=$(cksum < package-lock.json)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
-  if ! timeout 20 npm ping --loglevel=error >/dev/null 2>&1; then
+  if ! timeout 20 npm ping --fetch-retries=0 --loglevel=error >/dev/null 2>&1; then
     skip "npm registry not reachable"
   fi
   echo "editors/vscode: npm ci"
-  if ! timeout 300 npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error; then
+  if ! timeout 240 npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error; then
     echo "FAIL: editors/vscode: npm ci"
     exit 1
   fi
