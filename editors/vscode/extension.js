@@ -46,10 +46,13 @@ function resolveServer(setting, env = process.env, folder = workspaceFolder()) {
     if (!path.isAbsolute(p)) p = path.resolve(folder || process.cwd(), p);
     return isExecutableFile(p) ? p : undefined;
   }
+  const exts = process.platform === 'win32' ? ['', ...(env.PATHEXT || '.EXE;.CMD;.BAT').split(';')] : [''];
   for (const dir of (env.PATH || '').split(path.delimiter)) {
     if (!dir) continue;
-    const candidate = path.join(dir, p);
-    if (isExecutableFile(candidate)) return candidate;
+    for (const ext of exts) {
+      const candidate = path.join(dir, p + ext);
+      if (isExecutableFile(candidate)) return candidate;
+    }
   }
   return undefined;
 }
@@ -104,7 +107,7 @@ async function startClient() {
     } catch {
       // The client never got going; nothing to release.
     }
-    showError(`RLHF: the language server '${command}' failed to start: ${err && err.message ? err.message : err}. ${BUILD_HINT}`);
+    showError(`RLHF: the language server '${command}' failed to start: ${describe(err)}. ${BUILD_HINT}`);
   }
 }
 
@@ -115,13 +118,23 @@ async function stopClient() {
   try {
     await c.stop();
   } catch (err) {
-    if (output) output.appendLine(`RLHF: stopping the language server: ${err && err.message ? err.message : err}`);
+    if (output) output.appendLine(`RLHF: stopping the language server: ${describe(err)}`);
   }
 }
 
+function describe(err) {
+  return err && err.message ? err.message : String(err);
+}
+
 // Serialises restarts so that quick successive setting changes do not race.
+// A failure is reported and does not break the chain for later restarts.
 function restart() {
-  starting = starting.then(stopClient).then(startClient);
+  starting = starting
+    .then(stopClient)
+    .then(startClient)
+    .catch((err) => {
+      showError(`RLHF: could not start the language client: ${describe(err)}`);
+    });
   return starting;
 }
 

@@ -20,6 +20,11 @@ let startBehaviour = () => Promise.resolve();
 
 class FakeLanguageClient {
   constructor(id, name, serverOptions, clientOptions) {
+    if (FakeLanguageClient.throwOnce) {
+      const e = FakeLanguageClient.throwOnce;
+      FakeLanguageClient.throwOnce = undefined;
+      throw e;
+    }
     Object.assign(this, { id, name, serverOptions, clientOptions, started: 0, stopped: 0, disposed: 0 });
     calls.clients.push(this);
   }
@@ -214,11 +219,23 @@ test('a server that fails to start gives an error and is disposed', async () => 
   startBehaviour = () => Promise.resolve();
 });
 
-test('deactivate stops the running client', async () => {
+test('a client that throws is reported and later restarts still work', async () => {
+  const before = calls.errors.length;
+  FakeLanguageClient.throwOnce = new Error('bad client options');
   await calls.commands['rlhf.restartServer']();
-  assert.strictEqual(calls.clients.length, 4);
+  assert.strictEqual(calls.errors.length, before + 1);
+  assert.match(calls.errors[before].message, /could not start the language client: bad client options/);
+  const n = calls.clients.length;
+  await calls.commands['rlhf.restartServer']();
+  assert.strictEqual(calls.clients.length, n + 1);
+  assert.strictEqual(calls.clients[n].started, 1);
+});
+
+test('deactivate stops the running client', async () => {
+  const last = calls.clients[calls.clients.length - 1];
+  assert.strictEqual(last.stopped, 0);
   await ext.deactivate();
-  assert.strictEqual(calls.clients[3].stopped, 1);
+  assert.strictEqual(last.stopped, 1);
 });
 
 (async () => {
