@@ -18,7 +18,12 @@ PACKAGES=(
   clang libclang-rt-14-dev clang-format
   # headless browser for the timeline rendering test
   chromium
+  # the VS Code extension's tests (editors/vscode; skipped without node/npm)
+  nodejs
 )
+# Debian packages npm separately; NodeSource's nodejs bundles it and conflicts
+# with Debian's npm, so ask for npm only when the command is missing.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
