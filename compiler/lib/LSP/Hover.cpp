@@ -12,6 +12,7 @@
 #include "rlhfc/Frontend/Units.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <array>
 #include <cmath>
@@ -34,16 +35,18 @@ std::string withCommas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
-/// `v` in thousands, millions or billions, the largest that keeps it >= 1;
-/// `units` name the four scales, from ones up.
-std::string scaled(double v, const std::array<const char *, 4> &units) {
-  for (int k = 3; k > 0; --k)
+/// `v` in thousands, millions, billions or trillions, the largest that
+/// keeps it >= 1; `units` name the five scales, from ones up.
+std::string scaled(double v, const std::array<const char *, 5> &units) {
+  for (int k = 4; k > 0; --k)
     if (double scale = std::pow(1e3, k); v >= scale)
       return formatv("{0:f2}{1}", v / scale, units[k]);
   return formatv("{0}{1}", v, units[0]);
 }
-std::string shortCount(double n) { return scaled(n, {"", "K", "M", "B"}); }
-std::string bytes(double b) { return scaled(b, {" B", " KB", " MB", " GB"}); }
+std::string shortCount(double n) { return scaled(n, {"", "K", "M", "B", "T"}); }
+std::string bytes(double b) {
+  return scaled(b, {" B", " KB", " MB", " GB", " TB"});
+}
 
 std::string seconds(double s) {
   if (s >= 1)
@@ -56,6 +59,17 @@ std::string seconds(double s) {
 unsigned lineOf(mlir::Location loc) {
   auto f = mlir::dyn_cast<mlir::FileLineColLoc>(loc);
   return f ? f.getLine() : 0;
+}
+
+/// "12" in the document, "ppo.rlhf:4" in an imported file.
+std::string lineIn(const Document &doc, mlir::Location loc) {
+  auto f = mlir::dyn_cast<mlir::FileLineColLoc>(loc);
+  if (!f)
+    return "";
+  llvm::StringRef file = f.getFilename().getValue();
+  if (doc.isMainFile(file))
+    return std::to_string(f.getLine());
+  return formatv("{0}:{1}", llvm::sys::path::filename(file), f.getLine());
 }
 
 void archTable(const sema::Arch &a, llvm::raw_ostream &os) {
@@ -320,7 +334,8 @@ void runHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
       ": predicted iteration time **{0}**\n\n",
       seconds(
           plan->report.getNumber("predicted_iteration_time_s").value_or(0)));
-  os << "| call | line | mesh | dp | tp | pp | mbs | time | memory per GPU |\n"
+  os << "| call | source | mesh | dp | tp | pp | mbs | time | memory per GPU "
+        "|\n"
      << "|---|---:|---|---:|---:|---:|---:|---:|---:|\n";
   const llvm::json::Array *calls = plan->report.getArray("calls");
   for (size_t c = 0; calls && c < calls->size(); ++c) {
@@ -330,7 +345,7 @@ void runHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
       continue; // host compute
     os << formatv(
         "| {0} | {1} | `{2}` | {3} | {4} | {5} | {6} | {7} | {8} |\n",
-        call->getString("name").value_or(""), lineOf(plan->callLocs[c]),
+        call->getString("name").value_or(""), lineIn(doc, plan->callLocs[c]),
         meshOf(plan->report, *call), s->getInteger("dp").value_or(0),
         s->getInteger("tp").value_or(0), s->getInteger("pp").value_or(0),
         s->getInteger("micro_batches").value_or(0),

@@ -94,6 +94,9 @@ size_t SourceText::skipCommentOrString(size_t i) const {
 size_t SourceText::tokenEnd(size_t offset) const {
   if (offset >= buf.size())
     return buf.size();
+  // At the end of a line (a missing ';'), an empty range that stays there.
+  if (buf[offset] == '\n' || buf[offset] == '\r')
+    return offset;
   if (buf[offset] == '"')
     return skipCommentOrString(offset);
   size_t i = offset;
