@@ -15,7 +15,6 @@
 #include "rlhfc/LSP/Server.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 
 #include <map>
