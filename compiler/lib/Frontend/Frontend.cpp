@@ -107,11 +107,11 @@ struct Loader {
 
 } // namespace
 
-std::unique_ptr<sema::Program> rlhfc::loadProgram(llvm::SourceMgr &sm,
-                                                  mlir::MLIRContext &ctx,
-                                                  const FrontendOptions &opts) {
-  auto prog = std::make_unique<sema::Program>();
-  Loader loader{sm, ctx, opts, *prog, {}, {}, false};
+mlir::LogicalResult rlhfc::loadProgram(llvm::SourceMgr &sm,
+                                       mlir::MLIRContext &ctx,
+                                       const FrontendOptions &opts,
+                                       sema::Program &program) {
+  Loader loader{sm, ctx, opts, program, {}, {}, false};
   unsigned mainId = sm.getMainFileID();
   std::string mainName = sm.getMemoryBuffer(mainId)->getBufferIdentifier().str();
   llvm::SmallString<256> real;
@@ -119,8 +119,23 @@ std::unique_ptr<sema::Program> rlhfc::loadProgram(llvm::SourceMgr &sm,
                                                              : std::string(real);
   loader.load(mainId, key);
   if (loader.failed)
-    return nullptr;
-  if (mlir::failed(sema::check(*prog, ctx)))
+    return mlir::failure();
+  return sema::check(program, ctx);
+}
+
+std::unique_ptr<sema::Program> rlhfc::loadProgram(llvm::SourceMgr &sm,
+                                                  mlir::MLIRContext &ctx,
+                                                  const FrontendOptions &opts) {
+  auto prog = std::make_unique<sema::Program>();
+  if (mlir::failed(loadProgram(sm, ctx, opts, *prog)))
     return nullptr;
   return prog;
+}
+
+std::string rlhfc::defaultStdlibDir(llvm::StringRef flag) {
+  if (!flag.empty())
+    return flag.str();
+  if (const char *env = std::getenv("RLHF_STDLIB"); env && *env)
+    return env;
+  return RLHF_STDLIB_DIR;
 }

@@ -3,7 +3,7 @@
 #ifndef RLHFC_LIB_TRANSFORMS_PASSUTILS_H
 #define RLHFC_LIB_TRANSFORMS_PASSUTILS_H
 
-#include "rlhfc/Planner/Planner.h"
+#include "rlhfc/Transforms/Pipeline.h"
 
 namespace rlhfc {
 
@@ -14,12 +14,6 @@ mlir::FailureOr<cost::Calibration> loadCalibrationFor(mlir::ModuleOp module,
 
 /// Whether a call op has both a mesh and a strategy.
 bool isPlaced(mlir::Operation *op);
-
-/// Simulates the placed algorithm. Fails (with errors reported) if a call is
-/// unplaced or a problem cannot be built.
-mlir::FailureOr<std::pair<plan::Problem, plan::SimResult>>
-simulatePlaced(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
-               bool record);
 
 } // namespace rlhfc
 

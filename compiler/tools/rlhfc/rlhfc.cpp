@@ -11,9 +11,8 @@
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
 #include "rlhfc/Planner/Timeline.h"
-#include "rlhfc/Transforms/Passes.h"
+#include "rlhfc/Transforms/Pipeline.h"
 
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -154,39 +153,7 @@ const char *kOverview =
 
 const char *programName = "rlhfc";
 
-std::string defaultStdlib() {
-  if (!stdlibDir.empty())
-    return stdlibDir;
-  if (const char *env = std::getenv("RLHF_STDLIB"); env && *env)
-    return env;
-  return RLHF_STDLIB_DIR;
-}
-
 } // namespace
-
-/// Runs the planning pipeline of DESIGN.md on a lowered module.
-mlir::LogicalResult plan(mlir::ModuleOp module) {
-  mlir::PassManager pm(module->getContext());
-  pm.addPass(rlhfc::createRLHFInferShapes());
-  rlhfc::RLHFAssignPlacementOptions place;
-  place.planner = plannerName;
-  place.budget = searchBudget;
-  place.seed = searchSeed;
-  place.calibration = calibrationFile;
-  pm.addPass(rlhfc::createRLHFAssignPlacement(place));
-  pm.addPass(rlhfc::createRLHFInsertRealloc());
-  pm.addPass(rlhfc::createRLHFInsertTransfer());
-  rlhfc::RLHFCheckMemoryOptions mem;
-  mem.calibration = calibrationFile;
-  pm.addPass(rlhfc::createRLHFCheckMemory(mem));
-  rlhfc::RLHFEstimateCostOptions est;
-  est.calibration = calibrationFile;
-  pm.addPass(rlhfc::createRLHFEstimateCost(est));
-  rlhfc::RLHFScheduleOptions sched;
-  sched.calibration = calibrationFile;
-  pm.addPass(rlhfc::createRLHFSchedule(sched));
-  return pm.run(module);
-}
 
 /// The executable's path for --emit=exe: -o, or the input's name.
 std::string exeOutput() {
@@ -245,7 +212,7 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
                             raw_ostream &os) {
   rlhfc::FrontendOptions opts;
   opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
-  opts.stdlibDir = defaultStdlib();
+  opts.stdlibDir = rlhfc::defaultStdlibDir(stdlibDir);
   std::unique_ptr<rlhfc::sema::Program> prog = rlhfc::loadProgram(sm, ctx, opts);
   if (!prog)
     return mlir::failure();
@@ -278,7 +245,12 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     os << "\n";
     return mlir::success();
   }
-  if (mlir::failed(plan(*module)))
+  rlhfc::PlanningOptions planning;
+  planning.planner = plannerName;
+  planning.budget = searchBudget;
+  planning.seed = searchSeed;
+  planning.calibration = calibrationFile;
+  if (mlir::failed(rlhfc::runPlanningPipeline(*module, planning)))
     return mlir::failure();
   if (emit == Emit::PlannedMLIR) {
     module->print(os, flags);
@@ -289,24 +261,20 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     return codegen(*module, os);
   llvm::json::Array plans;
   for (auto alg : module->getOps<mlir::rlhf::AlgorithmOp>()) {
-    auto p = rlhfc::plan::buildProblem(alg, calibration);
-    if (mlir::failed(p))
+    auto placed = rlhfc::simulatePlaced(alg, calibration, /*record=*/true);
+    if (mlir::failed(placed))
       return mlir::failure();
-    rlhfc::plan::Assignment a(p->calls.size(), 0);
-    for (size_t c = 0; c < p->calls.size(); ++c)
-      if (p->calls[c].host)
-        a[c] = -1;
-    rlhfc::plan::SimResult sim = rlhfc::plan::simulate(*p, a, 3, true);
+    auto &[p, sim] = *placed;
     std::string title = (alg.getSymName() + " (" + inputFile + ")").str();
     if (emit == Emit::Timeline) {
-      rlhfc::plan::writeTimelineHtml(*p, sim, title, os);
+      rlhfc::plan::writeTimelineHtml(p, sim, title, os);
       return mlir::success(); // one algorithm per page
     }
     if (emit == Emit::Trace) {
-      rlhfc::plan::writeChromeTrace(*p, sim, title, os);
+      rlhfc::plan::writeChromeTrace(p, sim, title, os);
       return mlir::success();
     }
-    plans.push_back(rlhfc::plan::planToJson(alg, *p, sim));
+    plans.push_back(rlhfc::plan::planToJson(alg, p, sim));
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plans))) << "\n";
   return mlir::success();

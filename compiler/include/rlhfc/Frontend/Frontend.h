@@ -25,6 +25,17 @@ std::unique_ptr<sema::Program> loadProgram(llvm::SourceMgr &sm,
                                            mlir::MLIRContext &ctx,
                                            const FrontendOptions &opts);
 
+/// The same, filling `program` as far as loading and checking get: the
+/// modules that parsed and, when they all did, what Sema resolved. Tools that
+/// work on programs with errors (the language server) read it either way.
+mlir::LogicalResult loadProgram(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
+                                const FrontendOptions &opts,
+                                sema::Program &program);
+
+/// The standard library folder: `flag` when not empty, else $RLHF_STDLIB,
+/// else the one this build was configured with.
+std::string defaultStdlibDir(llvm::StringRef flag);
+
 /// Where `import "path";` in `fromFile` resolves to, or "" if nowhere.
 std::string resolveImport(llvm::StringRef path, llvm::StringRef fromFile,
                           const FrontendOptions &opts);

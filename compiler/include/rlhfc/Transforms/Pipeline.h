@@ -1,0 +1,43 @@
+//===- Pipeline.h - the planning pipeline of rlhfc --------------*- C++ -*-===//
+//
+// The passes `rlhfc --emit=plan` runs after MLIRGen, in order, so that every
+// tool that shows a plan (rlhfc, the language server) shows the same one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_TRANSFORMS_PIPELINE_H
+#define RLHFC_TRANSFORMS_PIPELINE_H
+
+#include "rlhfc/Planner/Planner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace rlhfc {
+
+struct PlanningOptions {
+  std::string planner = "search"; ///< search, heuristic, colocated, ...
+  int64_t budget = 200000;        ///< assignments the search may simulate
+  uint64_t seed = 1;
+  std::string calibration; ///< JSON file of efficiency factors, or ""
+};
+
+/// Adds infer-shapes, assign-placement, insert-realloc, insert-transfer,
+/// check-memory, estimate-cost and schedule to `pm`.
+void buildPlanningPipeline(mlir::OpPassManager &pm,
+                           const PlanningOptions &opts);
+
+/// Runs that pipeline on a lowered module; errors (a predicted OOM, no
+/// placement that fits) are reported at the calls' .rlhf locations.
+mlir::LogicalResult runPlanningPipeline(mlir::ModuleOp module,
+                                        const PlanningOptions &opts);
+
+/// Simulates the placed algorithm. Fails (with errors reported) if a call is
+/// unplaced or a problem cannot be built.
+mlir::FailureOr<std::pair<plan::Problem, plan::SimResult>>
+simulatePlaced(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
+               bool record);
+
+} // namespace rlhfc
+
+#endif // RLHFC_TRANSFORMS_PIPELINE_H

@@ -1,0 +1,266 @@
+//===- Completion.cpp - completing names in .rlhf algorithms --------------===//
+//
+// The context comes from the text (the cursor is usually in a statement
+// that does not parse yet): after `x.`, inside the parentheses of a call,
+// or at the start of a value. What `x` is comes from the syntax tree, of
+// the document or, when it does not parse, of the document with the line
+// being typed blanked out. The lists are Builtins.cpp's tables.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Features.h"
+
+#include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Units.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace rlhfc;
+using namespace rlhfc::lsp;
+namespace mlsp = mlir::lsp;
+using llvm::formatv;
+
+namespace {
+
+/// The algorithm whose declaration contains `offset`.
+const ast::AlgorithmDecl *enclosingAlgorithm(const Document &doc,
+                                             size_t offset) {
+  const ast::Module *m = doc.getMainModule();
+  if (!m)
+    return nullptr;
+  const SourceText &text = doc.getText();
+  for (const auto &a : m->algorithms) {
+    size_t begin = text.previousWordStart(
+        text.offsetOf(mlir::cast<mlir::FileLineColLoc>(a->loc)));
+    if (begin <= offset && offset < text.itemEnd(begin))
+      return a.get();
+  }
+  return nullptr;
+}
+
+/// The `(` of the innermost call the offset is inside, if any.
+std::optional<size_t> openParen(const SourceText &text, size_t offset) {
+  std::vector<size_t> open;
+  llvm::StringRef src = text.text();
+  text.scanCode(0, offset, [&](size_t i, char c) {
+    if (c == '(' || c == '[' || c == '{')
+      open.push_back(i);
+    else if ((c == ')' || c == ']' || c == '}') && !open.empty())
+      open.pop_back();
+    else if (c == ';') // a statement ends whatever it left open
+      while (!open.empty() && src[open.back()] != '{')
+        open.pop_back();
+    return true;
+  });
+  if (open.empty() || src[open.back()] != '(')
+    return std::nullopt;
+  return open.back();
+}
+
+/// The last character before `offset` that is not whitespace, or 0.
+char previousChar(llvm::StringRef src, size_t offset) {
+  while (offset > 0 && llvm::isSpace(src[offset - 1]))
+    --offset;
+  return offset ? src[offset - 1] : 0;
+}
+
+/// The names already given as `name = ...` in the arguments [begin, end).
+llvm::StringSet<> namedArgs(const SourceText &text, size_t begin, size_t end) {
+  llvm::StringSet<> names;
+  int depth = 0;
+  text.scanCode(begin, end, [&](size_t i, char c) {
+    if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
+    else if (c == '=' && depth == 0)
+      names.insert(text.text().slice(text.previousWordStart(i), i).rtrim());
+    return true;
+  });
+  return names;
+}
+
+/// Sort text keeping a table's order within a group: "0" + "07".
+std::string order(char group, size_t index) {
+  return formatv("{0}{1,0+2}", group, index).str();
+}
+
+class Completer {
+public:
+  Completer(Document &doc, const Document &scope, size_t offset)
+      : doc(doc), scope(scope), text(doc.getText()), src(text.text()),
+        offset(offset), alg(enclosingAlgorithm(scope, offset)) {}
+
+  mlsp::CompletionList run() {
+    size_t word = text.wordStart(offset);
+    if (word > 0 && src[word - 1] == '.') {
+      size_t dot = word - 1;
+      llvm::StringRef base = src.slice(text.wordStart(dot), dot);
+      if (!base.empty() && !llvm::isDigit(base.front())) // not `1.5`
+        member(base);
+      return std::move(list);
+    }
+    std::optional<size_t> paren = openParen(text, offset);
+    bool valueStart = previousChar(src, word) == '=';
+    if (paren && !valueStart) {
+      char before = previousChar(src, word);
+      if (before == '(' || before == ',')
+        namedArguments(*paren, word);
+    }
+    if (alg && (paren || valueStart || statementStart(word)))
+      values(word);
+    return std::move(list);
+  }
+
+private:
+  void add(llvm::StringRef label, mlsp::CompletionItemKind kind,
+           llvm::StringRef detail, llvm::StringRef sortText,
+           llvm::StringRef insert = "", llvm::StringRef doc = "") {
+    mlsp::CompletionItem item(label, kind, sortText);
+    item.detail = detail.str();
+    if (!insert.empty())
+      item.insertText = insert.str();
+    if (!doc.empty())
+      item.documentation =
+          mlsp::MarkupContent{mlsp::MarkupKind::Markdown, doc.str()};
+    list.items.push_back(std::move(item));
+  }
+
+  /// At the beginning of a statement of the algorithm body.
+  bool statementStart(size_t word) const {
+    char c = previousChar(src, word);
+    return c == ';' || c == '{' || c == '}' || c == ')';
+  }
+
+  const ast::Param *param(llvm::StringRef name) const {
+    for (const ast::Param &p : alg->params)
+      if (p.name == name)
+        return &p;
+    return nullptr;
+  }
+
+  /// After `base.`: the methods of a model, the fields of a dataset or of a
+  /// result.
+  void member(llvm::StringRef base) {
+    const ast::Param *p = alg ? param(base) : nullptr;
+    if (!alg || (p && p->type == "model")) {
+      for (auto [i, m] : llvm::enumerate(allMethods())) {
+        std::string doc = formatv("input: {0}", m.inputHelp);
+        for (const SettingSpec &s : m.settings)
+          doc += formatv("\n- `{0}`{1}", s.name,
+                         s.required ? " (required)"
+                                    : " = " + formatNumber(s.fallback));
+        add(m.name, mlsp::CompletionItemKind::Method, m.summary, order('0', i),
+            "", doc);
+      }
+      return;
+    }
+    // Fields: from every run of the algorithm, each name once.
+    llvm::StringSet<> seen;
+    for (const sema::Instance *in : scope.instancesOf(*alg)) {
+      const RecordType *rec = nullptr;
+      if (p && p->type == "dataset")
+        rec = in->dataset ? &in->dataset->type : nullptr;
+      for (const sema::Node &n : in->nodes)
+        if (!p && n.name == base)
+          rec = &n.result;
+      for (const Field &f : rec ? rec->fields : std::vector<Field>{})
+        if (seen.insert(f.name).second)
+          add(f.name, mlsp::CompletionItemKind::Field, f.type.str(),
+              order('0', seen.size()));
+    }
+  }
+
+  void setting(const SettingSpec &s, size_t index) {
+    std::string detail = s.required
+                             ? "required setting"
+                             : "setting, default " + formatNumber(s.fallback);
+    if (*s.help)
+      detail += ": " + std::string(s.help);
+    add(s.name, mlsp::CompletionItemKind::Property, detail, order('0', index),
+        std::string(s.name) + " = ");
+  }
+
+  /// Inside `callee(`: its named settings and inputs not given yet.
+  void namedArguments(size_t paren, size_t word) {
+    size_t end = paren;
+    while (end > 0 && llvm::isSpace(src[end - 1]))
+      --end;
+    size_t begin = text.wordStart(end);
+    llvm::StringRef callee = src.slice(begin, end);
+    bool isMethod = begin > 0 && src[begin - 1] == '.';
+    llvm::StringSet<> given = namedArgs(text, paren + 1, word);
+    size_t index = 0;
+    if (const MethodSpec *m = isMethod ? lookupMethod(callee) : nullptr) {
+      for (const SettingSpec &s : m->settings)
+        if (!given.count(s.name))
+          setting(s, index++);
+    } else if (const BuiltinSpec *b =
+                   isMethod ? nullptr : lookupBuiltin(callee)) {
+      for (const InputSpec &in : b->inputs)
+        if (!given.count(in.name))
+          add(in.name, mlsp::CompletionItemKind::Property,
+              in.fields.empty() ? "input: " + tensorKindNoun(in.kind).str()
+                                : "input: a record " + in.fieldList(),
+              order('0', index++), in.name + " = ");
+      for (const SettingSpec &s : b->settings)
+        if (!given.count(s.name))
+          setting(s, index++);
+    } else if (const ast::AlgorithmDecl *a = scope.lookupAlgorithm(callee);
+               a && !isMethod &&
+               src.slice(text.previousWordStart(begin), begin).trim() ==
+                   "run") {
+      for (const ast::Param &p : a->params)
+        if (!given.count(p.name))
+          add(p.name, mlsp::CompletionItemKind::Property,
+              "parameter: " + p.type, order('0', index++), p.name + " = ");
+    }
+  }
+
+  /// A value in the algorithm body: a parameter, an earlier result, or a
+  /// built-in function.
+  void values(size_t word) {
+    for (const ast::Param &p : alg->params)
+      add(p.name, mlsp::CompletionItemKind::Variable, p.type, "1" + p.name);
+    for (const ast::Stmt &s : alg->body) {
+      auto loc = mlir::cast<mlir::FileLineColLoc>(s.loc);
+      if (!s.target.empty() && scope.getText().offsetOf(loc) < word)
+        add(s.target, mlsp::CompletionItemKind::Variable, "result",
+            "1" + s.target);
+    }
+    for (const BuiltinSpec &b : allBuiltins())
+      add(b.name, mlsp::CompletionItemKind::Function, b.signature,
+          std::string("2") + b.name, "", b.summary);
+  }
+
+  Document &doc;
+  const Document &scope;
+  const SourceText &text;
+  llvm::StringRef src;
+  size_t offset;
+  const ast::AlgorithmDecl *alg;
+  mlsp::CompletionList list;
+};
+
+} // namespace
+
+mlsp::CompletionList rlhfc::lsp::complete(Document &doc,
+                                          const mlsp::Position &pos) {
+  const SourceText &text = doc.getText();
+  size_t offset = text.offsetOf(pos);
+  if (text.inCommentOrString(offset))
+    return {};
+  if (doc.getMainModule())
+    return Completer(doc, doc, offset).run();
+  // A half-typed statement does not parse; blanking its line (offsets stay
+  // the same) usually leaves a program that does, for the names around it.
+  std::string blanked = text.text().str();
+  size_t lineBegin = blanked.rfind('\n', offset ? offset - 1 : 0);
+  lineBegin = lineBegin == std::string::npos || offset == 0 ? 0 : lineBegin + 1;
+  for (size_t i = lineBegin; i < blanked.size() && blanked[i] != '\n'; ++i)
+    blanked[i] = ' ';
+  Document scope(doc.getContext(), doc.getOptions(), doc.getURI(), blanked);
+  return Completer(doc, scope, offset).run();
+}
