@@ -11,7 +11,6 @@
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
-#include "rlhf/runtime/SafeTensors.h"
 
 #include <ATen/ATen.h>
 
@@ -88,14 +87,8 @@ rlhf_model *rlhf_model_create(rlhf_ctx *ctx, const rlhf_arch *a, const rlhf_layo
     if (m->layout.firstGpu + m->layout.size() > ctx->world->size())
       throw Error("layout needs " + std::to_string(m->layout.firstGpu + m->layout.size()) +
                   " ranks, the job has " + std::to_string(ctx->world->size()));
-    if (safetensors) {
-      // Rank 0 reads the file; reallocation scatters it to the layout.
-      ParamMap full = ctx->world->rank() == 0 ? loadSafetensors(safetensors) : ParamMap{};
-      m->params = reallocate(m->cfg, full, {0, 1, 1, 1}, m->layout, *ctx->world);
-    } else {
-      m->params = layoutShard(m->cfg, initParams(m->cfg, seed), m->layout,
-                              ctx->world->rank());
-    }
+    m->params = initialShard(m->cfg, m->layout, *ctx->world, seed,
+                             safetensors ? safetensors : "");
     m->groups = makeGroups(*ctx->world, m->layout);
     return m;
   });

@@ -20,7 +20,6 @@
 #include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
-#include "rlhf/runtime/SafeTensors.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
@@ -97,15 +96,30 @@ std::string layoutStr(const Layout &l) {
          " pp=" + std::to_string(l.pp);
 }
 
-std::map<std::string, double> parseSettings(const char *s) {
-  std::map<std::string, double> out;
-  std::stringstream ss(s ? s : "");
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (auto eq = item.find('='); eq != std::string::npos)
-      out[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
-  return out;
-}
+/// The "key=value,..." settings of a call, as code generation writes them.
+class Settings {
+public:
+  explicit Settings(const char *text) {
+    std::stringstream ss(text ? text : "");
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (auto eq = item.find('='); eq != std::string::npos)
+        values[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
+  }
+  double get(const std::string &key, double fallback) const {
+    auto it = values.find(key);
+    return it == values.end() ? fallback : it->second;
+  }
+  double need(const std::string &key) const {
+    auto it = values.find(key);
+    if (it == values.end())
+      throw Error("setting '" + key + "' is missing");
+    return it->second;
+  }
+
+private:
+  std::map<std::string, double> values;
+};
 
 std::vector<std::string> splitList(const std::string &s) {
   std::vector<std::string> out;
@@ -115,6 +129,13 @@ std::vector<std::string> splitList(const std::string &s) {
     if (!item.empty())
       out.push_back(item);
   return out;
+}
+
+/// Where a whole sequence [N, S] has real tokens to predict: [N, S-1],
+/// aligned with per-token logprobs (the loss mask of text without a
+/// generation mask).
+at::Tensor predictedTokens(const at::Tensor &seq, int64_t pad) {
+  return seq.narrow(1, 1, seq.size(1) - 1) != pad;
 }
 
 uint64_t mix(uint64_t a, uint64_t b) {
@@ -580,15 +601,11 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
           m.opt->restore(std::move(s.adamM), std::move(s.adamV), s.adamSteps);
           m.trainCalls = 1;
         }
-      } else if (!m.checkpoint.empty()) {
-        ParamMap full =
-            p->rank == 0 ? loadSafetensors(m.checkpoint) : ParamMap{};
-        m.params = reallocate(m.cfg, full, {0, 1, 1, 1}, m.layout, *p->world);
       } else {
         // Same seed for every model: models of one architecture start equal,
         // as a policy and its reference do.
-        m.params = layoutShard(m.cfg, initParams(m.cfg, uint64_t(p->seed)),
-                               m.layout, p->rank);
+        m.params = initialShard(m.cfg, m.layout, *p->world, uint64_t(p->seed),
+                                m.checkpoint);
       }
       if (m.trainable && !m.opt)
         m.opt = std::make_unique<Adam>(m.adam);
@@ -758,7 +775,7 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
       }
       at::Tensor mask;
       if (!prompt && !answer) // whole sequences: train on every real token
-        mask = t.narrow(1, 1, width - 1) != pad;
+        mask = predictedTokens(t, pad);
       fields[f] = tensorValue(p, t, mask, B, std::nullopt);
     }
     return recordValue(p, std::move(fields));
@@ -895,7 +912,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           g.pp->broadcast(y, int(l.pp - 1));
         }
         if (!mask.defined())
-          mask = seq.narrow(1, 1, seq.size(1) - 1) != p->tokenizer->pad();
+          mask = predictedTokens(seq, p->tokenizer->pad());
         if (value) {
           out = y.narrow(1, 0, y.size(1) - 1).contiguous();
           // A sequence's score is the value at its last real token.
@@ -928,12 +945,12 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     if (!m.trainable)
       throw Error("model '" + m.name + "' is not trainable");
     Layout l = layoutFrom(lay);
-    std::map<std::string, double> s = parseSettings(settings);
+    Settings s(settings);
     TrainOptions o;
     o.minibatches = minibatches;
-    o.settings.clip = s.count("clip") ? s["clip"] : 0.2;
-    o.settings.kl = s.count("kl") ? s["kl"] : 0.0;
-    o.settings.beta = s.count("beta") ? s["beta"] : 0.1;
+    o.settings.clip = s.get("clip", o.settings.clip);
+    o.settings.kl = s.get("kl", o.settings.kl);
+    o.settings.beta = s.get("beta", o.settings.beta);
     static const std::pair<LossKind, int64_t> kinds[] = {
         {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
         {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};
@@ -960,8 +977,7 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
       // Whole sequences without a generation mask train on every real token.
       auto lossMask = [&](size_t i) {
         return (masks[i].defined() ? masks[i]
-                                   : x[i].narrow(1, 1, x[i].size(1) - 1) !=
-                                         p->tokenizer->pad())
+                                   : predictedTokens(x[i], p->tokenizer->pad()))
             .to(at::kFloat);
       };
       b.lossMask = lossMask(0);
@@ -1023,7 +1039,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
                          rlhf_value *const *ins, const char *settings,
                          const char *label) {
   return guarded(p, label, [&] {
-    std::map<std::string, double> s = parseSettings(settings);
+    Settings s(settings);
     return timed(p, label, [&] {
       std::vector<rlhf_value *> x;
       for (int64_t i = 0; i < nin; ++i)
@@ -1053,11 +1069,13 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
       }
       case RLHF_COMPUTE_GRPO_ADV:
         need(1);
-        return one("advantages", grpoAdvantages(x[0]->t, int64_t(s["group"])),
+        return one("advantages",
+                   grpoAdvantages(x[0]->t, int64_t(s.need("group"))),
                    at::Tensor(), x[0]->rows);
       case RLHF_COMPUTE_RLOO_ADV:
         need(1);
-        return one("advantages", rlooAdvantages(x[0]->t, int64_t(s["group"])),
+        return one("advantages",
+                   rlooAdvantages(x[0]->t, int64_t(s.need("group"))),
                    at::Tensor(), x[0]->rows);
       case RLHF_COMPUTE_REMAX_ADV:
         need(2);
@@ -1067,10 +1085,10 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
         need(3);
         at::Tensor mask = x[1]->mask.defined() ? x[1]->mask : x[2]->mask;
         p->record("kl", meanKl(x[1]->t, x[2]->t, mask), true);
-        return one("score",
-                   klPenalty(x[0]->t, x[1]->t, x[2]->t, mask,
-                             s.count("coef") ? s["coef"] : 0.1),
-                   at::Tensor(), x[0]->rows);
+        return one(
+            "score",
+            klPenalty(x[0]->t, x[1]->t, x[2]->t, mask, s.get("coef", 0.1)),
+            at::Tensor(), x[0]->rows);
       }
       case RLHF_COMPUTE_GAE: {
         need(4);
@@ -1079,10 +1097,9 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
           throw Error(
               "gae needs the generated tokens' mask (logprobs of a generate)");
         p->record("kl", meanKl(x[2]->t, x[3]->t, mask), true);
-        GaeResult r = gae(
-            x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
-            s.count("gamma") ? s["gamma"] : 1.0,
-            s.count("lam") ? s["lam"] : 0.95, s.count("kl") ? s["kl"] : 0.0);
+        GaeResult r =
+            gae(x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
+                s.get("gamma", 1.0), s.get("lam", 0.95), s.get("kl", 0.0));
         return recordValue(
             p, {{"advantages",
                  tensorValue(p, r.advantages, mask, x[0]->rows, std::nullopt)},

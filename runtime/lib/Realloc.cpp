@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/SafeTensors.h"
 
 #include <ATen/ATen.h>
 
@@ -81,6 +82,15 @@ void checkLayout(const Layout &l, const Communicator &world, const char *what) {
 }
 
 } // namespace
+
+ParamMap rlhf::initialShard(const ModelConfig &cfg, const Layout &layout,
+                            Communicator &world, uint64_t seed,
+                            const std::string &path) {
+  if (path.empty())
+    return layoutShard(cfg, initParams(cfg, seed), layout, world.rank());
+  ParamMap full = world.rank() == 0 ? loadSafetensors(path) : ParamMap{};
+  return reallocate(cfg, std::move(full), {0, 1, 1, 1}, layout, world);
+}
 
 ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
                           const Layout &to, Communicator &world, ReallocStats *stats) {

@@ -213,7 +213,6 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     ModuleOp module = getOperation();
     Emitter e(module);
     OpBuilder &b = e.b;
-    MLIRContext *ctx = module.getContext();
     auto cluster = alg.getClusterOp();
     if (!cluster)
       return alg.emitError("the algorithm has no cluster");
@@ -480,7 +479,6 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       }
     }
     b.create<func::ReturnOp>(loc);
-    (void)ctx;
     return success();
   }
 };

@@ -22,6 +22,13 @@ namespace rlhf {
 ParamMap layoutShard(const ModelConfig &cfg, const ParamMap &full,
                      const Layout &layout, int64_t gpu);
 
+/// This rank's shard of a new model laid out as `layout`: the weights of the
+/// safetensors file `path` (rank 0 reads it, reallocation scatters it) or,
+/// when `path` is empty, the random init of `seed`. Collective.
+ParamMap initialShard(const ModelConfig &cfg, const Layout &layout,
+                      Communicator &world, uint64_t seed,
+                      const std::string &path);
+
 struct ReallocStats {
   int64_t bytesSent = 0, bytesReceived = 0, bytesLocal = 0;
   int64_t messages = 0;
