@@ -39,16 +39,23 @@ std::vector<std::pair<int64_t, int64_t>> meshes(int64_t nodes, int64_t gpn) {
 
 } // namespace
 
+size_t
+Problem::LayoutPairHash::operator()(const std::array<int64_t, 9> &k) const {
+  size_t h = 0;
+  for (int64_t v : k)
+    h = h * 1000003u ^ size_t(v);
+  return h;
+}
+
 double Problem::reallocTime(int model, const cost::Strategy &f,
                             const cost::Strategy &t) const {
-  std::string key = llvm::formatv("{0}:{1},{2},{3},{4}>{5},{6},{7},{8}", model,
-                                  f.firstGpu, f.dp, f.tp, f.pp, t.firstGpu, t.dp,
-                                  t.tp, t.pp);
+  std::array<int64_t, 9> key = {model,      f.firstGpu, f.dp, f.tp, f.pp,
+                                t.firstGpu, t.dp,       t.tp, t.pp};
   auto it = reallocCache.find(key);
   if (it != reallocCache.end())
     return it->second;
   double v = cost::estimateReallocFast(models[model].arch, hw, f, t).time;
-  reallocCache.emplace(std::move(key), v);
+  reallocCache.emplace(key, v);
   return v;
 }
 

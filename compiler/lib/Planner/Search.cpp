@@ -219,33 +219,6 @@ std::vector<size_t> freeCalls(const Problem &p) {
   return out;
 }
 
-std::optional<Assignment> exhaustive(const Problem &p, SearchStats &stats) {
-  std::vector<size_t> free = freeCalls(p);
-  Assignment a = emptyAssignment(p), best;
-  double bestScore = kInf;
-  for (;;) {
-    double s = score(p, a);
-    ++stats.evaluated;
-    if (s < bestScore) {
-      bestScore = s;
-      best = a;
-    }
-    size_t i = 0;
-    for (; i < free.size(); ++i) {
-      size_t c = free[i];
-      if (++a[c] < int(p.cands[c].size()))
-        break;
-      a[c] = 0;
-    }
-    if (i == free.size())
-      break;
-  }
-  if (bestScore == kInf)
-    return std::nullopt;
-  stats.bestTime = bestScore;
-  return best;
-}
-
 /// Simulated annealing with the Metropolis rule on the real-valued change
 /// (ReaLHF integer-divides it, which turns its search into a random walk),
 /// restarting from the best assignment several times. Deterministic for a
@@ -366,8 +339,12 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
     for (size_t c : freeCalls(p))
       space *= double(p.cands[c].size());
     if (space <= double(o.exhaustiveLimit)) {
-      st.exhaustive = true;
-      a = exhaustive(p, st);
+      ExactStats ex;
+      a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},
+                      ex);
+      st.exhaustive = ex.proven;
+      st.evaluated = ex.leaves;
+      st.bestTime = a ? ex.bestTime : 0;
     } else {
       a = anneal(p, o, st);
     }
