@@ -139,7 +139,10 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
-        for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {
+        // The runtime does not pipeline generation (runtime/lib/Model.cpp).
+        int64_t maxPp =
+            c.shape.kind == cost::CallKind::Generate ? 1 : ms.layers;
+        for (int64_t pp = 1; pp <= size / tp && pp <= maxPp; ++pp) {
           if ((size / tp) % pp)
             continue;
           int64_t dp = size / tp / pp;

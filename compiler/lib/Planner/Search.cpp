@@ -74,7 +74,9 @@ fastestFitting(const Problem &p,
 /// ReaLHF's symmetric Megatron baseline: every call on every GPU, one
 /// (tp, pp) per model for all its calls: the widest tensor parallelism a
 /// node and the heads allow, and the fewest pipeline stages with which all
-/// co-resident models fit (growing the largest model's pp first).
+/// co-resident models fit (growing the largest model's pp first); data
+/// parallel over the rest. Generation runs with the model's tp and its
+/// pipeline stages as extra replicas, since the runtime does not pipeline it.
 std::optional<Assignment> heuristic(const Problem &p) {
   size_t nm = p.models.size();
   std::vector<std::vector<size_t>> callsOf(nm);
@@ -89,10 +91,13 @@ std::optional<Assignment> heuristic(const Problem &p) {
         out.push_back(0);
         continue;
       }
+      // Generation has no pipeline stages: its stages serve as replicas.
+      int64_t callPp =
+          p.calls[c].shape.kind == cost::CallKind::Generate ? 1 : pp;
       int best = -1;
       for (int k = 0; k < int(p.cands[c].size()); ++k) {
         const Candidate &x = p.cands[c][k];
-        if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == pp &&
+        if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == callPp &&
             (best < 0 || x.time < p.cands[c][best].time))
           best = k;
       }
