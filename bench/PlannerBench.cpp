@@ -34,6 +34,9 @@ static llvm::cl::opt<double> exactSeconds(
     "exact-seconds",
     llvm::cl::desc("time cap of the exact search per setting (8 and 16 GPUs)"),
     llvm::cl::init(120));
+static llvm::cl::opt<int>
+    only("only", llvm::cl::desc("run only this setting (0-based)"),
+         llvm::cl::init(-1));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"));
 
@@ -85,8 +88,11 @@ int main(int argc, char **argv) {
       "exact s");
   double logSum = 0;
   int count = 0;
-  for (const Setting &s : settings)
+  for (size_t si = 0; si < settings.size(); ++si)
     for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
+      const Setting &s = settings[si];
+      if (only >= 0 && size_t(only) != si)
+        continue;
       mlir::MLIRContext ctx;
       mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
         llvm::errs() << d << "\n";

@@ -34,21 +34,8 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
   const size_t n = p.calls.size();
   auto known = [&](size_t c) { return !p.calls[c].host && a[c] >= 0; };
   auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
-  // The fastest any candidate of `c` can be, and its smallest GPU-seconds.
-  auto minTime = [&](size_t c) {
-    double t = kInfTime;
-    for (const Candidate &k : p.cands[c])
-      t = std::min(t, k.time);
-    return t;
-  };
-  auto minArea = [&](size_t c) {
-    double t = kInfTime;
-    for (const Candidate &k : p.cands[c])
-      t = std::min(t, k.time * double(k.devices));
-    return t;
-  };
   auto timeOf = [&](size_t c) {
-    return p.calls[c].host ? 0.0 : known(c) ? cand(c).time : minTime(c);
+    return p.calls[c].host ? 0.0 : known(c) ? cand(c).time : p.fastestTime(c);
   };
 
   // Calls of each model in program order; the previous call of the same
@@ -77,7 +64,7 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
     if (p.calls[c].host)
       continue;
     if (!known(c)) {
-      area += minArea(c);
+      area += p.leastArea(c);
       continue;
     }
     const Candidate &k = cand(c);

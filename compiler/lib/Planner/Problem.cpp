@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -45,6 +46,32 @@ Problem::LayoutPairHash::operator()(const std::array<int64_t, 9> &k) const {
   for (int64_t v : k)
     h = h * 1000003u ^ size_t(v);
   return h;
+}
+
+void Problem::indexCandidates() const {
+  fastest.assign(calls.size(), 0.0);
+  smallestArea.assign(calls.size(), 0.0);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (cands[c].empty())
+      continue;
+    fastest[c] = smallestArea[c] = std::numeric_limits<double>::infinity();
+    for (const Candidate &k : cands[c]) {
+      fastest[c] = std::min(fastest[c], k.time);
+      smallestArea[c] = std::min(smallestArea[c], k.time * double(k.devices));
+    }
+  }
+}
+
+double Problem::fastestTime(size_t call) const {
+  if (fastest.size() != calls.size())
+    indexCandidates();
+  return fastest[call];
+}
+
+double Problem::leastArea(size_t call) const {
+  if (smallestArea.size() != calls.size())
+    indexCandidates();
+  return smallestArea[call];
 }
 
 double Problem::reallocTime(int model, const cost::Strategy &f,

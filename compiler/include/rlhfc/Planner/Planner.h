@@ -61,7 +61,14 @@ struct Problem {
   double reallocTime(int model, const cost::Strategy &from,
                      const cost::Strategy &to) const;
 
+  /// Per call, its fastest candidate's time and its smallest GPU-seconds
+  /// (computed on first use; the candidates must not change afterwards).
+  double fastestTime(size_t call) const;
+  double leastArea(size_t call) const;
+
 private:
+  void indexCandidates() const;
+  mutable std::vector<double> fastest, smallestArea;
   struct LayoutPairHash {
     size_t operator()(const std::array<int64_t, 9> &k) const;
   };
