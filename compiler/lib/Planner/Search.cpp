@@ -352,6 +352,17 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       st.bestTime = a ? ex.bestTime : 0;
     } else {
       a = anneal(p, o, st);
+      // Polish: a branch-and-bound from the annealed plan, cut at a node
+      // budget (deterministic, unlike a time limit).
+      if (a && o.polishNodes > 0) {
+        ExactStats ex;
+        auto b = exactSearch(p, ExactOptions{o.polishNodes, 0}, ex, &*a);
+        if (b) {
+          a = b;
+          st.bestTime = ex.bestTime;
+          st.exhaustive = ex.proven;
+        }
+      }
     }
     break;
   }

@@ -164,6 +164,7 @@ struct SearchOptions {
   int64_t budget = 200000; ///< simulated assignments for annealing
   uint64_t seed = 1;
   int64_t exhaustiveLimit = 100000; ///< enumerate fully below this size
+  int64_t polishNodes = 2'000'000;  ///< branch-and-bound nodes after annealing
 };
 
 struct SearchStats {
