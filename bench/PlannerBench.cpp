@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 using namespace rlhfc;
 using llvm::formatv;
@@ -29,6 +30,15 @@ static llvm::cl::opt<int64_t> budget("budget", llvm::cl::desc("search budget"),
                                      llvm::cl::init(60000));
 static llvm::cl::opt<bool> quick("quick",
                                  llvm::cl::desc("only the first gen length per setting"));
+static llvm::cl::opt<double> exactSeconds(
+    "exact-seconds",
+    llvm::cl::desc("time cap of the exact search per setting (8 and 16 GPUs)"),
+    llvm::cl::init(120));
+static llvm::cl::opt<int>
+    only("only", llvm::cl::desc("run only this setting (0-based)"),
+         llvm::cl::init(-1));
+static llvm::cl::opt<bool>
+    show("show", llvm::cl::desc("print each plan's calls to stderr"));
 
 namespace {
 
@@ -70,15 +80,19 @@ int main(int argc, char **argv) {
       {7, 7, 16},  {13, 13, 32}, {34, 34, 64}, {70, 70, 128}, // both
   };
   const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
-  llvm::outs() << formatv("{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | {7,8} "
-                          "{8,8} | {9,8} {10}\n",
-                          "actor+critic", "GPUs", "gen", "heuristic", "colocated",
-                          "separated", "search", "vs best", "vs heur", "search s",
-                          "space");
+  llvm::outs() << formatv(
+      "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | {7,8} "
+      "{8,8} | {9,8} {10,7} | {11,9} {12,6} {13,8}\n",
+      "actor+critic", "GPUs", "gen", "heuristic", "colocated", "separated",
+      "search", "vs best", "vs heur", "search s", "space", "optimum", "gap",
+      "exact s");
   double logSum = 0;
   int count = 0;
-  for (const Setting &s : settings)
+  for (size_t si = 0; si < settings.size(); ++si)
     for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
+      const Setting &s = settings[si];
+      if (only >= 0 && size_t(only) != si)
+        continue;
       mlir::MLIRContext ctx;
       mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
         llvm::errs() << d << "\n";
@@ -103,6 +117,17 @@ int main(int argc, char **argv) {
         plan::SearchOptions o;
         o.budget = budget;
         auto a = plan::solve(*p, m, o, st);
+        if (show && a)
+          for (size_t c = 0; c < p->calls.size(); ++c)
+            if (!p->calls[c].host) {
+              const plan::Candidate &k = p->cands[c][(*a)[c]];
+              llvm::errs() << formatv(
+                  "  m{0} {1,-22} [{2}:{3}] dp{4} tp{5} pp{6} mbs{7} "
+                  "{8:f3}s {9:f1}GB\n",
+                  int(m), p->calls[c].label, k.s.firstGpu,
+                  k.s.firstGpu + k.devices, k.s.dp, k.s.tp, k.s.pp,
+                  k.s.microBatches, k.time, k.mem.total() / 1e9);
+            }
         return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
       };
       double heur = timeOf(plan::Method::Heuristic);
@@ -114,6 +139,31 @@ int main(int argc, char **argv) {
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                         .count();
       double best = std::min({heur, colo, sep});
+      // The proven optimum where the exact search finishes in time; it
+      // starts from the search's plan as its incumbent.
+      std::string optimum = "-", gap = "-", exactWall = "-";
+      if (s.gpus <= 16) {
+        plan::SearchOptions o;
+        o.budget = budget;
+        auto a = plan::solve(*p, plan::Method::Search, o);
+        plan::ExactOptions eo;
+        eo.nodeLimit = std::numeric_limits<int64_t>::max();
+        eo.timeLimit = exactSeconds;
+        plan::ExactStats es;
+        auto e0 = std::chrono::steady_clock::now();
+        plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
+        double ew =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - e0)
+                .count();
+        if (es.proven) {
+          optimum = formatv("{0:f2}s", es.bestTime).str();
+          gap = formatv("{0:f1}%", 100.0 * (search - es.bestTime) / es.bestTime)
+                    .str();
+          exactWall = formatv("{0:f1}", ew).str();
+        } else {
+          optimum = formatv("skipped (>{0} s)", exactSeconds.getValue()).str();
+        }
+      }
       double space = 1;
       for (size_t c = 0; c < p->calls.size(); ++c)
         if (!p->calls[c].host)
@@ -121,11 +171,13 @@ int main(int argc, char **argv) {
       auto sec = [](double v) {
         return std::isfinite(v) ? formatv("{0:f2}s", v).str() : std::string("OOM");
       };
-      llvm::outs() << formatv("{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "
-                              "{7,7:f2}x {8,7:f2}x | {9,8:f2} {10:e1}\n",
-                              formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus,
-                              gens[gi], sec(heur), sec(colo), sec(sep), sec(search),
-                              best / search, heur / search, wall, space);
+      llvm::outs() << formatv(
+          "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "
+          "{7,7:f2}x {8,7:f2}x | {9,8:f2} {10,7:e1} | {11,9} "
+          "{12,6} {13,8}\n",
+          formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gens[gi],
+          sec(heur), sec(colo), sec(sep), sec(search), best / search,
+          heur / search, wall, space, optimum, gap, exactWall);
       if (std::isfinite(heur) && std::isfinite(search)) {
         logSum += std::log(heur / search);
         ++count;

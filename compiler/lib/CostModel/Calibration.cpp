@@ -12,13 +12,14 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
   // Fitted to the published measurements in docs/validation/published.csv;
   // docs/cost-model.md lists the fit and its errors.
   if (name.starts_with("A100") || name.starts_with("A800")) {
-    e.matmul = 0.62;
+    e.matmul = 0.66;
     e.hbm = 0.85;
     e.nvlink = 0.78;
     e.network = 0.90;
+    e.gemmFill = 1.2e6 * 108 / 132; // 108 SMs to the H100's 132
   } else if (name.starts_with("H100") || name.starts_with("H800") ||
              name.starts_with("H200")) {
-    e.matmul = 0.55;
+    e.matmul = 0.60;
     e.hbm = 0.80;
     e.nvlink = 0.80;
     e.network = 0.90;
@@ -88,12 +89,16 @@ rlhfc::cost::loadCalibration(llvm::StringRef path) {
                     : key == "network_latency" ? &e.networkLatency
                     : key == "dp_overlap"      ? &e.dpOverlap
                     : key == "kernel_overhead" ? &e.kernelOverhead
+                    : key == "gemm_fill"       ? &e.gemmFill
+                    : key == "gemm_depth"      ? &e.gemmDepth
                                                : nullptr;
       if (!dst)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
             "%s: unknown factor '%s' for '%s'; known: matmul, hbm, nvlink, "
-            "nvls, network, nvlink_latency, network_latency, dp_overlap, kernel_overhead",
+            "nvls, network, nvlink_latency, network_latency, dp_overlap, "
+            "kernel_overhead, "
+            "gemm_fill, gemm_depth",
             path.str().c_str(), key.str().c_str(), hwName.str().c_str());
       if (!d || *d < 0)
         return llvm::createStringError(llvm::inconvertibleErrorCode(),

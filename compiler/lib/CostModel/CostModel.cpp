@@ -90,6 +90,13 @@ double rlhfc::cost::p2p(double bytes, const Link &l) {
   return bytes <= 0 ? 0 : bytes / l.bw + l.latency;
 }
 
+double rlhfc::cost::gemmUtilization(double m, double n, double k,
+                                    const Efficiency &e) {
+  if (m <= 0 || n <= 0 || k <= 0)
+    return 1.0;
+  return -std::expm1(-m * n / e.gemmFill) * k / (k + e.gemmDepth);
+}
+
 double rlhfc::cost::allReduceBusBw(double bytes, int64_t n, const Link &l) {
   double t = allReduce(bytes, n, l);
   return t > 0 ? bytes / t * 2.0 * (n - 1) / n : 0;
@@ -134,12 +141,33 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   const double weightsRank = kBf16 * stageParams / tp;
   e.memory.weights = weightsRank;
 
+  // Utilization of a layer's GEMMs on `rows` rows (tokens of a micro-batch,
+  // or sequences of a decode step) per rank: q/k/v and gate/up are split by
+  // output columns over tp, o and down by depth; weighted by their FLOPs.
+  const double kvDim = m.kvHeads * (h / m.heads), ffn = double(m.ffn);
+  auto layerUtilization = [&](double rows) {
+    const double gemms[4][3] = {{(h + 2 * kvDim) / tp, h, 0},
+                                {h, h / tp, 0},
+                                {2 * ffn / tp, h, 0},
+                                {h, ffn / tp, 0}};
+    double flops = 0, time = 0;
+    for (const auto &g : gemms) {
+      double f = g[0] * g[1];
+      flops += f;
+      time += f / gemmUtilization(rows, g[0], g[1], hw.eff);
+    }
+    return flops / time;
+  };
+
   // One pass of `tokensPerMb` tokens per micro-batch through the pipeline:
-  // the per-stage time of one micro-batch, compute- or memory-bound.
+  // the per-stage time of one micro-batch, compute- or memory-bound, and no
+  // faster than its kernels can be launched.
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
                        int allReducesPerLayer) {
     double flops = passes * fwdFlops(tokensPerMb, ctx) / pp / tp;
-    double compute = std::max(flops / flopRate, weightsRank / memRate);
+    double compute = std::max(
+        {flops / (flopRate * layerUtilization(tokensPerMb)),
+         weightsRank / memRate, passes * stageLayers * hw.eff.kernelOverhead});
     double act = tokensPerMb * h * kBf16;
     double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
                         : 0.0;
@@ -178,6 +206,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
                         2.0 * avgCtx * h * stageLayers) /
                        tp;
     double stepBytes = weightsRank + seqPerMb * avgCtx * kvBytesPerTokenRank;
+    // Decode kernels are tuned for few rows (split-K GEMV): no tile-fill
+    // penalty, unlike the prefill and training GEMMs.
     double stepComp = std::max(stepFlops / flopRate, stepBytes / memRate) +
                       stageLayers * hw.eff.kernelOverhead;
     double act = seqPerMb * h * kBf16;

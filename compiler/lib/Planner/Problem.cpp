@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -39,16 +40,49 @@ std::vector<std::pair<int64_t, int64_t>> meshes(int64_t nodes, int64_t gpn) {
 
 } // namespace
 
+size_t
+Problem::LayoutPairHash::operator()(const std::array<int64_t, 9> &k) const {
+  size_t h = 0;
+  for (int64_t v : k)
+    h = h * 1000003u ^ size_t(v);
+  return h;
+}
+
+void Problem::indexCandidates() const {
+  fastest.assign(calls.size(), 0.0);
+  smallestArea.assign(calls.size(), 0.0);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (cands[c].empty())
+      continue;
+    fastest[c] = smallestArea[c] = std::numeric_limits<double>::infinity();
+    for (const Candidate &k : cands[c]) {
+      fastest[c] = std::min(fastest[c], k.time);
+      smallestArea[c] = std::min(smallestArea[c], k.time * double(k.devices));
+    }
+  }
+}
+
+double Problem::fastestTime(size_t call) const {
+  if (fastest.size() != calls.size())
+    indexCandidates();
+  return fastest[call];
+}
+
+double Problem::leastArea(size_t call) const {
+  if (smallestArea.size() != calls.size())
+    indexCandidates();
+  return smallestArea[call];
+}
+
 double Problem::reallocTime(int model, const cost::Strategy &f,
                             const cost::Strategy &t) const {
-  std::string key = llvm::formatv("{0}:{1},{2},{3},{4}>{5},{6},{7},{8}", model,
-                                  f.firstGpu, f.dp, f.tp, f.pp, t.firstGpu, t.dp,
-                                  t.tp, t.pp);
+  std::array<int64_t, 9> key = {model,      f.firstGpu, f.dp, f.tp, f.pp,
+                                t.firstGpu, t.dp,       t.tp, t.pp};
   auto it = reallocCache.find(key);
   if (it != reallocCache.end())
     return it->second;
   double v = cost::estimateReallocFast(models[model].arch, hw, f, t).time;
-  reallocCache.emplace(std::move(key), v);
+  reallocCache.emplace(key, v);
   return v;
 }
 
@@ -132,7 +166,10 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
-        for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {
+        // The runtime does not pipeline generation (runtime/lib/Model.cpp).
+        int64_t maxPp =
+            c.shape.kind == cost::CallKind::Generate ? 1 : ms.layers;
+        for (int64_t pp = 1; pp <= size / tp && pp <= maxPp; ++pp) {
           if ((size / tp) % pp)
             continue;
           int64_t dp = size / tp / pp;

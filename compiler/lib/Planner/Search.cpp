@@ -74,7 +74,9 @@ fastestFitting(const Problem &p,
 /// ReaLHF's symmetric Megatron baseline: every call on every GPU, one
 /// (tp, pp) per model for all its calls: the widest tensor parallelism a
 /// node and the heads allow, and the fewest pipeline stages with which all
-/// co-resident models fit (growing the largest model's pp first).
+/// co-resident models fit (growing the largest model's pp first); data
+/// parallel over the rest. Generation runs with the model's tp and its
+/// pipeline stages as extra replicas, since the runtime does not pipeline it.
 std::optional<Assignment> heuristic(const Problem &p) {
   size_t nm = p.models.size();
   std::vector<std::vector<size_t>> callsOf(nm);
@@ -89,10 +91,13 @@ std::optional<Assignment> heuristic(const Problem &p) {
         out.push_back(0);
         continue;
       }
+      // Generation has no pipeline stages: its stages serve as replicas.
+      int64_t callPp =
+          p.calls[c].shape.kind == cost::CallKind::Generate ? 1 : pp;
       int best = -1;
       for (int k = 0; k < int(p.cands[c].size()); ++k) {
         const Candidate &x = p.cands[c][k];
-        if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == pp &&
+        if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == callPp &&
             (best < 0 || x.time < p.cands[c][best].time))
           best = k;
       }
@@ -219,33 +224,6 @@ std::vector<size_t> freeCalls(const Problem &p) {
   return out;
 }
 
-std::optional<Assignment> exhaustive(const Problem &p, SearchStats &stats) {
-  std::vector<size_t> free = freeCalls(p);
-  Assignment a = emptyAssignment(p), best;
-  double bestScore = kInf;
-  for (;;) {
-    double s = score(p, a);
-    ++stats.evaluated;
-    if (s < bestScore) {
-      bestScore = s;
-      best = a;
-    }
-    size_t i = 0;
-    for (; i < free.size(); ++i) {
-      size_t c = free[i];
-      if (++a[c] < int(p.cands[c].size()))
-        break;
-      a[c] = 0;
-    }
-    if (i == free.size())
-      break;
-  }
-  if (bestScore == kInf)
-    return std::nullopt;
-  stats.bestTime = bestScore;
-  return best;
-}
-
 /// Simulated annealing with the Metropolis rule on the real-valued change
 /// (ReaLHF integer-divides it, which turns its search into a random walk),
 /// restarting from the best assignment several times. Deterministic for a
@@ -366,10 +344,25 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
     for (size_t c : freeCalls(p))
       space *= double(p.cands[c].size());
     if (space <= double(o.exhaustiveLimit)) {
-      st.exhaustive = true;
-      a = exhaustive(p, st);
+      ExactStats ex;
+      a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},
+                      ex);
+      st.exhaustive = ex.proven;
+      st.evaluated = ex.leaves;
+      st.bestTime = a ? ex.bestTime : 0;
     } else {
       a = anneal(p, o, st);
+      // Polish: a branch-and-bound from the annealed plan, cut at a node
+      // budget (deterministic, unlike a time limit).
+      if (a && o.polishNodes > 0) {
+        ExactStats ex;
+        auto b = exactSearch(p, ExactOptions{o.polishNodes, 0}, ex, &*a);
+        if (b) {
+          a = b;
+          st.bestTime = ex.bestTime;
+          st.exhaustive = ex.proven;
+        }
+      }
     }
     break;
   }

@@ -92,6 +92,9 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   }
   r.makespan = end;
   r.iterationTime = iterations > 1 ? (end - firstIterationEnd) / (iterations - 1) : end;
+  // A few unrolled iterations can end before the steady state shows; no
+  // schedule repeats faster than its busiest GPU or its longest cycle.
+  r.iterationTime = std::max(r.iterationTime, iterationBounds(p, a).max());
 
   // Memory per GPU: each model's weights where its parameters rest between
   // iterations, its gradients and optimizer state where it trains, and on

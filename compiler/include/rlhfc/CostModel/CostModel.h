@@ -38,6 +38,13 @@ struct Efficiency {
   double dpOverlap = 0.5;   ///< fraction of the dp gradient all-reduce hidden
                             ///< behind the backward pass
   double kernelOverhead = 25e-6; ///< fixed seconds per layer per decode step
+  /// A GEMM with M x N outputs and depth K runs at
+  /// (1 - exp(-M N / gemmFill)) * K / (K + gemmDepth) of its large-size
+  /// rate: too few output tiles leave SMs idle, a shallow K loop spends its
+  /// time in prologue and epilogue. Fitted to a cuBLAS sweep on an H100
+  /// (docs/cost-model.md); scaled by SM count for other GPUs.
+  double gemmFill = 1.2e6;
+  double gemmDepth = 512;
 };
 
 struct Hardware {
@@ -106,6 +113,10 @@ struct Estimate {
   Memory memory; ///< peak per device
   double flops = 0; ///< useful model FLOPs of the call (for MFU)
 };
+
+/// The fraction of its large-size rate a GEMM of M x N outputs and depth K
+/// reaches (Efficiency::gemmFill, gemmDepth).
+double gemmUtilization(double m, double n, double k, const Efficiency &e);
 
 /// Time and peak memory of one call of a model with `arch` on `hw`.
 Estimate estimateCall(const Arch &arch, const Hardware &hw, const Strategy &s,

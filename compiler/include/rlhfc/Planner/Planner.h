@@ -14,7 +14,10 @@
 
 #include "rlhfc/CostModel/FromIR.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -58,8 +61,19 @@ struct Problem {
   double reallocTime(int model, const cost::Strategy &from,
                      const cost::Strategy &to) const;
 
+  /// Per call, its fastest candidate's time and its smallest GPU-seconds
+  /// (computed on first use; the candidates must not change afterwards).
+  double fastestTime(size_t call) const;
+  double leastArea(size_t call) const;
+
 private:
-  mutable std::unordered_map<std::string, double> reallocCache;
+  void indexCandidates() const;
+  mutable std::vector<double> fastest, smallestArea;
+  struct LayoutPairHash {
+    size_t operator()(const std::array<int64_t, 9> &k) const;
+  };
+  mutable std::unordered_map<std::array<int64_t, 9>, double, LayoutPairHash>
+      reallocCache;
 };
 
 struct ProblemOptions {
@@ -97,8 +111,51 @@ struct SimResult {
   std::vector<std::vector<std::pair<double, double>>> memoryTrace;
 };
 
+/// Simulates `iterations` unrolled iterations. The iteration time is the
+/// growth of the makespan after the first iteration, floored by the
+/// iterationBounds (which the three-iteration transient can understate).
 SimResult simulate(const Problem &p, const Assignment &a, int iterations = 3,
                    bool record = false);
+
+constexpr double kInfTime = std::numeric_limits<double>::infinity();
+
+/// Steady-state floors of the iteration time that hold for every schedule.
+/// `a` may leave free calls unassigned (-1): they count at their fastest
+/// candidate, and reallocations and transfers that touch them as free, so
+/// the result never exceeds that of any completion.
+struct IterationBounds {
+  double busiestGpu = 0; ///< the most work (calls, reallocations) on one GPU
+  double cycle = 0;      ///< the longest chain from a model's first call to
+                         ///< its last, which the next iteration waits for
+  double area = 0;       ///< GPU-seconds of all calls over the GPU count
+  double max() const { return std::max({busiestGpu, cycle, area}); }
+};
+IterationBounds iterationBounds(const Problem &p, const Assignment &a);
+
+/// The peak memory that every completion of a partial assignment reaches on
+/// some GPU (the models' resting weights, where known, optimizer state and
+/// the largest working set); `gpu` receives that GPU.
+double memoryLowerBound(const Problem &p, const Assignment &a,
+                        int64_t *gpu = nullptr);
+
+struct ExactOptions {
+  int64_t nodeLimit = 50'000'000; ///< give up (unproven) beyond this
+  double timeLimit = 0;           ///< seconds; 0: no limit
+};
+
+struct ExactStats {
+  bool proven = false; ///< the whole tree was searched: the result is optimal
+  int64_t nodes = 0, leaves = 0;
+  double bestTime = kInfTime;
+};
+
+/// Branch-and-bound over every free call's candidates, in program order,
+/// pruning with iterationBounds and memoryLowerBound. Returns the best
+/// assignment found; when `stats.proven`, no assignment is faster.
+/// `incumbent`, if given, seeds the upper bound.
+std::optional<Assignment> exactSearch(const Problem &p, const ExactOptions &o,
+                                      ExactStats &stats,
+                                      const Assignment *incumbent = nullptr);
 
 enum class Method { Search, Heuristic, Colocated, Separated, Manual };
 std::optional<Method> parseMethod(llvm::StringRef name);
@@ -107,10 +164,11 @@ struct SearchOptions {
   int64_t budget = 200000; ///< simulated assignments for annealing
   uint64_t seed = 1;
   int64_t exhaustiveLimit = 100000; ///< enumerate fully below this size
+  int64_t polishNodes = 2'000'000;  ///< branch-and-bound nodes after annealing
 };
 
 struct SearchStats {
-  bool exhaustive = false;
+  bool exhaustive = false; ///< proven optimal by the exact search
   int64_t evaluated = 0;
   double bestTime = 0;
 };

@@ -1,0 +1,196 @@
+//===- ExactSearchTest.cpp - branch-and-bound against brute force ---------===//
+//
+// On spaces small enough to enumerate, the exact search finds the same
+// optimum as trying every assignment, and its bounds never exceed what any
+// completion of a partial assignment reaches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhfc/Planner/Planner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+
+namespace {
+
+rlhf::ModelShape shape(int64_t layers, int64_t hidden, int64_t ffn) {
+  rlhf::ModelShape s;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = 32;
+  s.kvHeads = 32;
+  s.ffn = ffn;
+  s.vocab = 32000;
+  return s;
+}
+
+/// PPO-like dataflow on one node of four H100s: the actor generates, the
+/// critic scores, both train. Every call may run on any aligned mesh of 1, 2
+/// or 4 GPUs with any tp, so meshes overlap, reallocate and transfer.
+Problem tinyProblem(int64_t actorLayers, double memoryLimit) {
+  Problem p;
+  p.hw = *cost::knownHardware("H100_SXM");
+  p.hw.gpusPerNode = 4;
+  p.gpus = 4;
+  p.nodes = 1;
+  p.memoryLimit = memoryLimit;
+  p.models.push_back(
+      {"actor", cost::Arch::get(shape(actorLayers, 4096, 11008), 4096), true});
+  p.models.push_back(
+      {"critic", cost::Arch::get(shape(16, 4096, 11008), 4096), true});
+  auto call = [&](int model, cost::CallKind kind,
+                  std::vector<std::pair<int, double>> deps) {
+    Call c;
+    c.model = model;
+    c.shape.kind = kind;
+    c.shape.batch = 64;
+    c.shape.promptLen = 128;
+    c.shape.genLen = 128;
+    c.shape.seqLen = 256;
+    c.shape.trainable = true;
+    c.deps = std::move(deps);
+    p.calls.push_back(c);
+  };
+  call(0, cost::CallKind::Generate, {});
+  call(1, cost::CallKind::Inference, {{0, 64 * 256 * 4.0}});
+  Call gae;
+  gae.host = true;
+  gae.deps = {{1, 64 * 256 * 4.0}};
+  p.calls.push_back(gae);
+  call(0, cost::CallKind::Train, {{0, 64 * 256 * 4.0}, {2, 64 * 256 * 4.0}});
+  call(1, cost::CallKind::Train, {{2, 64 * 256 * 4.0}});
+  p.cands.resize(p.calls.size());
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    if (p.calls[c].host)
+      continue;
+    for (int64_t size = 1; size <= 4; size *= 2)
+      for (int64_t first = 0; first < 4; first += size)
+        for (int64_t tp = 1; tp <= size; tp *= 2) {
+          Candidate k;
+          k.s.firstGpu = first;
+          k.s.tp = tp;
+          k.s.dp = size / tp;
+          k.devices = size;
+          cost::Estimate e = cost::estimateCall(p.models[p.calls[c].model].arch,
+                                                p.hw, k.s, p.calls[c].shape);
+          k.time = e.time.total();
+          k.mem = e.memory;
+          p.cands[c].push_back(k);
+        }
+  }
+  return p;
+}
+
+std::vector<size_t> modelCalls(const Problem &p) {
+  std::vector<size_t> out;
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      out.push_back(c);
+  return out;
+}
+
+/// Calls `f` on every completion of `a` (free calls at -1).
+template <typename F>
+void forEachCompletion(const Problem &p, Assignment a, F f) {
+  std::vector<size_t> open;
+  for (size_t c : modelCalls(p))
+    if (a[c] < 0)
+      open.push_back(c), a[c] = 0;
+  for (;;) {
+    f(a);
+    size_t i = 0;
+    for (; i < open.size(); ++i) {
+      if (++a[open[i]] < int(p.cands[open[i]].size()))
+        break;
+      a[open[i]] = 0;
+    }
+    if (i == open.size())
+      return;
+  }
+}
+
+double score(const Problem &p, const Assignment &a) {
+  SimResult r = simulate(p, a);
+  return r.oom ? kInfTime : r.iterationTime;
+}
+
+TEST(ExactSearch, FindsTheBruteForceOptimum) {
+  // Roomy memory, and memory tight enough that many assignments overflow.
+  for (double limit : {72e9, 52e9}) {
+    Problem p = tinyProblem(24, limit);
+    Assignment none(p.calls.size(), -1);
+    double best = kInfTime;
+    int64_t fits = 0, total = 0;
+    forEachCompletion(p, none, [&](const Assignment &a) {
+      double s = score(p, a);
+      best = std::min(best, s);
+      fits += s < kInfTime;
+      ++total;
+    });
+    ASSERT_LT(fits, total)
+        << "the space should mix fitting and overflowing plans";
+    ASSERT_GT(fits, 0);
+    ExactStats st;
+    std::optional<Assignment> a = exactSearch(p, {}, st);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_TRUE(st.proven);
+    EXPECT_DOUBLE_EQ(st.bestTime, best);
+    EXPECT_DOUBLE_EQ(score(p, *a), best);
+    EXPECT_LT(st.leaves, total) << "the bounds should prune something";
+  }
+}
+
+TEST(ExactSearch, SeededIncumbentKeepsTheOptimum) {
+  Problem p = tinyProblem(24, 72e9);
+  ExactStats first;
+  std::optional<Assignment> a = exactSearch(p, {}, first);
+  ASSERT_TRUE(a.has_value());
+  // Seeding with the optimum itself proves it without finding another.
+  ExactStats again;
+  std::optional<Assignment> b = exactSearch(p, {}, again, &*a);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(again.proven);
+  EXPECT_DOUBLE_EQ(again.bestTime, first.bestTime);
+  EXPECT_LE(again.leaves, first.leaves);
+}
+
+TEST(ExactSearch, BoundsAreAdmissibleOnRandomPartialAssignments) {
+  std::mt19937_64 rng(7);
+  for (double limit : {72e9, 52e9}) {
+    Problem p = tinyProblem(24, limit);
+    std::vector<size_t> calls = modelCalls(p);
+    for (int trial = 0; trial < 60; ++trial) {
+      Assignment a(p.calls.size(), -1);
+      for (size_t c : calls)
+        if (rng() % 2)
+          a[c] = int(rng() % p.cands[c].size());
+      double lb = iterationBounds(p, a).max();
+      double memLb = memoryLowerBound(p, a);
+      double best = kInfTime;
+      forEachCompletion(p, a, [&](const Assignment &full) {
+        SimResult r = simulate(p, full);
+        // Admissible for every completion, fitting or not.
+        EXPECT_LE(lb, r.iterationTime * (1 + 1e-12));
+        double peak =
+            *std::max_element(r.peakMemory.begin(), r.peakMemory.end());
+        EXPECT_LE(memLb, peak * (1 + 1e-12));
+        if (!r.oom)
+          best = std::min(best, r.iterationTime);
+      });
+      EXPECT_LE(lb, best);
+    }
+  }
+}
+
+TEST(ExactSearch, NodeLimitLeavesTheResultUnproven) {
+  Problem p = tinyProblem(24, 72e9);
+  ExactStats st;
+  exactSearch(p, ExactOptions{10, 0}, st);
+  EXPECT_FALSE(st.proven);
+}
+
+} // namespace
