@@ -113,21 +113,29 @@ int main(int argc, char **argv) {
       auto p = plan::buildProblem(alg, {});
       if (mlir::failed(p))
         return 1;
+      auto print = [&](llvm::StringRef what, const plan::Assignment &a) {
+        llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}, {4}: {5:f3}s\n",
+                                s.actor, s.critic, s.gpus, gens[gi], what,
+                                plan::simulate(*p, a).iterationTime);
+        for (size_t c = 0; c < p->calls.size(); ++c)
+          if (!p->calls[c].host) {
+            const plan::Candidate &k = p->cands[c][a[c]];
+            llvm::errs() << formatv(
+                "  {0,-22} [{1}:{2}] dp{3} tp{4} pp{5} mbs{6} {7:f3}s "
+                "{8:f1}GB\n",
+                p->calls[c].label, k.s.firstGpu, k.s.firstGpu + k.devices,
+                k.s.dp, k.s.tp, k.s.pp, k.s.microBatches, k.time,
+                k.mem.total() / 1e9);
+          }
+      };
       auto timeOf = [&](plan::Method m, plan::SearchStats *st = nullptr) {
         plan::SearchOptions o;
         o.budget = budget;
         auto a = plan::solve(*p, m, o, st);
+        static const char *names[] = {"search", "heuristic", "colocated",
+                                      "separated", "manual"};
         if (show && a)
-          for (size_t c = 0; c < p->calls.size(); ++c)
-            if (!p->calls[c].host) {
-              const plan::Candidate &k = p->cands[c][(*a)[c]];
-              llvm::errs() << formatv(
-                  "  m{0} {1,-22} [{2}:{3}] dp{4} tp{5} pp{6} mbs{7} "
-                  "{8:f3}s {9:f1}GB\n",
-                  int(m), p->calls[c].label, k.s.firstGpu,
-                  k.s.firstGpu + k.devices, k.s.dp, k.s.tp, k.s.pp,
-                  k.s.microBatches, k.time, k.mem.total() / 1e9);
-            }
+          print(names[int(m)], *a);
         return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
       };
       double heur = timeOf(plan::Method::Heuristic);
@@ -151,7 +159,9 @@ int main(int argc, char **argv) {
         eo.timeLimit = exactSeconds;
         plan::ExactStats es;
         auto e0 = std::chrono::steady_clock::now();
-        plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
+        auto opt = plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
+        if (show && opt && es.proven)
+          print("optimum", *opt);
         double ew =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - e0)
                 .count();

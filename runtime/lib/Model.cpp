@@ -311,9 +311,6 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   at::NoGradGuard noGrad;
   if (cfg.shape.valueHead)
     throw Error("cannot generate with a value-head model");
-  if (pp.stages > 1)
-    throw Error("generation with pipeline stages is not supported yet; generate "
-                "with pp = 1 (the planner reallocates for generation)");
   const int64_t B = int64_t(prompts.size());
   int64_t P = 0;
   for (const auto &pr : prompts) {
@@ -359,9 +356,29 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   for (uint64_t s : o.rowSeeds)
     rowGens.push_back(at::make_generator<at::CPUGeneratorImpl>(s));
   KvCache cache;
-  at::Tensor x = hidden(seq.narrow(1, 0, P), positionsOf(P), maskOf(0, P), &cache);
-  at::Tensor last = head(x.narrow(1, P - 1, 1)).squeeze(1); // [B, V]
-  for (int64_t step = 0; step < G; ++step) {
+  // Logits at the last position, on the last stage (undefined on others).
+  // With pipeline stages, the stages run one after another on the whole
+  // batch: the first embeds, each later one receives its predecessor's
+  // hidden states, and each keeps the KV cache of its own layers.
+  auto lastLogits = [&](const at::Tensor &tokens, const at::Tensor &positions,
+                        const at::Tensor &mask) {
+    const int64_t S = tokens.size(1);
+    at::Tensor x;
+    if (firstStage()) {
+      x = embed(tokens);
+    } else {
+      x = at::empty({B, S, cfg.shape.hidden}, at::kFloat);
+      pp.comm->recv(x, pp.stage - 1);
+    }
+    x = layers(x, positions, mask, &cache, /*finalNorm=*/lastStage());
+    if (!lastStage()) {
+      pp.comm->send(x, pp.stage + 1);
+      return at::Tensor();
+    }
+    return head(x.narrow(1, S - 1, 1)).squeeze(1); // [B, V]
+  };
+  // The next token of every row and its log-probability.
+  auto sample = [&](const at::Tensor &last) {
     at::Tensor scaled = o.greedy ? last : last / std::max(o.temperature, 1e-6);
     at::Tensor logp = at::log_softmax(scaled, -1);
     at::Tensor next;
@@ -389,6 +406,22 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
       }
     }
     at::Tensor lp = logp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    return std::make_pair(next, lp);
+  };
+  at::Tensor last =
+      lastLogits(seq.narrow(1, 0, P), positionsOf(P), maskOf(0, P));
+  for (int64_t step = 0; step < G; ++step) {
+    at::Tensor next, lp;
+    if (lastStage())
+      std::tie(next, lp) = sample(last);
+    if (pp.stages > 1) { // the last stage's samples, on every stage
+      at::Tensor both =
+          lastStage() ? at::stack({next.to(at::kDouble), lp.to(at::kDouble)})
+                      : at::empty({2, B}, at::kDouble);
+      pp.comm->broadcast(both, pp.stages - 1);
+      next = both[0].to(at::kLong);
+      lp = both[1].to(at::kFloat);
+    }
     next = at::where(done, at::full({}, o.padToken, at::kLong), next);
     seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
     real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
@@ -399,8 +432,7 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
       break;
     int64_t t = P + step;
     at::Tensor pos = positionsOf(t + 1).narrow(1, t, 1);
-    x = hidden(seq.narrow(1, t, 1), pos, maskOf(t, t + 1), &cache);
-    last = head(x).squeeze(1);
+    last = lastLogits(seq.narrow(1, t, 1), pos, maskOf(t, t + 1));
   }
   return {seq, logprobs, real, P};
 }

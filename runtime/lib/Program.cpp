@@ -825,10 +825,6 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
-    if (l.pp > 1)
-      throw Error(
-          "generation with pp = " + std::to_string(l.pp) +
-          " is not supported by the runtime; plan generation with pp = 1");
     return timed(p, label, [&] {
       // n samples per prompt, adjacent, so row r samples prompt r / n.
       rlhf_value *full = gathered(p, prompt);

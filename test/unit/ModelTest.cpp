@@ -22,12 +22,13 @@ void expectEquivalent(int world, int tp, int pp, bool valueHead = false) {
     std::string out = ps[r].output();
     EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
     EXPECT_NE(out.find("forward max diff"), std::string::npos) << out;
+    EXPECT_EQ(out.find("generation DIFFERS"), std::string::npos) << out;
   }
 }
 
 // Every (tp, pp, dp) that fills 2 or 4 ranks: forward logits, gradients,
-// generation (pp = 1) and parameters after train steps (SFT, PPO, GRPO) match
-// the single-process model.
+// generation (pipelined too) and parameters after train steps (SFT, PPO, GRPO)
+// match the single-process model.
 TEST(ParallelModel, Dp2) { expectEquivalent(2, 1, 1); }
 TEST(ParallelModel, Tp2) { expectEquivalent(2, 2, 1); }
 TEST(ParallelModel, Pp2) { expectEquivalent(2, 1, 2); }

@@ -166,17 +166,19 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
-        // The runtime does not pipeline generation (runtime/lib/Model.cpp).
-        int64_t maxPp =
-            c.shape.kind == cost::CallKind::Generate ? 1 : ms.layers;
-        for (int64_t pp = 1; pp <= size / tp && pp <= maxPp; ++pp) {
+        const bool gen = c.shape.kind == cost::CallKind::Generate;
+        for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {
           if ((size / tp) % pp)
             continue;
           int64_t dp = size / tp / pp;
           if (rows % dp)
             continue;
+          // The runtime's pipelined generation runs the stages one after
+          // another on the whole batch (runtime/lib/Model.cpp).
           std::vector<int64_t> mbsChoices =
-              pp == 1 ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{pp, 2 * pp, 4 * pp};
+              pp == 1 ? std::vector<int64_t>{1, 4}
+              : gen   ? std::vector<int64_t>{1}
+                      : std::vector<int64_t>{pp, 2 * pp, 4 * pp};
           for (int64_t mbs : mbsChoices) {
             if ((rows / dp) % mbs)
               continue;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 using namespace rlhfc;
@@ -75,8 +76,8 @@ fastestFitting(const Problem &p,
 /// (tp, pp) per model for all its calls: the widest tensor parallelism a
 /// node and the heads allow, and the fewest pipeline stages with which all
 /// co-resident models fit (growing the largest model's pp first); data
-/// parallel over the rest. Generation runs with the model's tp and its
-/// pipeline stages as extra replicas, since the runtime does not pipeline it.
+/// parallel over the rest. Generation runs in that layout too, its pipeline
+/// stages in turn (the runtime's pipelined generation).
 std::optional<Assignment> heuristic(const Problem &p) {
   size_t nm = p.models.size();
   std::vector<std::vector<size_t>> callsOf(nm);
@@ -91,9 +92,7 @@ std::optional<Assignment> heuristic(const Problem &p) {
         out.push_back(0);
         continue;
       }
-      // Generation has no pipeline stages: its stages serve as replicas.
-      int64_t callPp =
-          p.calls[c].shape.kind == cost::CallKind::Generate ? 1 : pp;
+      int64_t callPp = pp;
       int best = -1;
       for (int k = 0; k < int(p.cands[c].size()); ++k) {
         const Candidate &x = p.cands[c][k];
@@ -224,42 +223,110 @@ std::vector<size_t> freeCalls(const Problem &p) {
   return out;
 }
 
+/// Every mesh some call has candidates on, and per call and mesh those
+/// candidates, fastest first.
+struct MeshIndex {
+  std::vector<std::pair<int64_t, int64_t>> meshes;
+  std::vector<std::vector<std::vector<int>>> on; ///< [call][mesh]
+
+  explicit MeshIndex(const Problem &p) : on(p.calls.size()) {
+    std::map<std::pair<int64_t, int64_t>, size_t> index;
+    for (size_t c = 0; c < p.calls.size(); ++c)
+      for (const Candidate &k : p.cands[c])
+        if (index.try_emplace({k.s.firstGpu, k.devices}, meshes.size()).second)
+          meshes.push_back({k.s.firstGpu, k.devices});
+    for (size_t c = 0; c < p.calls.size(); ++c) {
+      on[c].resize(meshes.size());
+      for (int k = 0; k < int(p.cands[c].size()); ++k) {
+        const Candidate &x = p.cands[c][k];
+        on[c][index[{x.s.firstGpu, x.devices}]].push_back(k);
+      }
+      for (auto &ks : on[c])
+        std::stable_sort(ks.begin(), ks.end(), [&](int x, int y) {
+          return p.cands[c][x].time < p.cands[c][y].time;
+        });
+    }
+  }
+};
+
+/// Starts where whole models share or split the cluster: each model on all
+/// GPUs or on one of its halves, every call at its fastest fitting strategy
+/// there. Single-call moves rarely reach such plans, since moving one call of
+/// a model off its mesh first adds reallocations.
+std::vector<Assignment> partitionStarts(const Problem &p) {
+  std::vector<Assignment> out;
+  size_t nm = p.models.size();
+  if (p.gpus < 2 || nm == 0 || nm > 6)
+    return out;
+  const std::pair<int64_t, int64_t> choice[3] = {
+      {0, p.gpus}, {0, p.gpus / 2}, {p.gpus / 2, p.gpus / 2}};
+  size_t combos = 1;
+  for (size_t m = 0; m < nm; ++m)
+    combos *= 3;
+  for (size_t code = 0; code < combos; ++code) {
+    std::vector<int> side(nm);
+    for (size_t m = 0, x = code; m < nm; ++m, x /= 3)
+      side[m] = int(x % 3);
+    std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
+    for (size_t c = 0; c < p.calls.size(); ++c)
+      if (!p.calls[c].host)
+        meshOf[c] = choice[side[p.calls[c].model]];
+    if (auto a = fastestFitting(p, meshOf))
+      out.push_back(std::move(*a));
+  }
+  return out;
+}
+
 /// Simulated annealing with the Metropolis rule on the real-valued change
-/// (ReaLHF integer-divides it, which turns its search into a random walk),
-/// restarting from the best assignment several times. Deterministic for a
-/// seed: the budget counts evaluations, not seconds.
+/// (ReaLHF integer-divides it, which turns its search into a random walk).
+/// Moves change one call's candidate, or move all free calls of one model
+/// to another mesh at once. Restarts begin from the best distinct starts
+/// (baselines and partitions), the last from the best plan so far.
+/// Deterministic for a seed: the budget counts evaluations, not seconds.
 std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
                                  SearchStats &stats) {
   std::vector<size_t> free = freeCalls(p);
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
 
-  // Start from the best baseline that fits.
-  Assignment cur;
-  double curScore = kInf;
-  for (auto base : {heuristic(p), colocated(p), separated(p)})
-    if (base) {
-      double s = score(p, *base);
-      ++stats.evaluated;
-      if (s < curScore) {
-        curScore = s;
-        cur = *base;
-      }
-    }
-  if (!cur.size()) {
-    // No baseline fits: start from each call's smallest-memory candidate.
-    cur = emptyAssignment(p);
+  std::vector<std::pair<double, Assignment>> starts;
+  auto consider = [&](std::optional<Assignment> a) {
+    if (!a)
+      return;
+    double s = score(p, *a);
+    ++stats.evaluated;
+    if (s < kInf)
+      starts.push_back({s, std::move(*a)});
+  };
+  consider(heuristic(p));
+  consider(colocated(p));
+  consider(separated(p));
+  for (Assignment &a : partitionStarts(p))
+    consider(std::move(a));
+  if (starts.empty()) {
+    // Nothing fits yet: start from each call's smallest-memory candidate.
+    Assignment a = emptyAssignment(p);
     for (size_t c : free) {
       int best = 0;
       for (int k = 0; k < int(p.cands[c].size()); ++k)
         if (p.cands[c][k].mem.total() < p.cands[c][best].mem.total())
           best = k;
-      cur[c] = best;
+      a[c] = best;
     }
-    curScore = score(p, cur);
+    starts.push_back({score(p, a), a});
   }
+  std::stable_sort(
+      starts.begin(), starts.end(),
+      [](const auto &x, const auto &y) { return x.first < y.first; });
+  starts.erase(std::unique(starts.begin(), starts.end(),
+                           [](const auto &x, const auto &y) {
+                             return x.second == y.second;
+                           }),
+               starts.end());
+  Assignment best = starts.front().second;
+  double bestScore = starts.front().first;
   if (free.empty())
-    return curScore == kInf ? std::nullopt : std::optional<Assignment>(cur);
+    return bestScore == kInf ? std::nullopt : std::optional<Assignment>(best);
 
   // Per call, candidates sorted by time: proposals favour fast ones.
   std::vector<std::vector<int>> byTime(p.calls.size());
@@ -270,25 +337,50 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
     std::sort(byTime[c].begin(), byTime[c].end(),
               [&](int x, int y) { return p.cands[c][x].time < p.cands[c][y].time; });
   }
+  // Per model, its free calls and the meshes where all of them can run.
+  MeshIndex mi(p);
+  std::vector<std::vector<size_t>> freeOf(p.models.size());
+  for (size_t c : free)
+    freeOf[p.calls[c].model].push_back(c);
+  std::vector<int> movable;
+  std::vector<std::vector<size_t>> meshesOf(p.models.size());
+  for (size_t m = 0; m < p.models.size(); ++m) {
+    if (freeOf[m].empty())
+      continue;
+    for (size_t x = 0; x < mi.meshes.size(); ++x)
+      if (llvm::all_of(freeOf[m],
+                       [&](size_t c) { return !mi.on[c][x].empty(); }))
+        meshesOf[m].push_back(x);
+    if (!meshesOf[m].empty())
+      movable.push_back(int(m));
+  }
 
-  Assignment best = cur;
-  double bestScore = curScore;
   const int restarts = 4;
   int64_t perRestart = std::max<int64_t>(1, o.budget / restarts);
+  Assignment cur, old;
   for (int rs = 0; rs < restarts; ++rs) {
-    cur = best;
-    curScore = bestScore;
+    bool fromStart = rs + 1 < restarts && size_t(rs) < starts.size();
+    cur = fromStart ? starts[rs].second : best;
+    double curScore = fromStart ? starts[rs].first : bestScore;
     double t0 = std::isfinite(curScore) ? 0.05 * curScore : 1.0;
     for (int64_t i = 0; i < perRestart; ++i) {
       double temp = t0 * std::pow(1e-3, double(i) / perRestart);
-      size_t c = free[rng() % free.size()];
-      const std::vector<int> &ks = byTime[c];
-      int k = unit(rng) < 0.5 ? ks[rng() % std::min<size_t>(ks.size(), 8)]
-                              : ks[rng() % ks.size()];
-      if (k == cur[c])
+      old = cur;
+      if (!movable.empty() && unit(rng) < 0.25) {
+        size_t m = size_t(movable[rng() % movable.size()]);
+        size_t x = meshesOf[m][rng() % meshesOf[m].size()];
+        for (size_t c : freeOf[m]) {
+          const std::vector<int> &ks = mi.on[c][x];
+          cur[c] = unit(rng) < 0.5 ? ks.front() : ks[rng() % ks.size()];
+        }
+      } else {
+        size_t c = free[rng() % free.size()];
+        const std::vector<int> &ks = byTime[c];
+        cur[c] = unit(rng) < 0.5 ? ks[rng() % std::min<size_t>(ks.size(), 8)]
+                                 : ks[rng() % ks.size()];
+      }
+      if (cur == old)
         continue;
-      int old = cur[c];
-      cur[c] = k;
       double s = score(p, cur);
       ++stats.evaluated;
       double delta = s - curScore;
@@ -301,7 +393,7 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
           best = cur;
         }
       } else {
-        cur[c] = old;
+        cur = old;
       }
     }
   }
