@@ -1,8 +1,8 @@
 //===- ExactSearchTest.cpp - branch-and-bound against brute force ---------===//
 //
-// On spaces small enough to enumerate, the exact search finds the same
-// optimum as trying every assignment, and its bounds never exceed what any
-// completion of a partial assignment reaches.
+// On spaces small enough to enumerate, the exact search and the annealing
+// search find the same optimum as trying every assignment, and the bounds
+// never exceed what any completion of a partial assignment reaches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -194,3 +194,36 @@ TEST(ExactSearch, NodeLimitLeavesTheResultUnproven) {
 }
 
 } // namespace
+
+TEST(Search, AnnealingAloneReachesTheBruteForceOptimum) {
+  // No enumeration and no branch-and-bound polish: annealing with its
+  // whole-model moves, partition starts and final descent.
+  for (double limit : {72e9, 52e9}) {
+    Problem p = tinyProblem(24, limit);
+    double best = kInfTime;
+    forEachCompletion(
+        p, Assignment(p.calls.size(), -1),
+        [&](const Assignment &a) { best = std::min(best, score(p, a)); });
+    SearchOptions o;
+    o.budget = 20000;
+    o.exhaustiveLimit = 0;
+    o.polishNodes = 0;
+    SearchStats st;
+    std::optional<Assignment> a = solve(p, Method::Search, o, &st);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_FALSE(st.exhaustive);
+    EXPECT_DOUBLE_EQ(score(p, *a), best);
+  }
+}
+
+TEST(Search, SameSeedSamePlan) {
+  Problem p = tinyProblem(24, 52e9);
+  SearchOptions o;
+  o.budget = 5000;
+  o.exhaustiveLimit = 0;
+  o.polishNodes = 0;
+  std::optional<Assignment> a = solve(p, Method::Search, o),
+                            b = solve(p, Method::Search, o);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, *b);
+}

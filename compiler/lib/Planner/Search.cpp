@@ -399,6 +399,41 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
   }
   if (!std::isfinite(bestScore))
     return std::nullopt;
+  // Descent: every single-call and whole-model move from the best plan, the
+  // best of them taken, until none improves. Annealing ends near a local
+  // optimum; this reaches it.
+  for (bool improved = true; improved;) {
+    improved = false;
+    Assignment next = best;
+    double nextScore = bestScore;
+    auto tryMove = [&](const Assignment &a) {
+      double s = score(p, a);
+      ++stats.evaluated;
+      if (s < nextScore) {
+        nextScore = s;
+        next = a;
+      }
+    };
+    for (size_t c : free)
+      for (int k = 0; k < int(p.cands[c].size()); ++k)
+        if (k != best[c]) {
+          cur = best;
+          cur[c] = k;
+          tryMove(cur);
+        }
+    for (int m : movable)
+      for (size_t x : meshesOf[size_t(m)]) {
+        cur = best;
+        for (size_t c : freeOf[size_t(m)])
+          cur[c] = mi.on[c][x].front();
+        tryMove(cur);
+      }
+    if (nextScore < bestScore) {
+      best = next;
+      bestScore = nextScore;
+      improved = true;
+    }
+  }
   stats.bestTime = bestScore;
   return best;
 }

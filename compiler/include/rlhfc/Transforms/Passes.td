@@ -20,12 +20,15 @@ def RLHFInferShapes : Pass<"rlhf-infer-shapes", "mlir::ModuleOp"> {
 def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
   let summary = "choose a device mesh and parallel strategy for every call";
   let description = [{
-    Enumerates meshes (aligned power-of-two runs inside a node, contiguous
+    Enumerates meshes (aligned power-of-two runs inside a node, any run of
     whole nodes) and strategies (dp, tp within a node, pp, micro-batches)
     per call, prices them with the cost model, and scores whole assignments
     with a simulator of unrolled iterations. `planner=search` enumerates
-    exhaustively when the space is small and otherwise runs seeded simulated
-    annealing with restarts; `heuristic`, `colocated` and `separated` are the
+    exhaustively when the space is small; otherwise it runs seeded simulated
+    annealing (single-call and whole-model mesh moves, restarts from the
+    baselines and from plans that give each model all GPUs or one half), a
+    descent to the local optimum, then a branch-and-bound polish with a node
+    budget. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
     `@place` pins and requires one on every call. Pinned calls are never
     moved.
