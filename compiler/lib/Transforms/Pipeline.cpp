@@ -5,6 +5,33 @@
 
 using namespace mlir;
 using namespace rlhfc;
+namespace cl = llvm::cl;
+
+PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category)
+    : planner("planner",
+              cl::desc("How to place calls: search (default), heuristic "
+                       "(ReaLHF-style symmetric), colocated (verl-like), "
+                       "separated (OpenRLHF-like) or manual (only @place "
+                       "pins)"),
+              cl::init("search"), cl::cat(category)),
+      budget("search-budget",
+             cl::desc("Assignments the search may simulate (default 200000)"),
+             cl::init(200000), cl::cat(category)),
+      seed("seed", cl::desc("Search seed (default 1)"), cl::init(1),
+           cl::cat(category)),
+      calibration("calibration",
+                  cl::desc("JSON file of measured efficiency factors per "
+                           "hardware preset (see docs/cost-model.md)"),
+                  cl::value_desc("file"), cl::init(""), cl::cat(category)) {}
+
+PlanningOptions PlanningCLOptions::get() const {
+  PlanningOptions o;
+  o.planner = planner;
+  o.budget = budget;
+  o.seed = seed;
+  o.calibration = calibration;
+  return o;
+}
 
 void rlhfc::buildPlanningPipeline(OpPassManager &pm,
                                   const PlanningOptions &opts) {

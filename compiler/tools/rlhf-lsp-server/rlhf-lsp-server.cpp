@@ -56,21 +56,7 @@ cl::opt<std::string> stdlibDir("stdlib",
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""),
                                cl::cat(serverCat));
-cl::opt<std::string> plannerName(
-    "planner",
-    cl::desc("How to place calls for hovers: search (default), heuristic, "
-             "colocated, separated or manual"),
-    cl::init("search"), cl::cat(serverCat));
-cl::opt<int64_t> searchBudget("search-budget",
-                              cl::desc("Assignments the search may simulate "
-                                       "(default 200000)"),
-                              cl::init(200000), cl::cat(serverCat));
-cl::opt<uint64_t> searchSeed("seed", cl::desc("Search seed (default 1)"),
-                             cl::init(1), cl::cat(serverCat));
-cl::opt<std::string>
-    calibrationFile("calibration",
-                    cl::desc("JSON file of measured efficiency factors"),
-                    cl::value_desc("file"), cl::init(""), cl::cat(serverCat));
+rlhfc::PlanningCLOptions planningFlags(serverCat);
 
 } // namespace
 
@@ -97,10 +83,7 @@ int main(int argc, char **argv) {
   rlhfc::lsp::ServerOptions options;
   options.frontend.includeDirs.assign(includeDirs.begin(), includeDirs.end());
   options.frontend.stdlibDir = rlhfc::defaultStdlibDir(stdlibDir);
-  options.planning.planner = plannerName;
-  options.planning.budget = searchBudget;
-  options.planning.seed = searchSeed;
-  options.planning.calibration = calibrationFile;
+  options.planning = planningFlags.get();
   rlhfc::lsp::Server server(options);
 
   llvm::sys::ChangeStdinToBinary();

@@ -87,27 +87,11 @@ cl::opt<std::string> stdlibDir("stdlib",
                                cl::desc("Standard library folder (default: the "
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
-cl::opt<std::string> plannerName(
-    "planner",
-    cl::desc("How to place calls: search (default), heuristic (ReaLHF-style "
-             "symmetric), colocated (verl-like), separated (OpenRLHF-like) or "
-             "manual (only @place pins)"),
-    cl::init("search"), cl::cat(rlhfcCat));
-cl::opt<int64_t> searchBudget("search-budget",
-                              cl::desc("Assignments the search may simulate "
-                                       "(default 200000)"),
-                              cl::init(200000), cl::cat(rlhfcCat));
-cl::opt<uint64_t> searchSeed("seed", cl::desc("Search seed (default 1)"), cl::init(1),
-                             cl::cat(rlhfcCat));
+rlhfc::PlanningCLOptions planningFlags(rlhfcCat);
 cl::opt<bool> estimate("estimate",
-                        cl::desc("Print each call's estimated time and per-GPU "
-                                 "memory, broken into parts"),
-                        cl::init(false), cl::cat(rlhfcCat));
-cl::opt<std::string> calibrationFile(
-    "calibration",
-    cl::desc("JSON file of measured efficiency factors per hardware preset "
-             "(see docs/cost-model.md)"),
-    cl::value_desc("file"), cl::init(""), cl::cat(rlhfcCat));
+                       cl::desc("Print each call's estimated time and per-GPU "
+                                "memory, broken into parts"),
+                       cl::init(false), cl::cat(rlhfcCat));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder of librlhf_runtime.so to link against (default: ../lib "
@@ -217,9 +201,10 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
   if (!prog)
     return mlir::failure();
 
+  const rlhfc::PlanningOptions planning = planningFlags.get();
   rlhfc::cost::Calibration calibration;
-  if (!calibrationFile.empty()) {
-    auto cal = rlhfc::cost::loadCalibration(calibrationFile);
+  if (!planning.calibration.empty()) {
+    auto cal = rlhfc::cost::loadCalibration(planning.calibration);
     if (!cal) {
       errs() << "rlhfc: error: " << toString(cal.takeError()) << "\n";
       return mlir::failure();
@@ -245,11 +230,6 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     os << "\n";
     return mlir::success();
   }
-  rlhfc::PlanningOptions planning;
-  planning.planner = plannerName;
-  planning.budget = searchBudget;
-  planning.seed = searchSeed;
-  planning.calibration = calibrationFile;
   if (mlir::failed(rlhfc::runPlanningPipeline(*module, planning)))
     return mlir::failure();
   if (emit == Emit::PlannedMLIR) {

@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace rlhfc {
 
@@ -20,6 +21,21 @@ struct PlanningOptions {
   int64_t budget = 200000;        ///< assignments the search may simulate
   uint64_t seed = 1;
   std::string calibration; ///< JSON file of efficiency factors, or ""
+};
+
+/// PlanningOptions as command-line flags (--planner, --search-budget, --seed,
+/// --calibration), one set for every tool that plans (rlhfc, the language
+/// server). Construct it before llvm::cl::ParseCommandLineOptions.
+class PlanningCLOptions {
+public:
+  explicit PlanningCLOptions(llvm::cl::OptionCategory &category);
+  PlanningOptions get() const;
+
+private:
+  llvm::cl::opt<std::string> planner;
+  llvm::cl::opt<int64_t> budget;
+  llvm::cl::opt<uint64_t> seed;
+  llvm::cl::opt<std::string> calibration;
 };
 
 /// Adds infer-shapes, assign-placement, insert-realloc, insert-transfer,
