@@ -64,6 +64,9 @@ struct ModelState {
   std::unique_ptr<Adam> opt;
   Layout optLayout;
   bool changed = false;   ///< trained or moved by ema: saved in checkpoints
+  ParamMap host;          ///< host copy of an offloaded model's shard
+  bool offloaded = false; ///< params freed; `host` holds the weights
+  at::Device workDevice = at::kCPU; ///< where the params go when loaded
   int64_t trainCalls = 0; ///< counted on every rank: moments exist once > 0
 };
 
@@ -354,6 +357,10 @@ at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
 }
 
 LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
+  if (m.offloaded)
+    throw Error("model '" + m.name +
+                "' rests in host memory; the plan is missing an rlhf.onload "
+                "before this call");
   if (!sameLayout(m.layout, l))
     throw Error("model '" + m.name + "' is laid out as " + layoutStr(m.layout) +
                 " but the call runs as " + layoutStr(l) +
@@ -799,6 +806,10 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
   guarded(p, "realloc", [&] {
     ModelState &m = modelAt(p, mi);
     Layout f = layoutFrom(from), t = layoutFrom(to);
+    if (m.offloaded)
+      throw Error("the plan reallocates '" + m.name +
+                  "', which rests in host memory; offloaded models keep "
+                  "their call's layout");
     if (!sameLayout(m.layout, f))
       throw Error("the plan reallocates '" + m.name + "' from " + layoutStr(f) +
                   " but it is laid out as " + layoutStr(m.layout));
@@ -808,6 +819,54 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
     });
     m.layout = t;
     p->groupsOf(t);
+    return 0;
+  });
+}
+
+/// Checks that `m` may rest in host memory in layout `l`.
+void checkOffloadable(const ModelState &m, const Layout &l, const char *what) {
+  if (m.trainable)
+    throw Error(
+        std::string("the plan ") + what + " '" + m.name +
+        "', which is trainable; only frozen models rest in host memory");
+  if (!sameLayout(m.layout, l))
+    throw Error(std::string("the plan ") + what + " '" + m.name + "' as " +
+                layoutStr(l) + " but it is laid out as " + layoutStr(m.layout));
+}
+
+void rlhf_offload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
+  guarded(p, "offload", [&] {
+    ModelState &m = modelAt(p, mi);
+    checkOffloadable(m, layoutFrom(lay), "offloads");
+    if (m.offloaded)
+      return 0;
+    // Frozen weights never change, so the host copy is made once.
+    if (m.host.empty())
+      for (auto &[n, t] : m.params) {
+        m.workDevice = t.device();
+        auto opts = t.options().device(at::kCPU).pinned_memory(t.is_cuda());
+        m.host[n] = at::empty(t.sizes(), opts).copy_(t);
+      }
+    for (auto &[n, t] : m.params)
+      t = at::Tensor(); // frees the working copy
+    m.offloaded = true;
+    return 0;
+  });
+}
+
+void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
+  guarded(p, "onload", [&] {
+    ModelState &m = modelAt(p, mi);
+    checkOffloadable(m, layoutFrom(lay), "loads");
+    if (!m.offloaded)
+      return 0;
+    timed(p, "onload " + m.name, [&] {
+      for (auto &[n, t] : m.params)
+        t = m.host.at(n).to(m.workDevice, /*non_blocking=*/false,
+                            /*copy=*/true);
+      return 0;
+    });
+    m.offloaded = false;
     return 0;
   });
 }

@@ -425,3 +425,40 @@ rlhf.cluster @empty nodes 0 gpus_per_node 8 hardware <name = "x", bf16_flops = 1
 // hardware rates are positive
 // expected-error @+1 {{hardware rates and sizes must be positive}}
 rlhf.cluster @slow nodes 1 gpus_per_node 8 hardware <name = "x", bf16_flops = 0.0, hbm = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 1.0, network_bandwidth = 1.0>
+
+// -----
+
+// only frozen models are offloaded
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10, host_bandwidth = 6.4e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{offloads @actor, which is trainable; only frozen models rest in host memory}}
+  %l = rlhf.inference @actor(%p) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1, offload = true> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// an offloaded model has one call
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10, host_bandwidth = 6.4e10>
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{offloads @ref, which has 2 calls; only a model with one call can rest in host memory}}
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %l = rlhf.inference @ref(%p) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1, offload = true> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  %m = rlhf.inference @ref(%p) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
+// onload and offload carry an offloaded layout
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10, host_bandwidth = 6.4e10>
+rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  // expected-error @+1 {{needs a strategy with offload = true}}
+  rlhf.onload @ref on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1>
+}

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TinyProblem.h"
 #include "rlhfc/Planner/Planner.h"
 
 #include <gtest/gtest.h>
@@ -17,71 +18,28 @@ using namespace rlhfc::plan;
 
 namespace {
 
-rlhf::ModelShape shape(int64_t layers, int64_t hidden, int64_t ffn) {
-  rlhf::ModelShape s;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = 32;
-  s.kvHeads = 32;
-  s.ffn = ffn;
-  s.vocab = 32000;
-  return s;
-}
-
 /// PPO-like dataflow on one node of four H100s: the actor generates, the
 /// critic scores, both train. Every call may run on any aligned mesh of 1, 2
 /// or 4 GPUs with any tp, so meshes overlap, reallocate and transfer.
 Problem tinyProblem(int64_t actorLayers, double memoryLimit) {
-  Problem p;
-  p.hw = *cost::knownHardware("H100_SXM");
-  p.hw.gpusPerNode = 4;
-  p.gpus = 4;
-  p.nodes = 1;
-  p.memoryLimit = memoryLimit;
+  Problem p = test::fourGpus(memoryLimit);
   p.models.push_back(
-      {"actor", cost::Arch::get(shape(actorLayers, 4096, 11008), 4096), true});
-  p.models.push_back(
-      {"critic", cost::Arch::get(shape(16, 4096, 11008), 4096), true});
-  auto call = [&](int model, cost::CallKind kind,
-                  std::vector<std::pair<int, double>> deps) {
-    Call c;
-    c.model = model;
-    c.shape.kind = kind;
-    c.shape.batch = 64;
-    c.shape.promptLen = 128;
-    c.shape.genLen = 128;
-    c.shape.seqLen = 256;
-    c.shape.trainable = true;
-    c.deps = std::move(deps);
-    p.calls.push_back(c);
-  };
-  call(0, cost::CallKind::Generate, {});
-  call(1, cost::CallKind::Inference, {{0, 64 * 256 * 4.0}});
+      {"actor",
+       cost::Arch::get(test::llamaShape(actorLayers, 4096, 11008), 4096),
+       true});
+  p.models.push_back({"critic",
+                      cost::Arch::get(test::llamaShape(16, 4096, 11008), 4096),
+                      true});
+  const double rows = 64 * 256 * 4.0;
+  test::addCall(p, 0, cost::CallKind::Generate, {});
+  test::addCall(p, 1, cost::CallKind::Inference, {{0, rows}});
   Call gae;
   gae.host = true;
-  gae.deps = {{1, 64 * 256 * 4.0}};
+  gae.deps = {{1, rows}};
   p.calls.push_back(gae);
-  call(0, cost::CallKind::Train, {{0, 64 * 256 * 4.0}, {2, 64 * 256 * 4.0}});
-  call(1, cost::CallKind::Train, {{2, 64 * 256 * 4.0}});
-  p.cands.resize(p.calls.size());
-  for (size_t c = 0; c < p.calls.size(); ++c) {
-    if (p.calls[c].host)
-      continue;
-    for (int64_t size = 1; size <= 4; size *= 2)
-      for (int64_t first = 0; first < 4; first += size)
-        for (int64_t tp = 1; tp <= size; tp *= 2) {
-          Candidate k;
-          k.s.firstGpu = first;
-          k.s.tp = tp;
-          k.s.dp = size / tp;
-          k.devices = size;
-          cost::Estimate e = cost::estimateCall(p.models[p.calls[c].model].arch,
-                                                p.hw, k.s, p.calls[c].shape);
-          k.time = e.time.total();
-          k.mem = e.memory;
-          p.cands[c].push_back(k);
-        }
-  }
+  test::addCall(p, 0, cost::CallKind::Train, {{0, rows}, {2, rows}});
+  test::addCall(p, 1, cost::CallKind::Train, {{2, rows}});
+  test::addCandidates(p);
   return p;
 }
 

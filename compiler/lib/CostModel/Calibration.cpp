@@ -38,6 +38,7 @@ std::optional<Hardware> rlhfc::cost::knownHardware(llvm::StringRef name) {
     hw.hbmBw = small ? 1555e9 : 2039e9;
     hw.nvlinkBw = 300e9;
     hw.networkBw = 25e9;
+    hw.hostBw = 32e9; // PCIe Gen4 x16, one direction
   } else if (name == "H100_SXM" || name == "H200") {
     hw.flops = 989e12;
     bool h200 = name == "H200";
@@ -45,6 +46,7 @@ std::optional<Hardware> rlhfc::cost::knownHardware(llvm::StringRef name) {
     hw.hbmBw = h200 ? 4.8e12 : 3.35e12;
     hw.nvlinkBw = 450e9;
     hw.networkBw = 50e9;
+    hw.hostBw = 64e9; // PCIe Gen5 x16, one direction
   } else {
     return std::nullopt;
   }
@@ -91,14 +93,14 @@ rlhfc::cost::loadCalibration(llvm::StringRef path) {
                     : key == "kernel_overhead" ? &e.kernelOverhead
                     : key == "gemm_fill"       ? &e.gemmFill
                     : key == "gemm_depth"      ? &e.gemmDepth
+                    : key == "host"            ? &e.host
                                                : nullptr;
       if (!dst)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
             "%s: unknown factor '%s' for '%s'; known: matmul, hbm, nvlink, "
             "nvls, network, nvlink_latency, network_latency, dp_overlap, "
-            "kernel_overhead, "
-            "gemm_fill, gemm_depth",
+            "kernel_overhead, gemm_fill, gemm_depth, host",
             path.str().c_str(), key.str().c_str(), hwName.str().c_str());
       if (!d || *d < 0)
         return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace rlhfc::cost;
 
@@ -263,7 +264,17 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     break;
   }
   }
+  if (s.offload)
+    e.time.load = hostLoadTime(weightsRank, hw);
   return e;
+}
+
+double rlhfc::cost::hostLoadTime(double bytesPerGpu, const Hardware &hw) {
+  if (bytesPerGpu <= 0)
+    return 0;
+  if (!(hw.hostBw > 0))
+    return std::numeric_limits<double>::infinity();
+  return bytesPerGpu / (hw.hostBw * hw.eff.host);
 }
 
 MoveEstimate rlhfc::cost::estimateRealloc(const Arch &a, const Hardware &hw,

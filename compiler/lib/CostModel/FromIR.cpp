@@ -18,6 +18,7 @@ Hardware rlhfc::cost::hardwareOf(r::ClusterOp c, const Calibration &cal) {
   hw.hbmBw = h.getHbmBandwidth().convertToDouble();
   hw.nvlinkBw = h.getNvlinkBandwidth().convertToDouble();
   hw.networkBw = h.getNetworkBandwidth().convertToDouble();
+  hw.hostBw = h.getHostBandwidth().convertToDouble();
   hw.gpusPerNode = c.getGpusPerNode();
   auto it = cal.find(hw.name);
   hw.eff = it != cal.end() ? it->second : defaultEfficiency(hw.name);
@@ -73,6 +74,7 @@ Strategy rlhfc::cost::strategyFrom(r::MeshAttr mesh, r::StrategyAttr st) {
   s.microBatches = st.getMbs();
   s.zero = st.getZero();
   s.recompute = st.getRecompute();
+  s.offload = st.getOffload();
   return s;
 }
 

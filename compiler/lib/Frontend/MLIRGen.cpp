@@ -71,10 +71,10 @@ private:
 
   void cluster(const sema::Cluster &c) {
     const sema::Hardware &h = *c.hardware;
-    auto hw = r::HardwareAttr::get(&ctx, h.name, APFloat(h.bf16Flops),
-                                   APFloat(h.hbmBytes), APFloat(h.hbmBandwidth),
-                                   APFloat(h.nvlinkBandwidth),
-                                   APFloat(h.networkBandwidth));
+    auto hw = r::HardwareAttr::get(
+        &ctx, h.name, APFloat(h.bf16Flops), APFloat(h.hbmBytes),
+        APFloat(h.hbmBandwidth), APFloat(h.nvlinkBandwidth),
+        APFloat(h.networkBandwidth), APFloat(h.hostBandwidth));
     b.create<r::ClusterOp>(c.loc, c.name, c.nodes, c.gpusPerNode, hw);
   }
 
@@ -126,8 +126,8 @@ private:
       return;
     const sema::Placement &pl = *n.placement;
     op.setMeshAttr(r::MeshAttr::get(&ctx, pl.firstGpu, pl.numGpus));
-    op.setStrategyAttr(r::StrategyAttr::get(&ctx, pl.dp, pl.tp, pl.pp,
-                                            pl.microBatches, false, false));
+    op.setStrategyAttr(r::StrategyAttr::get(
+        &ctx, pl.dp, pl.tp, pl.pp, pl.microBatches, false, false, pl.offload));
     op.setPinnedAttr(b.getUnitAttr());
   }
 

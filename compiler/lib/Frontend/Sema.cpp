@@ -90,6 +90,7 @@ const PropSpec kHardwareProps[] = {
     {"hbm_bandwidth", PropType::Bandwidth, true},
     {"nvlink_bandwidth", PropType::Bandwidth, true},
     {"network_bandwidth", PropType::Bandwidth, true},
+    {"host_bandwidth", PropType::Bandwidth, false},
 };
 const PropSpec kArchProps[] = {
     {"layers", PropType::Int, true},   {"hidden", PropType::Int, true},
@@ -496,6 +497,7 @@ private:
     setNum(m, "hbm_bandwidth", UnitDim::Bandwidth, h.hbmBandwidth);
     setNum(m, "nvlink_bandwidth", UnitDim::Bandwidth, h.nvlinkBandwidth);
     setNum(m, "network_bandwidth", UnitDim::Bandwidth, h.networkBandwidth);
+    setNum(m, "host_bandwidth", UnitDim::Bandwidth, h.hostBandwidth);
     return &(p.hardware[d.name] = h);
   }
 
@@ -947,6 +949,7 @@ private:
     currentRun = &r;
     for (const Stmt &s : alg.body)
       checkStmt(s, env);
+    checkOffloads(inst);
     // Unused results, in source order.
     std::vector<const Local *> unused;
     for (auto &kv : env)
@@ -966,6 +969,35 @@ private:
     current = nullptr;
     if (!failed)
       p.instances.push_back(std::move(inst));
+  }
+
+  /// An offloaded model rests in host memory in its call's layout: it has
+  /// that one call, and no ema writes it.
+  void checkOffloads(const Instance &inst) {
+    for (const Node &n : inst.nodes) {
+      if (!n.placement || !n.placement->offload)
+        continue;
+      int calls = 0;
+      bool averaged = false;
+      for (const Node &o : inst.nodes) {
+        if (o.model != n.model)
+          continue;
+        if (o.kind == Node::Kind::Ema)
+          averaged = true;
+        else if (o.kind != Node::Kind::Host)
+          ++calls;
+      }
+      if (calls > 1)
+        error(n.placement->offloadLoc,
+              formatv("'{0}' has {1} calls and cannot be offloaded; only a "
+                      "frozen model with one call rests in host memory",
+                      n.model->name, calls));
+      else if (averaged)
+        error(n.placement->offloadLoc,
+              formatv("'{0}' is updated by 'ema' and cannot be offloaded; its "
+                      "host copy would go stale",
+                      n.model->name));
+    }
   }
 
   std::optional<Value> bindParam(const Param &prm, const Expr &arg) {
@@ -1695,6 +1727,15 @@ private:
         pl.numGpus = hi - lo;
         continue;
       }
+      if (a.name == "offload") {
+        if (a.value->kind != Expr::Kind::Bool) {
+          error(a.value->loc, "'offload' is true or false");
+          return;
+        }
+        pl.offload = a.value->boolean;
+        pl.offloadLoc = a.loc;
+        continue;
+      }
       int64_t *dst = a.name == "dp"    ? &pl.dp
                      : a.name == "tp"  ? &pl.tp
                      : a.name == "pp"  ? &pl.pp
@@ -1705,10 +1746,12 @@ private:
         return;
       }
       if (!dst) {
-        error(a.loc, formatv("unknown '@place' setting '{0}' (settings are mesh, "
-                             "dp, tp, pp and mbs){1}",
-                             a.name,
-                             didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs"})));
+        error(a.loc,
+              formatv("unknown '@place' setting '{0}' (settings are mesh, "
+                      "dp, tp, pp, mbs and offload){1}",
+                      a.name,
+                      didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs",
+                                          "offload"})));
         return;
       }
       auto v = evalInt(*a.value, "'" + a.name + "'", 1, 1 << 20);
@@ -1760,6 +1803,21 @@ private:
       error(an.loc, formatv("batch of {0} sequences does not split over dp = {1} "
                             "with mbs = {2} micro-batches",
                             N, pl.dp, pl.microBatches));
+      return;
+    }
+    if (pl.offload && n.model->trainable) {
+      error(pl.offloadLoc,
+            formatv("'{0}' is trainable and cannot be offloaded; "
+                    "offload keeps a frozen model's weights in "
+                    "host memory between its calls",
+                    n.model->name));
+      return;
+    }
+    if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {
+      error(pl.offloadLoc, formatv("hardware '{0}' declares no host_bandwidth; "
+                                   "add 'host_bandwidth = ...' (the GPU's PCIe "
+                                   "link, one direction) to offload",
+                                   c->hardware->name));
       return;
     }
     (void)env;

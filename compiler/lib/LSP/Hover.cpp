@@ -222,6 +222,8 @@ void callPlan(const llvm::json::Object &report, const llvm::json::Object &call,
     os << ", ZeRO optimizer sharding";
   if (s->getBoolean("recompute").value_or(false))
     os << ", activation recomputation";
+  if (s->getBoolean("offload").value_or(false))
+    os << ", weights offloaded to host memory";
   if (call.getBoolean("pinned").value_or(false))
     os << " (pinned by @place)";
   os << "\n- predicted time: "

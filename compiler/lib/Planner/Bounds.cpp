@@ -120,13 +120,14 @@ double plan::memoryLowerBound(const Problem &p, const Assignment &a,
   const size_t n = p.calls.size();
   auto known = [&](size_t c) { return !p.calls[c].host && a[c] >= 0; };
   std::vector<double> resident(p.gpus, 0.0), working(p.gpus, 0.0);
-  // A model's weights rest in the layout of its last call, once that is known.
+  // A model's weights rest in the layout of its last call, once that is known
+  // (or in host memory, offloaded: then its call holds them while it runs).
   std::vector<int> lastOf(p.models.size(), -1);
   for (size_t c = 0; c < n; ++c)
     if (!p.calls[c].host)
       lastOf[p.calls[c].model] = int(c);
   for (int c : lastOf)
-    if (c >= 0 && known(size_t(c))) {
+    if (c >= 0 && known(size_t(c)) && !p.cands[c][a[c]].s.offload) {
       const Candidate &k = p.cands[c][a[c]];
       for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g)
         resident[g] += k.mem.weights;
@@ -138,7 +139,9 @@ double plan::memoryLowerBound(const Problem &p, const Assignment &a,
     for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
       if (p.calls[c].shape.kind == cost::CallKind::Train)
         resident[g] += k.mem.grads + k.mem.optimizer;
-      working[g] = std::max(working[g], k.mem.activations + k.mem.kvCache);
+      working[g] =
+          std::max(working[g], k.mem.activations + k.mem.kvCache +
+                                   (k.s.offload ? k.mem.weights : 0.0));
     }
   }
   double worst = 0;

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -36,6 +37,14 @@ std::vector<std::pair<int64_t, int64_t>> meshes(int64_t nodes, int64_t gpn) {
     for (int64_t first = 0; first + count <= nodes; ++first)
       out.push_back({first * gpn, count * gpn});
   return out;
+}
+
+/// The smallest divisor of `n` that is at least `lo` (0 if none).
+int64_t divisorAtLeast(int64_t n, int64_t lo) {
+  for (int64_t d = std::max<int64_t>(1, lo); d <= n; ++d)
+    if (n % d == 0)
+      return d;
+  return 0;
 }
 
 } // namespace
@@ -136,6 +145,17 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
     callIndex[&op] = int(p.calls.size());
     p.calls.push_back(std::move(c));
   }
+  llvm::StringSet<> averaged;
+  for (auto ema : alg.getBodyBlock().getOps<r::EmaOp>())
+    averaged.insert(ema.getTarget());
+  std::vector<int> callsOf(p.models.size(), 0);
+  for (const Call &c : p.calls)
+    if (!c.host)
+      ++callsOf[c.model];
+  for (size_t m = 0; m < p.models.size(); ++m)
+    p.models[m].offloadable = opts.offload && !p.models[m].trainable &&
+                              callsOf[m] == 1 && p.hw.hostBw > 0 &&
+                              !averaged.contains(p.models[m].name);
 
   auto mesh = meshes(p.nodes, p.hw.gpusPerNode);
   p.cands.resize(p.calls.size());
@@ -154,6 +174,11 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       return cand;
     };
     if (c.pinned) {
+      if (c.pinned->offload && !(p.hw.hostBw > 0))
+        return c.op->emitError()
+               << "'" << c.label << "' is offloaded, but hardware '"
+               << p.hw.name
+               << "' declares no host_bandwidth; add one or drop the offload";
       p.cands[ci].push_back(price(*c.pinned));
       continue;
     }
@@ -175,10 +200,18 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
             continue;
           // The runtime's pipelined generation runs the stages one after
           // another on the whole batch (runtime/lib/Model.cpp).
-          std::vector<int64_t> mbsChoices =
-              pp == 1 ? std::vector<int64_t>{1, 4}
-              : gen   ? std::vector<int64_t>{1}
-                      : std::vector<int64_t>{pp, 2 * pp, 4 * pp};
+          // A pipeline wants at least pp micro-batches: the smallest counts
+          // of at least pp, 2pp and 4pp that split the rows evenly.
+          std::vector<int64_t> mbsChoices;
+          if (pp == 1)
+            mbsChoices = {1, 4};
+          else if (gen)
+            mbsChoices = {1};
+          else
+            for (int64_t want : {pp, 2 * pp, 4 * pp})
+              if (int64_t m = divisorAtLeast(rows / dp, want);
+                  m > 0 && !llvm::is_contained(mbsChoices, m))
+                mbsChoices.push_back(m);
           for (int64_t mbs : mbsChoices) {
             if ((rows / dp) % mbs)
               continue;
@@ -200,6 +233,18 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
                 [](const Candidate &a, const Candidate &b) { return a.time < b.time; });
       if (size != p.gpus && int(here.size()) > opts.maxCandidatesPerMesh)
         here.resize(opts.maxCandidatesPerMesh);
+      // Offloading trades a copy from host memory for the resting weights:
+      // offer it for the smallest working set per mesh.
+      if (p.models[c.model].offloadable && !here.empty()) {
+        auto least =
+            std::min_element(here.begin(), here.end(),
+                             [](const Candidate &a, const Candidate &b) {
+                               return a.mem.total() < b.mem.total();
+                             });
+        cost::Strategy s = least->s;
+        s.offload = true;
+        here.push_back(price(s));
+      }
       p.cands[ci].insert(p.cands[ci].end(), here.begin(), here.end());
     }
     if (p.cands[ci].empty())

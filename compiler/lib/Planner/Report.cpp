@@ -25,16 +25,17 @@ Object meshJson(int64_t first, int64_t size) {
 }
 
 Object strategyJson(const cost::Strategy &s) {
-  return Object{{"dp", s.dp},         {"tp", s.tp},
-                {"pp", s.pp},         {"micro_batches", s.microBatches},
-                {"zero", s.zero},     {"recompute", s.recompute}};
+  return Object{{"dp", s.dp},          {"tp", s.tp},
+                {"pp", s.pp},          {"micro_batches", s.microBatches},
+                {"zero", s.zero},      {"recompute", s.recompute},
+                {"offload", s.offload}};
 }
 
 } // namespace
 
 llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
                                    const SimResult &sim) {
-  Array calls, reallocs, transfers;
+  Array calls, reallocs, transfers, loads;
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
     Object o{{"name", call.label}, {"location", where(call.op->getLoc())}};
@@ -45,6 +46,8 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       o["strategy"] = strategyJson(k.s);
       o["pinned"] = bool(call.op->getAttr("pinned"));
       o["predicted_time_s"] = k.time;
+      if (k.s.offload)
+        o["host_load_s"] = cost::hostLoadTime(k.mem.weights, p.hw);
       o["memory_per_gpu_bytes"] =
           Object{{"weights", k.mem.weights},         {"gradients", k.mem.grads},
                  {"optimizer", k.mem.optimizer},     {"activations", k.mem.activations},
@@ -78,6 +81,16 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
         o["bytes_moved"] = c.getMemory().convertToDouble();
       }
       reallocs.push_back(std::move(o));
+    } else if (auto ld = mlir::dyn_cast<r::OnloadOp>(op)) {
+      Object o{
+          {"model", ld.getModel().str()},
+          {"location", where(op.getLoc())},
+          {"mesh", meshJson(ld.getMesh().getFirst(), ld.getMesh().getSize())}};
+      if (auto c = ld.getCostAttr()) {
+        o["predicted_time_s"] = c.getTime().convertToDouble();
+        o["bytes"] = c.getMemory().convertToDouble();
+      }
+      loads.push_back(std::move(o));
     } else if (auto t = mlir::dyn_cast<r::TransferOp>(op)) {
       Object o{{"location", where(op.getLoc())},
                {"from", meshJson(t.getFrom().getFirst(), t.getFrom().getSize())},
@@ -103,6 +116,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       {"calls", std::move(calls)},
       {"reallocations", std::move(reallocs)},
       {"transfers", std::move(transfers)},
+      {"host_loads", std::move(loads)},
       {"peak_memory_per_gpu_bytes", std::move(peak)},
   };
 }

@@ -23,6 +23,13 @@ double score(const Problem &p, const Assignment &a) {
   return s.oom ? kInf : s.iterationTime;
 }
 
+/// The smaller working set, and offloaded (no resting weights) on a tie.
+bool smallerFootprint(const Candidate &x, const Candidate &y) {
+  if (x.mem.total() != y.mem.total())
+    return x.mem.total() < y.mem.total();
+  return x.s.offload && !y.s.offload;
+}
+
 Assignment emptyAssignment(const Problem &p) {
   Assignment a(p.calls.size(), -1);
   for (size_t c = 0; c < p.calls.size(); ++c)
@@ -34,9 +41,11 @@ Assignment emptyAssignment(const Problem &p) {
 /// Given each free call's mesh, the fastest strategies there that fit
 /// together: start every call at its smallest footprint, then move each, in
 /// program order, to the fastest candidate that keeps everything in memory.
+/// Baselines never offload; search starts may.
 std::optional<Assignment>
 fastestFitting(const Problem &p,
-               const std::vector<std::pair<int64_t, int64_t>> &meshOf) {
+               const std::vector<std::pair<int64_t, int64_t>> &meshOf,
+               bool offload = false) {
   Assignment a = emptyAssignment(p);
   std::vector<std::vector<int>> onMesh(p.calls.size());
   for (size_t c = 0; c < p.calls.size(); ++c) {
@@ -44,14 +53,16 @@ fastestFitting(const Problem &p,
       continue;
     for (int k = 0; k < int(p.cands[c].size()); ++k) {
       const Candidate &x = p.cands[c][k];
-      if (x.s.firstGpu == meshOf[c].first && x.devices == meshOf[c].second)
+      if (x.s.firstGpu == meshOf[c].first && x.devices == meshOf[c].second &&
+          (offload || !x.s.offload))
         onMesh[c].push_back(k);
     }
     if (onMesh[c].empty())
       return std::nullopt;
-    a[c] = *std::min_element(onMesh[c].begin(), onMesh[c].end(), [&](int x, int y) {
-      return p.cands[c][x].mem.total() < p.cands[c][y].mem.total();
-    });
+    a[c] = *std::min_element(
+        onMesh[c].begin(), onMesh[c].end(), [&](int x, int y) {
+          return smallerFootprint(p.cands[c][x], p.cands[c][y]);
+        });
   }
   if (simulate(p, a).oom)
     return std::nullopt;
@@ -97,7 +108,7 @@ std::optional<Assignment> heuristic(const Problem &p) {
       for (int k = 0; k < int(p.cands[c].size()); ++k) {
         const Candidate &x = p.cands[c][k];
         if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == callPp &&
-            (best < 0 || x.time < p.cands[c][best].time))
+            !x.s.offload && (best < 0 || x.time < p.cands[c][best].time))
           best = k;
       }
       if (best < 0)
@@ -271,10 +282,49 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
     for (size_t c = 0; c < p.calls.size(); ++c)
       if (!p.calls[c].host)
         meshOf[c] = choice[side[p.calls[c].model]];
-    if (auto a = fastestFitting(p, meshOf))
+    if (auto a = fastestFitting(p, meshOf, /*offload=*/true))
       out.push_back(std::move(*a));
   }
   return out;
+}
+
+/// The most any GPU's predicted peak exceeds the usable memory (<= 0: fits).
+double overflow(const Problem &p, const Assignment &a) {
+  SimResult r = simulate(p, a, 1);
+  double worst = -kInf;
+  for (double b : r.peakMemory)
+    worst = std::max(worst, b - p.memoryLimit);
+  return worst;
+}
+
+/// Steepest descent on the overflow by single-call moves, until the plan
+/// fits or no move shrinks it. Smallest footprints per call need not fit
+/// together: the resting weights depend on where every model's calls run.
+Assignment reduceOverflow(const Problem &p, Assignment a,
+                          const std::vector<size_t> &free, SearchStats &stats) {
+  double cur = overflow(p, a);
+  while (cur > 0) {
+    Assignment next = a;
+    double nextOver = cur;
+    for (size_t c : free)
+      for (int k = 0; k < int(p.cands[c].size()); ++k) {
+        if (k == a[c])
+          continue;
+        Assignment t = a;
+        t[c] = k;
+        double o = overflow(p, t);
+        ++stats.evaluated;
+        if (o < nextOver) {
+          nextOver = o;
+          next = std::move(t);
+        }
+      }
+    if (nextOver >= cur)
+      break;
+    a = std::move(next);
+    cur = nextOver;
+  }
+  return a;
 }
 
 /// Simulated annealing with the Metropolis rule on the real-valued change
@@ -304,15 +354,17 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
   for (Assignment &a : partitionStarts(p))
     consider(std::move(a));
   if (starts.empty()) {
-    // Nothing fits yet: start from each call's smallest-memory candidate.
+    // Nothing fits yet: start from each call's smallest-memory candidate and
+    // descend on the overflow until the plan fits.
     Assignment a = emptyAssignment(p);
     for (size_t c : free) {
       int best = 0;
       for (int k = 0; k < int(p.cands[c].size()); ++k)
-        if (p.cands[c][k].mem.total() < p.cands[c][best].mem.total())
+        if (smallerFootprint(p.cands[c][k], p.cands[c][best]))
           best = k;
       a[c] = best;
     }
+    a = reduceOverflow(p, std::move(a), free, stats);
     starts.push_back({score(p, a), a});
   }
   std::stable_sort(
@@ -507,8 +559,8 @@ void plan::apply(const Problem &p, const Assignment &a) {
     const cost::Strategy &s = p.cands[c][a[c]].s;
     mlir::MLIRContext *ctx = call.op->getContext();
     call.op->setAttr("mesh", r::MeshAttr::get(ctx, s.firstGpu, s.devices()));
-    call.op->setAttr("strategy", r::StrategyAttr::get(ctx, s.dp, s.tp, s.pp,
-                                                      s.microBatches, s.zero,
-                                                      s.recompute));
+    call.op->setAttr("strategy",
+                     r::StrategyAttr::get(ctx, s.dp, s.tp, s.pp, s.microBatches,
+                                          s.zero, s.recompute, s.offload));
   }
 }

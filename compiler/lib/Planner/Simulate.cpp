@@ -32,11 +32,12 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   };
   auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
 
-  // Parameters are loop-carried in the layout of each model's last call.
+  // Parameters are loop-carried in the layout of each model's last call;
+  // an offloaded model's rest in host memory (no layout).
   std::vector<const Candidate *> layout(p.models.size(), nullptr);
   for (size_t c = 0; c < n; ++c)
     if (!p.calls[c].host)
-      layout[p.calls[c].model] = &cand(c);
+      layout[p.calls[c].model] = cand(c).s.offload ? nullptr : &cand(c);
   std::vector<double> modelReady(p.models.size(), 0.0);
   std::vector<double> finish(n, 0.0);
   double firstIterationEnd = 0, end = 0;
@@ -64,7 +65,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       const Candidate &k = cand(c);
       int m = call.model;
       double paramsReady = modelReady[m];
-      if (!sameLayout(layout[m]->s, k.s)) {
+      if (!k.s.offload && !sameLayout(layout[m]->s, k.s)) {
         const cost::Strategy &from = layout[m]->s;
         int64_t lo = std::min(from.firstGpu, k.s.firstGpu);
         int64_t hi = std::max(from.firstGpu + layout[m]->devices, k.s.firstGpu + k.devices);
@@ -83,6 +84,14 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       modelReady[m] = stop;
       finish[c] = stop;
       end = std::max(end, stop);
+      if (record && k.s.offload) {
+        // The copy from host memory opens the call's span.
+        double loaded = start + cost::hostLoadTime(k.mem.weights, p.hw);
+        r.events.push_back({Event::Load, int(c), it, start, loaded,
+                            k.s.firstGpu, k.devices,
+                            k.mem.weights * double(k.devices)});
+        start = loaded;
+      }
       if (record)
         r.events.push_back({Event::Call, int(c), it, start, stop, k.s.firstGpu,
                             k.devices, 0});
@@ -106,7 +115,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   std::vector<double> working(p.gpus, 0.0);
   auto homeWeights = [&](int m, int64_t g) {
     const Candidate *home = layout[m];
-    return g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
+    return home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
                ? home->mem.weights
                : 0.0;
   };
@@ -117,7 +126,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
     const Candidate &k = cand(c);
     int m = p.calls[c].model;
     double work = k.mem.activations + k.mem.kvCache;
-    if (!sameLayout(layout[m]->s, k.s))
+    if (!layout[m] || !sameLayout(layout[m]->s, k.s))
       work += std::max(0.0, k.mem.weights - homeWeights(m, g));
     return work;
   };
@@ -145,7 +154,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
     for (int64_t g = 0; g < p.gpus; ++g)
       r.memoryTrace[g].push_back({0.0, r.peakMemory[g] - working[g]});
     for (const Event &e : r.events) {
-      if (e.kind != Event::Call)
+      if (e.kind != Event::Call && e.kind != Event::Load)
         continue;
       for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
         double base = r.peakMemory[g] - working[g];

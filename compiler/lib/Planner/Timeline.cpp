@@ -25,6 +25,22 @@ std::string label(const Problem &p, const Event &e) {
     return "realloc @" + p.models[c.model].name;
   case Event::Transfer:
     return "transfer to " + c.label;
+  case Event::Load:
+    return "load @" + p.models[c.model].name + " from host";
+  }
+  return "";
+}
+
+const char *category(Event::Kind k) {
+  switch (k) {
+  case Event::Call:
+    return "call";
+  case Event::Realloc:
+    return "realloc";
+  case Event::Transfer:
+    return "transfer";
+  case Event::Load:
+    return "load";
   }
   return "";
 }
@@ -64,17 +80,15 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
       llvm::json::Object args{{"iteration", e.iteration}};
       if (e.bytes > 0)
         args["bytes"] = e.bytes;
-      events.push_back(llvm::json::Object{
-          {"ph", "X"},
-          {"name", label(p, e)},
-          {"cat", e.kind == Event::Call      ? "call"
-                  : e.kind == Event::Realloc ? "realloc"
-                                             : "transfer"},
-          {"pid", g / gpn},
-          {"tid", g},
-          {"ts", e.start * 1e6},
-          {"dur", std::max(0.0, e.end - e.start) * 1e6},
-          {"args", std::move(args)}});
+      events.push_back(
+          llvm::json::Object{{"ph", "X"},
+                             {"name", label(p, e)},
+                             {"cat", category(e.kind)},
+                             {"pid", g / gpn},
+                             {"tid", g},
+                             {"ts", e.start * 1e6},
+                             {"dur", std::max(0.0, e.end - e.start) * 1e6},
+                             {"args", std::move(args)}});
     }
   for (int64_t g = 0; g < int64_t(sim.memoryTrace.size()); ++g)
     for (auto [t, bytes] : sim.memoryTrace[g])
@@ -102,12 +116,18 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
      << "<title>" << escape(title) << " — rlhfc timeline</title>\n"
      << "<style>body{font:13px system-ui,sans-serif;margin:20px;color:#222}"
         "h1{font-size:18px}svg{background:#fafafa;border:1px solid #ddd}"
-        ".call{stroke:#333;stroke-width:.3}.realloc{fill:url(#hatch);stroke:#900;"
-        "stroke-width:.5}.transfer{fill:#222;opacity:.6}.lane{font-size:10px}"
-        "table{border-collapse:collapse;margin-top:12px}td,th{border:1px solid #ccc;"
-        "padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
+        ".call{stroke:#333;stroke-width:.3}.realloc{fill:url(#hatch);stroke:#"
+        "900;"
+        "stroke-width:.5}.transfer{fill:#222;opacity:.6}.load{fill:#8cd;stroke:"
+        "#268;"
+        "stroke-width:.5}.lane{font-size:10px}"
+        "table{border-collapse:collapse;margin-top:12px}td,th{border:1px solid "
+        "#ccc;"
+        "padding:2px "
+        "6px;text-align:right}td:first-child,th:first-child{text-align:left}"
         ".legend span{display:inline-block;margin-right:14px}"
-        ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;"
+        ".legend "
+        "i{display:inline-block;width:12px;height:12px;margin-right:4px;"
         "vertical-align:middle}</style></head><body>\n";
   os << "<h1>" << escape(title) << "</h1>\n";
   os << formatv("<p id=\"summary\">{0} x {1} {2}; predicted iteration time "
@@ -132,9 +152,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   }
   for (const Event &e : sim.events) {
     std::string name = escape(label(p, e));
-    const char *cls = e.kind == Event::Call      ? "call"
-                      : e.kind == Event::Realloc ? "realloc"
-                                                 : "transfer";
+    const char *cls = category(e.kind);
     std::string fill =
         e.kind == Event::Call
             ? kPalette[p.calls[e.call].model % (sizeof(kPalette) / sizeof(*kPalette))]
@@ -220,13 +238,20 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "  for (const [model, color] of seen) {\n"
         "    const s = document.createElement('span');\n"
         "    s.className = 'model';\n"
-        "    s.innerHTML = '<i style=\"background:' + color + '\"></i>@' + model;\n"
+        "    s.innerHTML = '<i style=\"background:' + color + '\"></i>@' + "
+        "model;\n"
         "    legend.appendChild(s);\n"
         "  }\n"
         "  const r = document.createElement('span');\n"
         "  r.innerHTML = '<i style=\"background:#d33\"></i>reallocation';\n"
         "  legend.appendChild(r);\n"
+        "  if (document.querySelector('#gantt rect.load')) {\n"
+        "    const l = document.createElement('span');\n"
+        "    l.innerHTML = '<i style=\"background:#8cd\"></i>load from host';\n"
+        "    legend.appendChild(l);\n"
+        "  }\n"
         "  document.body.dataset.rendered = 'true';\n"
-        "  document.body.dataset.lanes = document.querySelectorAll('#gantt text.lane').length;\n"
+        "  document.body.dataset.lanes = document.querySelectorAll('#gantt "
+        "text.lane').length;\n"
         "})();\n</script>\n</body></html>\n";
 }

@@ -2,6 +2,7 @@
 
 #include "PassUtils.h"
 #include "rlhfc/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -40,6 +41,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       const plan::Call *worst = nullptr;
       double worstWork = -1;
       std::map<std::string, std::string> resident;
+      std::vector<std::string> offloadable;
       for (size_t c = 0; c < p.calls.size(); ++c) {
         const plan::Call &call = p.calls[c];
         if (call.host)
@@ -52,7 +54,10 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
           worstWork = work;
           worst = &call;
         }
-        std::string &line = resident[p.models[call.model].name];
+        const plan::Model &model = p.models[call.model];
+        if (model.offloadable && !k.s.offload)
+          offloadable.push_back("@" + model.name);
+        std::string &line = resident[model.name];
         std::string part = llvm::formatv("{0}: weights {1}", call.label,
                                          gb(k.mem.weights))
                                .str();
@@ -63,13 +68,19 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         line += (line.empty() ? "" : "; ") + part;
       }
       int64_t node = g / p.hw.gpusPerNode;
-      auto diag = worst->op->emitError()
-                  << llvm::formatv("predicted out of memory on GPU {0} (node {1}, "
-                                   "local GPU {2}): {3} needed, {4} available per {5}; "
-                                   "use more GPUs, more micro-batches or minibatches, "
-                                   "or offload a frozen model",
-                                   g, node, g % p.hw.gpusPerNode,
-                                   gb(res.peakMemory[g]), gb(p.memoryLimit), p.hw.name);
+      std::string offload = offloadable.empty()
+                                ? "or offload a frozen model"
+                                : "or offload " +
+                                      llvm::join(offloadable, " or ") +
+                                      " (@place(..., offload = true))";
+      auto diag =
+          worst->op->emitError()
+          << llvm::formatv("predicted out of memory on GPU {0} (node {1}, "
+                           "local GPU {2}): {3} needed, {4} available per {5}; "
+                           "use more GPUs, more micro-batches or minibatches, "
+                           "{6}",
+                           g, node, g % p.hw.gpusPerNode, gb(res.peakMemory[g]),
+                           gb(p.memoryLimit), p.hw.name, offload);
       for (auto &[model, line] : resident)
         diag.attachNote(worst->op->getLoc()) << "resident on GPU " << g << ": @"
                                              << model << " (" << line << ")";

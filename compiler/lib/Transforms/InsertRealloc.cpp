@@ -46,7 +46,8 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
       auto modelOf = [](Operation &op) {
         return op.getAttrOfType<FlatSymbolRefAttr>("model");
       };
-      // Each model enters the iteration in the layout of its last call.
+      // Each model enters the iteration in the layout of its last call
+      // (an offloaded one, with a single call, in host memory).
       llvm::StringMap<Layout> current;
       for (Operation &op : alg.getBodyBlock())
         if (r::isModelCall(&op))
@@ -60,6 +61,24 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
         if (!l)
           continue;
         StringRef name = modelOf(op).getValue();
+        if (l->strategy.getOffload()) {
+          // Weights rest in host memory: load them for the call, free after.
+          auto model = symbols.lookup<r::ModelOp>(name);
+          cost::Arch arch = cost::archOf(model);
+          cost::Strategy s = cost::strategyFrom(l->mesh, l->strategy);
+          cost::CallShape shape = cost::shapeOf(&op, model);
+          double perGpu = cost::estimateCall(arch, hw, s, shape).memory.weights;
+          b.setInsertionPoint(&op);
+          b.create<r::OnloadOp>(
+              op.getLoc(), modelOf(op), l->mesh, l->strategy,
+              r::CostAttr::get(module.getContext(),
+                               APFloat(cost::hostLoadTime(perGpu, hw)),
+                               APFloat(perGpu * double(s.devices()))));
+          b.setInsertionPointAfter(&op);
+          b.create<r::OffloadOp>(op.getLoc(), modelOf(op), l->mesh, l->strategy,
+                                 r::CostAttr());
+          continue;
+        }
         Layout &cur = current[name];
         if (cur.sameParams(*l))
           continue;

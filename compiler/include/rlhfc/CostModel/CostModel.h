@@ -45,6 +45,9 @@ struct Efficiency {
   /// (docs/cost-model.md); scaled by SM count for other GPUs.
   double gemmFill = 1.2e6;
   double gemmDepth = 512;
+  /// Of the per-GPU host link (PCIe) bandwidth in pinned host-to-device
+  /// copies. An assumption (PCIe encoding and packet headers), not a fit.
+  double host = 0.80;
 };
 
 struct Hardware {
@@ -54,6 +57,7 @@ struct Hardware {
   double hbmBw = 0;      ///< bytes/s
   double nvlinkBw = 0;   ///< bytes/s per GPU, one direction
   double networkBw = 0;  ///< bytes/s per GPU, one direction
+  double hostBw = 0;     ///< bytes/s per GPU from host memory; 0: unknown
   int64_t gpusPerNode = 8;
   Efficiency eff;
 };
@@ -78,6 +82,7 @@ struct Strategy {
   int64_t microBatches = 1; ///< per dp rank, per minibatch
   bool zero = false;        ///< shard optimizer state over dp
   bool recompute = false;   ///< activation checkpointing
+  bool offload = false;     ///< weights rest in host memory between calls
   int64_t devices() const { return dp * tp * pp; }
 };
 
@@ -105,7 +110,10 @@ struct Time {
   double ppComm = 0;   ///< pipeline p2p and bubbles
   double dpComm = 0;   ///< exposed gradient all-reduce
   double optimizer = 0;
-  double total() const { return compute + tpComm + ppComm + dpComm + optimizer; }
+  double load = 0; ///< offloaded weights copied in from host memory
+  double total() const {
+    return compute + tpComm + ppComm + dpComm + optimizer + load;
+  }
 };
 
 struct Estimate {
@@ -159,6 +167,10 @@ MoveEstimate estimateRealloc(const Arch &arch, const Hardware &hw,
 /// used inside the search loop (unit-tested against the exact plan).
 MoveEstimate estimateReallocFast(const Arch &arch, const Hardware &hw,
                                  const Strategy &from, const Strategy &to);
+
+/// Copying `bytesPerGpu` of offloaded weights from host memory onto every
+/// GPU of a mesh at once, each over its own host link.
+double hostLoadTime(double bytesPerGpu, const Hardware &hw);
 
 /// Moving a batch of `bytes` from the dp heads of one mesh to another.
 MoveEstimate estimateTransfer(double bytes, const Hardware &hw,

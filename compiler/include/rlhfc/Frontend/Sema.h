@@ -28,6 +28,7 @@ struct Hardware {
   double hbmBandwidth = 0;     ///< bytes/s
   double nvlinkBandwidth = 0;  ///< bytes/s per GPU, one direction
   double networkBandwidth = 0; ///< bytes/s per GPU, one direction
+  double hostBandwidth = 0;    ///< bytes/s per GPU from host memory; 0: unknown
 };
 
 struct Arch {
@@ -82,6 +83,8 @@ struct Placement {
   mlir::LocationAttr loc;
   int64_t firstGpu = 0, numGpus = 0; ///< global GPU index range
   int64_t dp = 1, tp = 1, pp = 1, microBatches = 1;
+  bool offload = false; ///< weights rest in host memory between calls
+  mlir::LocationAttr offloadLoc;
 };
 
 /// One node of the instantiated dataflow graph.

@@ -36,6 +36,9 @@ struct Model {
   std::string name;
   cost::Arch arch;
   bool trainable = false;
+  /// Frozen, one call, no ema writes it, and the hardware has a host link:
+  /// its weights may rest in host memory (candidates with s.offload).
+  bool offloadable = false;
 };
 
 struct Call {
@@ -78,6 +81,7 @@ private:
 
 struct ProblemOptions {
   int maxCandidatesPerMesh = 3; ///< fastest strategies kept per mesh
+  bool offload = true;    ///< offer offloaded candidates for offloadable models
   bool wideMeshes = true; ///< also non-power-of-two whole-node counts
 };
 
@@ -92,7 +96,7 @@ mlir::FailureOr<Problem> buildProblem(mlir::rlhf::AlgorithmOp alg,
 using Assignment = std::vector<int>;
 
 struct Event {
-  enum Kind { Call, Realloc, Transfer } kind;
+  enum Kind { Call, Realloc, Transfer, Load } kind;
   int call = -1;   ///< the call this event serves
   int iteration = 0;
   double start = 0, end = 0;

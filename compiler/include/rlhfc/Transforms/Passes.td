@@ -51,6 +51,9 @@ def RLHFInsertRealloc : Pass<"rlhf-insert-realloc", "mlir::ModuleOp"> {
     from the layout of its last call (the layout carried into the next
     iteration), and inserts `rlhf.realloc` before every call whose mesh or
     strategy differs from the current one, priced from the slice-level plan.
+    A call whose strategy has `offload = true` (a frozen model whose weights
+    rest in host memory) gets `rlhf.onload` before it, priced as a copy over
+    every GPU's host link, and `rlhf.offload` after it, instead.
   }];
 }
 

@@ -49,10 +49,12 @@ int64_t ArchAttr::getParamCount(bool valueHead) const {
 LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef name, APFloat flops, APFloat hbm,
                                    APFloat hbmBw, APFloat nvlinkBw,
-                                   APFloat networkBw) {
+                                   APFloat networkBw, APFloat hostBw) {
   for (const APFloat &v : {flops, hbm, hbmBw, nvlinkBw, networkBw})
     if (!(v.convertToDouble() > 0))
       return emitError() << "hardware rates and sizes must be positive";
+  if (!(hostBw.convertToDouble() >= 0))
+    return emitError() << "host_bandwidth must be positive, or 0 when unknown";
   return success();
 }
 
@@ -66,7 +68,7 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t dp, int64_t tp, int64_t pp,
-                                   int64_t mbs, bool, bool) {
+                                   int64_t mbs, bool, bool, bool) {
   if (dp <= 0 || tp <= 0 || pp <= 0 || mbs <= 0)
     return emitError() << "dp, tp, pp and mbs must be positive";
   return success();

@@ -139,8 +139,42 @@ LogicalResult verifyCallSymbols(CallOp op, SymbolTableCollection &symbols,
   if (failed(m))
     return failure();
   model = *m;
+  StrategyAttr st = op.getStrategyAttr();
+  if (st && st.getOffload() && model.getTrainable())
+    return op.emitOpError() << "offloads @" << model.getSymName()
+                            << ", which is trainable; only frozen models "
+                               "rest in host memory";
   return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMeshAttr(),
-                               op.getStrategyAttr());
+                               st);
+}
+
+/// An offloaded model rests in host memory in its call's layout, so it has
+/// exactly that one call and nothing else (an EMA) writes it.
+LogicalResult verifyOffloadedModels(AlgorithmOp alg) {
+  llvm::StringMap<int> calls, offloaded, written;
+  for (Operation &op : alg.getBodyBlock()) {
+    if (auto ema = dyn_cast<EmaOp>(op))
+      ++written[ema.getTarget()];
+    if (!isModelCall(&op))
+      continue;
+    StringRef m = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
+    ++calls[m];
+    auto st = op.getAttrOfType<StrategyAttr>("strategy");
+    if (st && st.getOffload())
+      ++offloaded[m];
+  }
+  for (auto &[m, n] : offloaded) {
+    if (calls[m] != 1)
+      return alg.emitOpError()
+             << "offloads @" << m << ", which has " << calls[m]
+             << " calls; only a model with one call can "
+                "rest in host memory";
+    if (written.count(m))
+      return alg.emitOpError() << "offloads @" << m
+                               << ", which an rlhf.ema updates; its host copy "
+                                  "would go stale";
+  }
+  return success();
 }
 
 /// Enum attributes print as a bare keyword: `head lm`, `gae(...)`.
@@ -191,7 +225,7 @@ LogicalResult ModelOp::verify() {
 LogicalResult AlgorithmOp::verify() {
   if (getSteps() < 1)
     return emitOpError() << "needs at least one step";
-  return success();
+  return verifyOffloadedModels(*this);
 }
 
 ClusterOp AlgorithmOp::getClusterOp() {
@@ -356,6 +390,31 @@ LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
                                    "target layout: ")))
     return failure();
   return success();
+}
+
+template <typename HostMoveOp>
+LogicalResult verifyHostMove(HostMoveOp op, SymbolTableCollection &symbols) {
+  auto m = lookupModel(op, symbols, op.getModelAttr());
+  if (failed(m))
+    return failure();
+  if (failed(verifyLayout(op, op.getMesh(), op.getStrategy())))
+    return failure();
+  if (!op.getStrategy().getOffload())
+    return op.emitOpError() << "needs a strategy with offload = true";
+  if (m->getTrainable())
+    return op.emitOpError() << "moves @" << m->getSymName()
+                            << ", which is trainable; only frozen models "
+                               "rest in host memory";
+  return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMesh(),
+                               op.getStrategy());
+}
+
+LogicalResult OnloadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyHostMove(*this, symbols);
+}
+
+LogicalResult OffloadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyHostMove(*this, symbols);
 }
 
 LogicalResult TransferOp::verify() {

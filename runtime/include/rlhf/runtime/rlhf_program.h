@@ -77,6 +77,12 @@ rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
 void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from,
                   const int64_t *to);
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to);
+/* A frozen model whose weights rest in host memory: rlhf_offload keeps a host
+ * copy of each rank's shard (made once; pinned for GPU tensors) and frees the
+ * working copy; rlhf_onload copies the shard back. Onloading a resident
+ * model does nothing. */
+void rlhf_offload(rlhf_prog *p, int64_t model, const int64_t *layout);
+void rlhf_onload(rlhf_prog *p, int64_t model, const int64_t *layout);
 rlhf_value *rlhf_generate(rlhf_prog *p, int64_t model, rlhf_value *prompt,
                           const int64_t *layout, int64_t max_new_tokens,
                           int64_t n, double temperature, double top_p,

@@ -41,7 +41,8 @@ def RLHF_HardwareAttr : RLHF_Attr<"Hardware", "hardware"> {
   let summary = "per-GPU peak compute, memory and link bandwidths";
   let description = [{
     Rates are in SI base units: FLOP/s, bytes and bytes/s. Link bandwidths
-    are per GPU in one direction.
+    are per GPU in one direction. `host_bandwidth` is the GPU's link to host
+    memory (PCIe); 0 when unknown, which rules out offloading.
 
     ```mlir
     #rlhf.hardware<name = "H100_SXM", bf16_flops = 9.89e+14, hbm = 8.0e+10,
@@ -51,7 +52,8 @@ def RLHF_HardwareAttr : RLHF_Attr<"Hardware", "hardware"> {
   }];
   let parameters = (ins StringRefParameter<"preset name">:$name,
     APFloatParameter<"">:$bf16_flops, APFloatParameter<"">:$hbm, APFloatParameter<"">:$hbm_bandwidth,
-    APFloatParameter<"">:$nvlink_bandwidth, APFloatParameter<"">:$network_bandwidth);
+    APFloatParameter<"">:$nvlink_bandwidth, APFloatParameter<"">:$network_bandwidth,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(0.0)">:$host_bandwidth);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -89,15 +91,20 @@ def RLHF_StrategyAttr : RLHF_Attr<"Strategy", "strategy"> {
     micro-batches per data-parallel rank. `dp * tp * pp` must equal the size
     of the mesh the strategy runs on. `zero` shards optimizer state across
     data-parallel ranks; `recompute` enables activation checkpointing.
+    `offload` keeps a frozen model's weights in host memory between calls:
+    they are loaded (`rlhf.onload`) before the call and released
+    (`rlhf.offload`) after it.
 
     ```mlir
     #rlhf.strategy<dp = 2, tp = 4, pp = 1, mbs = 4>
     #rlhf.strategy<dp = 8, tp = 1, pp = 1, mbs = 1, zero = true, recompute = true>
+    #rlhf.strategy<dp = 8, tp = 1, pp = 1, mbs = 1, offload = true>
     ```
   }];
   let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp, "int64_t":$mbs,
     DefaultValuedParameter<"bool", "false">:$zero,
-    DefaultValuedParameter<"bool", "false">:$recompute);
+    DefaultValuedParameter<"bool", "false">:$recompute,
+    DefaultValuedParameter<"bool", "false">:$offload);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

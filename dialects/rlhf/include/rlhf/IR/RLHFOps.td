@@ -268,6 +268,40 @@ def RLHF_ReallocOp : RLHF_Op<"realloc", [DeclareOpInterfaceMethods<SymbolUserOpI
   let hasVerifier = 1;
 }
 
+class RLHF_HostMoveOp<string mnemonic> : RLHF_Op<mnemonic, [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = (ins FlatSymbolRefAttr:$model, RLHF_MeshAttr:$mesh,
+                       RLHF_StrategyAttr:$strategy, OptionalAttr<RLHF_CostAttr>:$cost);
+  let assemblyFormat = [{
+    $model `on` $mesh `as` $strategy (`cost` $cost^)? attr-dict
+  }];
+}
+
+def RLHF_OnloadOp : RLHF_HostMoveOp<"onload"> {
+  let summary = "loads an offloaded model's weights from host memory";
+  let description = [{
+    Copies each rank's shard of a frozen model, kept in host memory, onto
+    its GPU in the layout (`mesh`, `strategy`) of the call that follows.
+    The strategy has `offload = true`; the model is not trainable.
+
+    ```mlir
+    rlhf.onload @ref on #rlhf.mesh<0, 16> as #rlhf.strategy<dp = 2, tp = 8, pp = 1, mbs = 1, offload = true>
+    ```
+  }];
+}
+
+def RLHF_OffloadOp : RLHF_HostMoveOp<"offload"> {
+  let summary = "releases an offloaded model's weights from its GPUs";
+  let description = [{
+    Frees the GPU copy of a frozen model's weights after its call; the host
+    copy stays, so nothing is copied back.
+
+    ```mlir
+    rlhf.offload @ref on #rlhf.mesh<0, 16> as #rlhf.strategy<dp = 2, tp = 8, pp = 1, mbs = 1, offload = true>
+    ```
+  }];
+}
+
 def RLHF_TransferOp : RLHF_Op<"transfer", [
     AllTypesMatch<["input", "result"]>]> {
   let summary = "moves a tensor between device meshes";
