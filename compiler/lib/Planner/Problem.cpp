@@ -153,8 +153,8 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
     if (!c.host)
       ++callsOf[c.model];
   for (size_t m = 0; m < p.models.size(); ++m)
-    p.models[m].offloadable = opts.offload && !p.models[m].trainable &&
-                              callsOf[m] == 1 && p.hw.hostBw > 0 &&
+    p.models[m].offloadable = !p.models[m].trainable && callsOf[m] == 1 &&
+                              p.hw.hostBw > 0 &&
                               !averaged.contains(p.models[m].name);
 
   auto mesh = meshes(p.nodes, p.hw.gpusPerNode);
@@ -235,7 +235,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
         here.resize(opts.maxCandidatesPerMesh);
       // Offloading trades a copy from host memory for the resting weights:
       // offer it for the smallest working set per mesh.
-      if (p.models[c.model].offloadable && !here.empty()) {
+      if (opts.offload && p.models[c.model].offloadable && !here.empty()) {
         auto least =
             std::min_element(here.begin(), here.end(),
                              [](const Candidate &a, const Candidate &b) {

@@ -551,6 +551,29 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
   return a;
 }
 
+mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
+                                             const cost::Calibration &cal,
+                                             Method m, const SearchOptions &o,
+                                             SearchStats *stats) {
+  auto p = buildProblem(alg, cal);
+  if (mlir::failed(p))
+    return mlir::failure();
+  Planned out{std::move(*p), std::nullopt};
+  out.assignment = solve(out.problem, m, o, stats);
+  if (out.assignment || m != Method::Search ||
+      llvm::none_of(out.problem.models,
+                    [](const Model &x) { return x.offloadable; }))
+    return out;
+  ProblemOptions withOffload;
+  withOffload.offload = true;
+  auto q = buildProblem(alg, cal, withOffload);
+  if (mlir::failed(q))
+    return mlir::failure();
+  out.problem = std::move(*q);
+  out.assignment = solve(out.problem, m, o, stats);
+  return out;
+}
+
 void plan::apply(const Problem &p, const Assignment &a) {
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];

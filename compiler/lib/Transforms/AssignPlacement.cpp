@@ -42,13 +42,14 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
           return signalPassFailure();
         continue;
       }
-      auto p = plan::buildProblem(alg, *cal);
-      if (failed(p))
-        return signalPassFailure();
       plan::SearchOptions opts;
       opts.budget = budget;
       opts.seed = seed;
-      std::optional<plan::Assignment> a = plan::solve(*p, *method, opts);
+      auto planned = plan::planAlgorithm(alg, *cal, *method, opts);
+      if (failed(planned))
+        return signalPassFailure();
+      const plan::Problem *p = &planned->problem;
+      std::optional<plan::Assignment> &a = planned->assignment;
       if (!a) {
         if (*method != plan::Method::Search) {
           alg.emitError() << "the " << planner

@@ -37,7 +37,8 @@ struct Model {
   cost::Arch arch;
   bool trainable = false;
   /// Frozen, one call, no ema writes it, and the hardware has a host link:
-  /// its weights may rest in host memory (candidates with s.offload).
+  /// its weights may rest in host memory (candidates with s.offload, when
+  /// ProblemOptions::offload).
   bool offloadable = false;
 };
 
@@ -182,6 +183,20 @@ struct SearchStats {
 std::optional<Assignment> solve(const Problem &p, Method m,
                                 const SearchOptions &opts = {},
                                 SearchStats *stats = nullptr);
+
+struct Planned {
+  Problem problem;
+  std::optional<Assignment> assignment; ///< nullopt: nothing fits
+};
+
+/// Builds the problem of `alg` and solves it with `m`. Offloading a frozen
+/// model buys memory and costs a copy per call, so the search offers it only
+/// when no plan fits without it (then on a problem rebuilt with offloaded
+/// candidates). Fails, with a located error, where buildProblem does.
+mlir::FailureOr<Planned> planAlgorithm(mlir::rlhf::AlgorithmOp alg,
+                                       const cost::Calibration &cal, Method m,
+                                       const SearchOptions &opts = {},
+                                       SearchStats *stats = nullptr);
 
 /// Applies an assignment: sets mesh and strategy on every unpinned call.
 void apply(const Problem &p, const Assignment &a);
