@@ -42,3 +42,7 @@ if shutil.which("chromium"):
          "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic "
          "--no-first-run --disable-background-networking --disable-component-update "
          "--disable-sync --disable-dev-shm-usage"))
+
+# sentencepiece's trainer (Debian package sentencepiece) makes tokenizers.
+if shutil.which("spm_train"):
+    config.available_features.add("spm_train")

@@ -20,6 +20,7 @@
 #include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
+#include "rlhf/runtime/Tokenizer.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
@@ -171,7 +172,8 @@ struct rlhf_prog {
   int rank = -1;
   std::vector<ModelState> models;
   std::vector<DatasetState> datasets;
-  std::unique_ptr<CharTokenizer> tokenizer;
+  std::string tokenizerPath; ///< a sentencepiece model, or "" for characters
+  std::unique_ptr<TextTokenizer> tokenizer;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
       groups;
   Layout replicated; ///< every rank, all rows
@@ -536,6 +538,10 @@ void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a,
   p->models.push_back(std::move(m));
 }
 
+void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path) {
+  p->tokenizerPath = path ? path : "";
+}
+
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t promptLen,
                            int64_t responseLen, const char *fields) {
@@ -578,14 +584,22 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       d.data = std::make_unique<JsonlDataset>(d.path, d.fields);
       all.push_back(d.data.get());
     }
-    p->tokenizer = std::make_unique<CharTokenizer>(all);
+    if (p->tokenizerPath.empty())
+      p->tokenizer = std::make_unique<CharTokenizer>(all);
+    else
+      p->tokenizer = std::make_unique<Tokenizer>(p->tokenizerPath);
     for (ModelState &m : p->models)
       if (p->tokenizer->vocabSize() > m.cfg.shape.vocab)
-        throw Error(
-            "the datasets use " + std::to_string(p->tokenizer->vocabSize()) +
-            " token ids (characters plus pad/bos/eos) but model '" + m.name +
-            "' has a vocabulary of " + std::to_string(m.cfg.shape.vocab) +
-            "; use a model with a larger vocab");
+        throw Error((p->tokenizerPath.empty()
+                         ? "the datasets use " +
+                               std::to_string(p->tokenizer->vocabSize()) +
+                               " token ids (characters plus pad/bos/eos)"
+                         : "tokenizer '" + p->tokenizerPath + "' has " +
+                               std::to_string(p->tokenizer->vocabSize()) +
+                               " pieces") +
+                    " but model '" + m.name + "' has a vocabulary of " +
+                    std::to_string(m.cfg.shape.vocab) +
+                    "; use a model with a larger vocab");
 
     int64_t resumed = -1;
     if (p->resume) {

@@ -63,6 +63,10 @@ Tokenizer::Tokenizer(const std::string &path) {
   handle = shim().load(path.c_str(), err, sizeof(err));
   if (!handle)
     throw Error("cannot load tokenizer model '" + path + "': " + err);
+  if (eos() < 0)
+    throw Error("tokenizer model '" + path +
+                "' has no end-of-sequence piece, which generation stops at; "
+                "train it with one (spm_train --eos_id=2)");
 }
 
 Tokenizer::~Tokenizer() {
@@ -102,4 +106,7 @@ std::string Tokenizer::decode(const std::vector<int64_t> &ids) const {
 int64_t Tokenizer::vocabSize() const { return shim().info(handle, 0); }
 int64_t Tokenizer::bos() const { return shim().info(handle, 1); }
 int64_t Tokenizer::eos() const { return shim().info(handle, 2); }
-int64_t Tokenizer::pad() const { return shim().info(handle, 3); }
+int64_t Tokenizer::pad() const {
+  int64_t pad = shim().info(handle, 3);
+  return pad >= 0 ? pad : shim().info(handle, 4);
+}

@@ -58,7 +58,10 @@ int rlhf_spm_info(void *h, int which) {
   case 0: return sp->GetPieceSize();
   case 1: return sp->bos_id();
   case 2: return sp->eos_id();
-  default: return sp->pad_id();
+  case 3:
+    return sp->pad_id();
+  default:
+    return sp->unk_id();
   }
 }
 

@@ -92,10 +92,10 @@ private:
     }
     auto head = r::HeadAttr::get(
         &ctx, m.head == sema::Head::Value ? r::Head::value : r::Head::lm);
-    b.create<r::ModelOp>(m.loc, b.getStringAttr(m.name), arch, head,
-                         flag(m.trainable), opt,
-                         m.checkpoint.empty() ? StringAttr()
-                                              : b.getStringAttr(m.checkpoint));
+    b.create<r::ModelOp>(
+        m.loc, b.getStringAttr(m.name), arch, head, flag(m.trainable), opt,
+        m.checkpoint.empty() ? StringAttr() : b.getStringAttr(m.checkpoint),
+        m.tokenizer.empty() ? StringAttr() : b.getStringAttr(m.tokenizer));
   }
 
   void dataset(const sema::Dataset &d) {

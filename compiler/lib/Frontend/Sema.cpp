@@ -104,6 +104,7 @@ const PropSpec kModelOnlyProps[] = {
     {"head", PropType::Name, false},
     {"optimizer", PropType::Call, false},
     {"checkpoint", PropType::String, false},
+    {"tokenizer", PropType::String, false},
 };
 const PropSpec kClusterProps[] = {
     {"nodes", PropType::Int, true},
@@ -608,6 +609,14 @@ private:
     if (auto *c = m.lookup("checkpoint"); c && checkHasValue(*c))
       if (auto s = evalString(*c->value, "'checkpoint'"))
         model.checkpoint = *s;
+    if (auto *t = m.lookup("tokenizer"); t && checkHasValue(*t))
+      if (auto s = evalString(*t->value, "'tokenizer'")) {
+        if (s->empty())
+          error(t->value->loc, "'tokenizer' names a sentencepiece .model file; "
+                               "remove it to use the datasets' characters");
+        model.tokenizer = *s;
+        model.tokenizerLoc = t->loc;
+      }
     if (m.lookup("optimizer") && !model.trainable)
       warning(m.lookup("optimizer")->loc,
               "optimizer settings on a model that is not 'trainable' are unused");
@@ -950,6 +959,7 @@ private:
     for (const Stmt &s : alg.body)
       checkStmt(s, env);
     checkOffloads(inst);
+    checkTokenizers(inst);
     // Unused results, in source order.
     std::vector<const Local *> unused;
     for (auto &kv : env)
@@ -969,6 +979,27 @@ private:
     current = nullptr;
     if (!failed)
       p.instances.push_back(std::move(inst));
+  }
+
+  /// A program tokenizes with one sentencepiece model: the models that name
+  /// one agree.
+  void checkTokenizers(const Instance &inst) {
+    const Model *first = nullptr;
+    for (const Model *m : inst.models) {
+      if (m->tokenizer.empty())
+        continue;
+      if (!first) {
+        first = m;
+        continue;
+      }
+      if (m->tokenizer != first->tokenizer)
+        error(m->tokenizerLoc,
+              formatv("'{0}' uses tokenizer \"{1}\" but '{2}' uses \"{3}\"; "
+                      "the models of a run share one tokenizer",
+                      m->name, m->tokenizer, first->name, first->tokenizer))
+                .attachNote(first->tokenizerLoc)
+            << "'" << first->name << "' names its tokenizer here";
+    }
   }
 
   /// An offloaded model rests in host memory in its call's layout: it has

@@ -191,6 +191,21 @@ std::string fileOf(Location loc) {
   return "";
 }
 
+/// A relative path is relative to the .rlhf file that declares it.
+std::string resolveFrom(Location loc, StringRef path) {
+  SmallString<256> out(path);
+  if (llvm::sys::path::is_absolute(out))
+    return out.str().str();
+  std::string src = fileOf(loc);
+  if (src.empty())
+    return out.str().str();
+  SmallString<256> dir(llvm::sys::path::parent_path(src));
+  llvm::sys::path::append(dir, path);
+  llvm::sys::fs::make_absolute(dir);
+  llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+  return dir.str().str();
+}
+
 struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -335,23 +350,20 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
           seqLen && promptLen ? seqLen - promptLen : answerLen;
       if (!promptLen && seqLen)
         promptLen = seqLen - responseLen;
-      // Relative paths are relative to the .rlhf file that declares them.
-      SmallString<256> path(d.getPath());
-      if (!llvm::sys::path::is_absolute(path)) {
-        std::string src = fileOf(dloc);
-        if (!src.empty()) {
-          SmallString<256> dir(llvm::sys::path::parent_path(src));
-          llvm::sys::path::append(dir, path);
-          llvm::sys::fs::make_absolute(dir);
-          llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
-          path = dir;
-        }
-      }
+      std::string path = resolveFrom(dloc, d.getPath());
       e.call(dloc, "rlhf_prog_add_dataset", e.voidTy,
              {prog, e.string(dloc, d.getSymName()), e.string(dloc, path),
               e.int64(dloc, batch), e.int64(dloc, promptLen),
               e.int64(dloc, responseLen), e.string(dloc, fields)});
     }
+    // One tokenizer serves the program (the front end checks that models
+    // naming one agree).
+    for (r::ModelOp m : models)
+      if (auto tok = m.getTokenizer()) {
+        e.call(m.getLoc(), "rlhf_prog_set_tokenizer", e.voidTy,
+               {prog, e.string(m.getLoc(), resolveFrom(m.getLoc(), *tok))});
+        break;
+      }
     for (auto [gpu, bytes] : llvm::enumerate(peak))
       e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
              {prog, e.int64(loc, int64_t(gpu)), e.float64(loc, bytes)});

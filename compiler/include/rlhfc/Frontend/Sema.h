@@ -67,6 +67,8 @@ struct Model {
   Head head = Head::LM;
   Optimizer optimizer;
   std::string checkpoint;
+  std::string tokenizer; ///< a sentencepiece model, as written
+  mlir::LocationAttr tokenizerLoc;
 };
 
 struct Dataset {

@@ -12,6 +12,7 @@
 #define RLHF_RUNTIME_CHARTOKENIZER_H
 
 #include "rlhf/runtime/Dataset.h"
+#include "rlhf/runtime/TextTokenizer.h"
 
 #include <array>
 #include <cstdint>
@@ -20,17 +21,18 @@
 
 namespace rlhf {
 
-class CharTokenizer {
+class CharTokenizer : public TextTokenizer {
 public:
   explicit CharTokenizer(const std::vector<const JsonlDataset *> &datasets);
 
   /// Throws rlhf::Error for a byte the datasets never used.
-  std::vector<int64_t> encode(const std::string &text, bool addBos) const;
-  std::string decode(const std::vector<int64_t> &ids) const;
-  int64_t vocabSize() const { return 3 + int64_t(bytes.size()); }
-  int64_t pad() const { return 0; }
-  int64_t bos() const { return 1; }
-  int64_t eos() const { return 2; }
+  std::vector<int64_t> encode(const std::string &text,
+                              bool addBos) const override;
+  std::string decode(const std::vector<int64_t> &ids) const override;
+  int64_t vocabSize() const override { return 3 + int64_t(bytes.size()); }
+  int64_t pad() const override { return 0; }
+  int64_t bos() const override { return 1; }
+  int64_t eos() const override { return 2; }
 
 private:
   std::vector<unsigned char> bytes; ///< id 3 + i is bytes[i]

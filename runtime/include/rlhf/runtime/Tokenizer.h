@@ -3,24 +3,28 @@
 #ifndef RLHF_RUNTIME_TOKENIZER_H
 #define RLHF_RUNTIME_TOKENIZER_H
 
+#include "rlhf/runtime/TextTokenizer.h"
+
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace rlhf {
 
-class Tokenizer {
+class Tokenizer : public TextTokenizer {
 public:
   /// Loads a sentencepiece model; throws rlhf::Error naming the file.
   explicit Tokenizer(const std::string &modelPath);
-  ~Tokenizer();
+  ~Tokenizer() override;
 
-  std::vector<int64_t> encode(const std::string &text, bool addBos = true) const;
-  std::string decode(const std::vector<int64_t> &ids) const;
-  int64_t vocabSize() const;
-  int64_t bos() const;
-  int64_t eos() const;
-  int64_t pad() const;
+  std::vector<int64_t> encode(const std::string &text,
+                              bool addBos = true) const override;
+  std::string decode(const std::vector<int64_t> &ids) const override;
+  int64_t vocabSize() const override;
+  int64_t bos() const override;
+  int64_t eos() const override;
+  /// The model's pad id; models without one (LLaMA's) pad with unk.
+  int64_t pad() const override;
 
   Tokenizer(const Tokenizer &) = delete;
   Tokenizer &operator=(const Tokenizer &) = delete;

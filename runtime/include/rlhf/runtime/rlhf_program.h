@@ -60,6 +60,9 @@ void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *arch,
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t max_prompt_len,
                            int64_t max_response_len, const char *fields);
+/* A sentencepiece .model file for every model and dataset; without one the
+ * program uses the datasets' character vocabulary. */
+void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path);
 /* The plan's predicted peak bytes on `gpu`, printed beside measured RSS. */
 void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
 /* Joins the job, builds the models (or resumes) and returns the first step. */

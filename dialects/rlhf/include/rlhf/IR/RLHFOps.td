@@ -46,20 +46,23 @@ def RLHF_ModelOp : RLHF_Op<"model", [Symbol]> {
   let description = [{
     A named LLM (actor, critic, reference, reward...) with its architecture
     and head. Calls refer to it by symbol. Only `trainable` models may be the
-    target of `rlhf.train_step`; they carry optimizer settings.
+    target of `rlhf.train_step`; they carry optimizer settings. `tokenizer`
+    names a sentencepiece model, relative to the file that declared it.
 
     ```mlir
     rlhf.model @actor #rlhf.arch<...> head lm trainable optimizer #rlhf.optimizer<...>
-    rlhf.model @reward #rlhf.arch<...> head value
+    rlhf.model @reward #rlhf.arch<...> head value tokenizer "tokenizer.model"
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, RLHF_ArchAttr:$arch,
                        RLHF_HeadAttr:$head, UnitAttr:$trainable,
                        OptionalAttr<RLHF_OptimizerAttr>:$optimizer,
-                       OptionalAttr<StrAttr>:$checkpoint);
+                       OptionalAttr<StrAttr>:$checkpoint,
+                       OptionalAttr<StrAttr>:$tokenizer);
   let assemblyFormat = [{
     $sym_name $arch `head` custom<EnumKeyword>($head) (`trainable` $trainable^)?
-    (`optimizer` $optimizer^)? (`checkpoint` $checkpoint^)? attr-dict
+    (`optimizer` $optimizer^)? (`checkpoint` $checkpoint^)?
+    (`tokenizer` $tokenizer^)? attr-dict
   }];
   let hasVerifier = 1;
 }
