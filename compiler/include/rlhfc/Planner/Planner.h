@@ -82,7 +82,7 @@ private:
 
 struct ProblemOptions {
   int maxCandidatesPerMesh = 3; ///< fastest strategies kept per mesh
-  bool offload = true;    ///< offer offloaded candidates for offloadable models
+  bool offload = false;   ///< offer offloaded candidates for offloadable models
   bool wideMeshes = true; ///< also non-power-of-two whole-node counts
 };
 
