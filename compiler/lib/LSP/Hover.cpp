@@ -99,6 +99,8 @@ void modelHover(const sema::Model &m, llvm::raw_ostream &os) {
        << ")";
   if (!m.checkpoint.empty())
     os << ", checkpoint `" << m.checkpoint << "`";
+  if (!m.tokenizer.empty())
+    os << ", tokenizer `" << m.tokenizer << "`";
   os << "\n\n";
   archTable(a, os);
   paramCount(a, m.head == sema::Head::Value, os);
@@ -123,12 +125,14 @@ void entityHover(const Document &doc, const ast::EntityDecl &e,
     if (auto it = p.hardware.find(e.name); it != p.hardware.end()) {
       const sema::Hardware &h = it->second;
       os << "**hardware** `" << e.name << "` (per GPU)\n\n"
-         << "| bf16 | HBM | HBM bandwidth | NVLink | network |\n"
-         << "|---:|---:|---:|---:|---:|\n"
-         << formatv("| {0} TFLOP/s | {1} | {2}/s | {3}/s | {4}/s |",
+         << "| bf16 | HBM | HBM bandwidth | NVLink | network | host link |\n"
+         << "|---:|---:|---:|---:|---:|---:|\n"
+         << formatv("| {0} TFLOP/s | {1} | {2}/s | {3}/s | {4}/s | {5} |",
                     formatNumber(h.bf16Flops / 1e12), bytes(h.hbmBytes),
                     bytes(h.hbmBandwidth), bytes(h.nvlinkBandwidth),
-                    bytes(h.networkBandwidth));
+                    bytes(h.networkBandwidth),
+                    h.hostBandwidth > 0 ? bytes(h.hostBandwidth) + "/s"
+                                        : std::string("not declared"));
       return;
     }
     break;
