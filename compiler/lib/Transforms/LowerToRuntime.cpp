@@ -258,6 +258,14 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
           return op.emitError(
               "call is not placed; run the planning pipeline before "
               "rlhf-lower-to-runtime");
+        // The planner never picks these; hand-written IR may, and the
+        // runtime would silently run without them.
+        auto st = op.getAttrOfType<r::StrategyAttr>("strategy");
+        if (st.getZero() || st.getRecompute())
+          return op.emitError()
+                 << "the runtime implements neither ZeRO optimizer sharding "
+                    "nor activation recomputation; drop 'zero' and "
+                    "'recompute' from this call's strategy";
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
         initial.try_emplace(
             model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),

@@ -90,7 +90,9 @@ def RLHF_StrategyAttr : RLHF_Attr<"Strategy", "strategy"> {
     Data, tensor and pipeline parallel degrees and the number of
     micro-batches per data-parallel rank. `dp * tp * pp` must equal the size
     of the mesh the strategy runs on. `zero` shards optimizer state across
-    data-parallel ranks; `recompute` enables activation checkpointing.
+    data-parallel ranks; `recompute` enables activation checkpointing. The
+    cost model prices both, but the runtime implements neither, so
+    `rlhf-lower-to-runtime` rejects them.
     `offload` keeps a frozen model's weights in host memory between calls:
     they are loaded (`rlhf.onload`) before the call and released
     (`rlhf.offload`) after it.
