@@ -1,6 +1,7 @@
 //===- CostModelTest.cpp - scaling laws and memory accounting -------------===//
 
 #include "rlhfc/CostModel/CostModel.h"
+#include "LlamaShape.h"
 
 #include <gtest/gtest.h>
 
@@ -8,21 +9,17 @@ using namespace rlhfc::cost;
 
 namespace {
 
-rlhf::ModelShape llama2(int64_t layers, int64_t hidden, int64_t heads,
-                        int64_t kvHeads, int64_t ffn) {
-  rlhf::ModelShape s;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = heads;
-  s.kvHeads = kvHeads;
-  s.ffn = ffn;
-  s.vocab = 32000;
-  return s;
-}
+using rlhfc::shapes::llamaShape;
 
-Arch llama2_7b() { return Arch::get(llama2(32, 4096, 32, 32, 11008), 4096); }
-Arch llama2_13b() { return Arch::get(llama2(40, 5120, 40, 40, 13824), 4096); }
-Arch llama2_70b() { return Arch::get(llama2(80, 8192, 64, 8, 28672), 4096); }
+Arch llama2_7b() {
+  return Arch::get(llamaShape(32, 4096, 32, 32, 11008), 4096);
+}
+Arch llama2_13b() {
+  return Arch::get(llamaShape(40, 5120, 40, 40, 13824), 4096);
+}
+Arch llama2_70b() {
+  return Arch::get(llamaShape(80, 8192, 64, 8, 28672), 4096);
+}
 
 Hardware h100() { return *knownHardware("H100_SXM"); }
 

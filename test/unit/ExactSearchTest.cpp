@@ -25,11 +25,12 @@ Problem tinyProblem(int64_t actorLayers, double memoryLimit) {
   Problem p = test::fourGpus(memoryLimit);
   p.models.push_back(
       {"actor",
-       cost::Arch::get(test::llamaShape(actorLayers, 4096, 11008), 4096),
+       cost::Arch::get(test::llamaShape(actorLayers, 4096, 32, 32, 11008),
+                       4096),
        true});
-  p.models.push_back({"critic",
-                      cost::Arch::get(test::llamaShape(16, 4096, 11008), 4096),
-                      true});
+  p.models.push_back(
+      {"critic",
+       cost::Arch::get(test::llamaShape(16, 4096, 32, 32, 11008), 4096), true});
   const double rows = 64 * 256 * 4.0;
   test::addCall(p, 0, cost::CallKind::Generate, {});
   test::addCall(p, 1, cost::CallKind::Inference, {{0, rows}});

@@ -22,7 +22,8 @@ namespace {
 /// the reference also every one of those offloaded.
 Problem problem(double memoryLimit) {
   Problem p = test::fourGpus(memoryLimit);
-  cost::Arch arch = cost::Arch::get(test::llamaShape(32, 4096, 11008), 4096);
+  cost::Arch arch =
+      cost::Arch::get(test::llamaShape(32, 4096, 32, 32, 11008), 4096);
   p.models.push_back({"actor", arch, true});
   p.models.push_back({"ref", arch, false, /*offloadable=*/true});
   const double rows = 64 * 256 * 4.0;

@@ -10,21 +10,12 @@
 #ifndef RLHFC_TEST_UNIT_TINYPROBLEM_H
 #define RLHFC_TEST_UNIT_TINYPROBLEM_H
 
+#include "LlamaShape.h"
 #include "rlhfc/Planner/Planner.h"
 
 namespace rlhfc::plan::test {
 
-inline rlhf::ModelShape llamaShape(int64_t layers, int64_t hidden,
-                                   int64_t ffn) {
-  rlhf::ModelShape s;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = 32;
-  s.kvHeads = 32;
-  s.ffn = ffn;
-  s.vocab = 32000;
-  return s;
-}
+using rlhfc::shapes::llamaShape;
 
 /// One node of four H100s and no calls yet.
 inline Problem fourGpus(double memoryLimit) {
@@ -67,17 +58,13 @@ inline void addCandidates(Problem &p) {
       for (int64_t size = 1; size <= 4; size *= 2)
         for (int64_t first = 0; first < 4; first += size)
           for (int64_t tp = 1; tp <= size; tp *= 2) {
-            Candidate k;
-            k.s.firstGpu = first;
-            k.s.tp = tp;
-            k.s.dp = size / tp;
-            k.s.offload = offload;
-            k.devices = size;
-            cost::Estimate e =
-                cost::estimateCall(m.arch, p.hw, k.s, p.calls[c].shape);
-            k.time = e.time.total();
-            k.mem = e.memory;
-            p.cands[c].push_back(k);
+            cost::Strategy s;
+            s.firstGpu = first;
+            s.tp = tp;
+            s.dp = size / tp;
+            s.offload = offload;
+            p.cands[c].push_back(
+                Candidate::priced(m.arch, p.hw, s, p.calls[c].shape));
           }
     }
   }

@@ -49,6 +49,19 @@ int64_t divisorAtLeast(int64_t n, int64_t lo) {
 
 } // namespace
 
+Candidate Candidate::priced(const cost::Arch &arch, const cost::Hardware &hw,
+                            const cost::Strategy &s,
+                            const cost::CallShape &shape) {
+  Candidate cand;
+  cand.s = s;
+  cand.devices = s.devices();
+  cost::Estimate e = cost::estimateCall(arch, hw, s, shape);
+  cand.time = e.time.total();
+  cand.load = e.time.load;
+  cand.mem = e.memory;
+  return cand;
+}
+
 size_t
 Problem::LayoutPairHash::operator()(const std::array<int64_t, 9> &k) const {
   size_t h = 0;
@@ -165,13 +178,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       continue;
     const cost::Arch &arch = p.models[c.model].arch;
     auto price = [&](const cost::Strategy &s) {
-      Candidate cand;
-      cand.s = s;
-      cand.devices = s.devices();
-      cost::Estimate e = cost::estimateCall(arch, p.hw, s, c.shape);
-      cand.time = e.time.total();
-      cand.mem = e.memory;
-      return cand;
+      return Candidate::priced(arch, p.hw, s, c.shape);
     };
     if (c.pinned) {
       if (c.pinned->offload && !(p.hw.hostBw > 0))

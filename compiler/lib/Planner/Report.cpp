@@ -47,7 +47,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       o["pinned"] = bool(call.op->getAttr("pinned"));
       o["predicted_time_s"] = k.time;
       if (k.s.offload)
-        o["host_load_s"] = cost::hostLoadTime(k.mem.weights, p.hw);
+        o["host_load_s"] = k.load;
       o["memory_per_gpu_bytes"] =
           Object{{"weights", k.mem.weights},         {"gradients", k.mem.grads},
                  {"optimizer", k.mem.optimizer},     {"activations", k.mem.activations},

@@ -86,7 +86,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       end = std::max(end, stop);
       if (record && k.s.offload) {
         // The copy from host memory opens the call's span.
-        double loaded = start + cost::hostLoadTime(k.mem.weights, p.hw);
+        double loaded = start + k.load;
         r.events.push_back({Event::Load, int(c), it, start, loaded,
                             k.s.firstGpu, k.devices,
                             k.mem.weights * double(k.devices)});

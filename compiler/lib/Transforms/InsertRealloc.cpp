@@ -66,14 +66,14 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
           auto model = symbols.lookup<r::ModelOp>(name);
           cost::Arch arch = cost::archOf(model);
           cost::Strategy s = cost::strategyFrom(l->mesh, l->strategy);
-          cost::CallShape shape = cost::shapeOf(&op, model);
-          double perGpu = cost::estimateCall(arch, hw, s, shape).memory.weights;
+          cost::Estimate e =
+              cost::estimateCall(arch, hw, s, cost::shapeOf(&op, model));
           b.setInsertionPoint(&op);
           b.create<r::OnloadOp>(
               op.getLoc(), modelOf(op), l->mesh, l->strategy,
-              r::CostAttr::get(module.getContext(),
-                               APFloat(cost::hostLoadTime(perGpu, hw)),
-                               APFloat(perGpu * double(s.devices()))));
+              r::CostAttr::get(
+                  module.getContext(), APFloat(e.time.load),
+                  APFloat(e.memory.weights * double(s.devices()))));
           b.setInsertionPointAfter(&op);
           b.create<r::OffloadOp>(op.getLoc(), modelOf(op), l->mesh, l->strategy,
                                  r::CostAttr());

@@ -28,8 +28,14 @@ namespace rlhfc::plan {
 struct Candidate {
   cost::Strategy s;
   int64_t devices = 0;
-  double time = 0;
+  double time = 0; ///< the call's, with `load` included
+  double load = 0; ///< of it, the copy from host memory when offloaded
   cost::Memory mem;
+
+  /// `s` priced by the cost model for a call of `shape`.
+  static Candidate priced(const cost::Arch &arch, const cost::Hardware &hw,
+                          const cost::Strategy &s,
+                          const cost::CallShape &shape);
 };
 
 struct Model {
