@@ -2,9 +2,9 @@
 
 #include "rlhf/cuda/NcclCommunicator.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <cstring>
@@ -48,12 +48,7 @@ public:
                   ": the NCCL backend needs a CUDA device, and none is visible");
     if (cudaSetDevice(cfg.localRank % devices) != cudaSuccess)
       throw Error("rank " + std::to_string(cfg.rank) + ": cannot select CUDA device");
-    c10d::TCPStoreOptions opts;
-    opts.port = cfg.masterPort;
-    opts.isServer = cfg.rank == 0;
-    opts.numWorkers = cfg.worldSize;
-    opts.timeout = cfg.timeout;
-    auto store = c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
+    auto store = openStore(cfg);
     ncclUniqueId id;
     if (cfg.rank == 0) {
       ncclGetUniqueId(&id);

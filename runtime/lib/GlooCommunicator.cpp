@@ -2,10 +2,10 @@
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
 
@@ -44,13 +44,7 @@ public:
 
   GlooCommunicator(const RendezvousConfig &cfg) : cfg(cfg), globalRank(cfg.rank) {
     try {
-      c10d::TCPStoreOptions opts;
-      opts.port = cfg.masterPort;
-      opts.isServer = cfg.rank == 0;
-      opts.numWorkers = cfg.worldSize;
-      opts.waitWorkers = true;
-      opts.timeout = cfg.timeout;
-      store = c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
+      store = openStore(cfg);
       auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
       pgOpts->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname(deviceHost()));
@@ -58,9 +52,10 @@ public:
           c10::make_intrusive<c10d::PrefixStore>("rlhf/world", store), cfg.rank,
           cfg.worldSize, pgOpts);
     } catch (const std::exception &e) {
-      throw Error(where("rendezvous at " + cfg.masterAddr + ":" +
-                        std::to_string(cfg.masterPort)) +
-                  firstLine(e.what()));
+      std::string at =
+          cfg.masterPort ? cfg.masterAddr + ":" + std::to_string(cfg.masterPort)
+                         : cfg.masterAddr + " (port from " + cfg.portFile + ")";
+      throw Error(where("rendezvous at " + at) + firstLine(e.what()));
     }
   }
 

@@ -40,8 +40,15 @@ RendezvousConfig RendezvousConfig::fromEnv() {
   else if (distributed && c.worldSize > 1)
     throw Error("environment variable MASTER_ADDR is not set; it must name "
                 "the host of rank 0");
-  c.masterPort = readIntEnv("MASTER_PORT", 29500, distributed && c.worldSize > 1,
-                            1, 65535);
+  if (const char *f = std::getenv("RLHF_RENDEZVOUS_FILE"); f && *f)
+    c.portFile = f;
+  c.masterPort = readIntEnv("MASTER_PORT", 29500,
+                            distributed && c.worldSize > 1, 0, 65535);
+  if (c.masterPort == 0 && c.portFile.empty())
+    throw Error(
+        "environment variable MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE, "
+        "where rank 0 publishes the port it takes (rlhf-run sets both); "
+        "otherwise give a port");
   c.timeout = std::chrono::milliseconds(
       readIntEnv("RLHF_COMM_TIMEOUT_MS", c.timeout.count(), false, 1,
                  std::numeric_limits<int>::max()));

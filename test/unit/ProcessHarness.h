@@ -11,15 +11,12 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
-#include <netinet/in.h>
 #include <sstream>
 #include <string>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -29,18 +26,6 @@ namespace rlhf::testing {
 
 
 using Clock = std::chrono::steady_clock;
-
-inline unsigned freePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
 
 struct Proc {
   pid_t pid = -1;
@@ -59,7 +44,6 @@ struct Proc {
 // Starts WORLD ranks of `program` with stdout+stderr in a log file each.
 inline std::vector<Proc> launch(const char *program, int world,
                                 const std::vector<std::string> &extraEnv) {
-  unsigned port = freePort();
   char dir[] = "/tmp/rlhf-commtest-XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   std::vector<Proc> ps(world);
@@ -71,7 +55,9 @@ inline std::vector<Proc> launch(const char *program, int world,
       dup2(fd, 1);
       dup2(fd, 2);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      // Rank 0 takes a free port and publishes it (as under rlhf-run).
+      setenv("MASTER_PORT", "0", 1);
+      setenv("RLHF_RENDEZVOUS_FILE", (std::string(dir) + "/port").c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("RLHF_COMM_TIMEOUT_MS", "10000", 1);

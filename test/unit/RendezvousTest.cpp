@@ -10,9 +10,20 @@
 namespace {
 
 void clearRendezvousEnv() {
-  for (const char *v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
-                        "LOCAL_RANK", "RLHF_COMM_TIMEOUT_MS"})
+  for (const char *v :
+       {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+        "RLHF_COMM_TIMEOUT_MS", "RLHF_RENDEZVOUS_FILE"})
     unsetenv(v);
+}
+
+/// The message fromEnv() throws (empty when it does not).
+std::string fromEnvError() {
+  try {
+    rlhf::RendezvousConfig::fromEnv();
+  } catch (const rlhf::Error &e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Each test starts and ends with a clean rendezvous environment.
@@ -51,12 +62,8 @@ TEST(Rendezvous, RankOutOfRangeNamesTheVariable) {
   setenv("MASTER_PORT", "29500", 1);
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "2", 1);
-  try {
-    rlhf::RendezvousConfig::fromEnv();
-    FAIL() << "expected an error";
-  } catch (const rlhf::Error &e) {
-    EXPECT_NE(std::string(e.what()).find("RANK='2'"), std::string::npos) << e.what();
-  }
+  std::string err = fromEnvError();
+  EXPECT_NE(err.find("RANK='2'"), std::string::npos) << err;
 }
 
 TEST(Rendezvous, MissingRankIsAnError) {
@@ -65,6 +72,22 @@ TEST(Rendezvous, MissingRankIsAnError) {
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", "29500", 1);
   EXPECT_THROW(rlhf::RendezvousConfig::fromEnv(), rlhf::Error);
+}
+
+TEST(Rendezvous, PortZeroNeedsARendezvousFile) {
+  EnvGuard g;
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  std::string err = fromEnvError();
+  EXPECT_NE(err.find("MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE"),
+            std::string::npos)
+      << err;
+  setenv("RLHF_RENDEZVOUS_FILE", "/tmp/x/port", 1);
+  auto c = rlhf::RendezvousConfig::fromEnv();
+  EXPECT_EQ(c.masterPort, 0);
+  EXPECT_EQ(c.portFile, "/tmp/x/port");
 }
 
 } // namespace

@@ -11,16 +11,14 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <netinet/in.h>
+#include <optional>
 #include <poll.h>
 #include <string>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -36,9 +34,11 @@ static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers), cl::desc("Ali
 static cl::opt<std::string> masterAddr("master-addr",
                                        cl::desc("Address rank 0 listens on (default 127.0.0.1)"),
                                        cl::init("127.0.0.1"), cl::cat(runCat));
-static cl::opt<unsigned> masterPort("master-port",
-                                    cl::desc("Rendezvous port; 0 picks a free one (default)"),
-                                    cl::init(0), cl::cat(runCat));
+static cl::opt<unsigned> masterPort(
+    "master-port",
+    cl::desc("Rendezvous port (default 0: rank 0 takes a free one and "
+             "tells the others through a file in /tmp)"),
+    cl::init(0), cl::cat(runCat));
 static cl::opt<unsigned> graceSeconds(
     "grace", cl::desc("Seconds the other workers get to exit after one fails "
                       "or a signal arrives, before SIGKILL (default 10)"),
@@ -74,22 +74,25 @@ struct Worker {
   Stream out, err;
 };
 
-unsigned pickFreePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0)
-    return 29500;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  unsigned port = 29500;
-  if (bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
-      getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(s);
-  return port;
-}
+/// Where rank 0 publishes the port the kernel gave its store (MASTER_PORT=0);
+/// removed when rlhf-run exits. Choosing a free port here and releasing it
+/// would race with every other job starting on the host.
+struct PortFile {
+  std::string dir, path;
+  PortFile() {
+    std::string tmpl = "/tmp/rlhf-run-XXXXXX";
+    if (mkdtemp(tmpl.data())) {
+      dir = tmpl;
+      path = dir + "/port";
+    }
+  }
+  ~PortFile() {
+    if (dir.empty())
+      return;
+    unlink(path.c_str());
+    rmdir(dir.c_str());
+  }
+};
 
 void emit(const Worker &w, Stream &s, StringRef line) {
   raw_ostream &os = s.toStderr ? errs() : outs();
@@ -141,7 +144,7 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-bool spawn(Worker &w, unsigned port) {
+bool spawn(Worker &w, unsigned port, const std::string &portFile) {
   int outp[2], errp[2];
   if (pipe(outp) || pipe(errp))
     return false;
@@ -161,6 +164,8 @@ bool spawn(Worker &w, unsigned port) {
     std::string r = std::to_string(w.rank);
     setenv("MASTER_ADDR", masterAddr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    if (!portFile.empty())
+      setenv("RLHF_RENDEZVOUS_FILE", portFile.c_str(), 1);
     setenv("WORLD_SIZE", n.c_str(), 1);
     setenv("RANK", r.c_str(), 1);
     setenv("LOCAL_RANK", r.c_str(), 1);
@@ -226,11 +231,20 @@ int main(int argc, char **argv) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  unsigned port = masterPort ? masterPort.getValue() : pickFreePort();
+  std::optional<PortFile> portFile;
+  if (!masterPort) {
+    portFile.emplace();
+    if (portFile->dir.empty()) {
+      errs() << "rlhf-run: error: cannot create a directory in /tmp for the "
+                "rendezvous port: "
+             << strerror(errno) << "; pass --master-port\n";
+      return 1;
+    }
+  }
   std::vector<Worker> workers(numWorkers);
   for (unsigned r = 0; r < numWorkers; ++r) {
     workers[r].rank = r;
-    if (!spawn(workers[r], port)) {
+    if (!spawn(workers[r], masterPort, portFile ? portFile->path : "")) {
       errs() << "rlhf-run: error: cannot start rank " << r << ": " << strerror(errno) << "\n";
       signalAll(workers, SIGKILL);
       return 1;

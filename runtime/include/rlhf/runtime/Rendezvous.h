@@ -17,6 +17,9 @@ namespace rlhf {
 struct RendezvousConfig {
   std::string masterAddr = "127.0.0.1";
   uint16_t masterPort = 29500;
+  /// With masterPort 0: where rank 0 publishes the port it was given
+  /// (RLHF_RENDEZVOUS_FILE, set by rlhf-run).
+  std::string portFile;
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
@@ -25,7 +28,7 @@ struct RendezvousConfig {
 
   /// Builds the config from the environment. Throws rlhf::Error naming the
   /// variable when one is missing or malformed. RLHF_COMM_TIMEOUT_MS, when
-  /// set, overrides the timeout.
+  /// set, overrides the timeout. MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE.
   static RendezvousConfig fromEnv();
 };
 

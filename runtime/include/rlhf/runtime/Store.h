@@ -1,0 +1,25 @@
+//===- Store.h - the job's c10d TCPStore ------------------------*- C++ -*-===//
+//
+// Rank 0 hosts the store, the others connect. With MASTER_PORT=0 rank 0 lets
+// the kernel pick the port and publishes it in RLHF_RENDEZVOUS_FILE; picking
+// a free port in the launcher and releasing it races with every other job on
+// the host.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_STORE_H
+#define RLHF_RUNTIME_STORE_H
+
+#include "rlhf/runtime/Rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace rlhf {
+
+/// Opens the job's store and waits until every rank has joined it. Throws
+/// rlhf::Error when the port file does not appear within cfg.timeout.
+c10::intrusive_ptr<c10d::TCPStore> openStore(const RendezvousConfig &cfg);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_STORE_H

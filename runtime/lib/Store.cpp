@@ -1,0 +1,64 @@
+//===- Store.cpp - the job's c10d TCPStore --------------------------------===//
+
+#include "rlhf/runtime/Store.h"
+#include "rlhf/runtime/Error.h"
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace rlhf;
+
+namespace {
+
+/// Write-then-rename, so a reader never sees half a number.
+void publishPort(const std::string &file, uint16_t port) {
+  std::string tmp = file + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out)
+      throw Error("cannot write the rendezvous file '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), file.c_str()) != 0)
+    throw Error("cannot write the rendezvous file '" + file + "'");
+}
+
+uint16_t awaitPort(const std::string &file, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(file);
+    unsigned port = 0;
+    if (in >> port && port > 0 && port < 65536)
+      return uint16_t(port);
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw Error("rank 0 did not publish its rendezvous port in '" + file +
+                  "' within " + std::to_string(timeout.count()) +
+                  " ms; is rank 0 running?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+} // namespace
+
+c10::intrusive_ptr<c10d::TCPStore>
+rlhf::openStore(const RendezvousConfig &cfg) {
+  c10d::TCPStoreOptions opts;
+  opts.isServer = cfg.rank == 0;
+  opts.numWorkers = cfg.worldSize;
+  opts.timeout = cfg.timeout;
+  opts.port = cfg.masterPort;
+  if (cfg.masterPort != 0)
+    return c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
+  if (cfg.rank != 0) {
+    opts.port = awaitPort(cfg.portFile, cfg.timeout);
+    return c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
+  }
+  // The others can only join once they know the port.
+  opts.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>(cfg.masterAddr, opts);
+  publishPort(cfg.portFile, store->getPort());
+  store->waitForWorkers();
+  return store;
+}
