@@ -260,30 +260,56 @@ struct MeshIndex {
   }
 };
 
+/// The mesh inside `side` of call `c`'s fastest candidate there: on 11 of
+/// 16 nodes a generation's best layout may use only 8 of them. {0, 0} when
+/// there is none.
+std::pair<int64_t, int64_t> fastestWithin(const Problem &p, size_t c,
+                                          std::pair<int64_t, int64_t> side) {
+  const Candidate *best = nullptr;
+  for (const Candidate &k : p.cands[c])
+    if (k.s.firstGpu >= side.first &&
+        k.s.firstGpu + k.devices <= side.first + side.second &&
+        (!best || k.time < best->time))
+      best = &k;
+  return best ? std::make_pair(best->s.firstGpu, best->devices)
+              : std::make_pair<int64_t, int64_t>(0, 0);
+}
+
 /// Starts where whole models share or split the cluster: each model on all
-/// GPUs or on one of its halves, every call at its fastest fitting strategy
-/// there. Single-call moves rarely reach such plans, since moving one call of
-/// a model off its mesh first adds reallocations.
+/// GPUs or on one side of a split, every call at its fastest fitting
+/// strategy there. Splits fall on every node boundary (one node: its
+/// halves), since the best split plans give the side that generates more
+/// GPUs than the side that trains the other model. Single-call moves rarely
+/// reach such plans: moving one call of a model off its mesh first adds
+/// reallocations.
 std::vector<Assignment> partitionStarts(const Problem &p) {
   std::vector<Assignment> out;
   size_t nm = p.models.size();
   if (p.gpus < 2 || nm == 0 || nm > 6)
     return out;
-  const std::pair<int64_t, int64_t> choice[3] = {
-      {0, p.gpus}, {0, p.gpus / 2}, {p.gpus / 2, p.gpus / 2}};
+  std::vector<int64_t> cuts;
+  if (p.nodes > 1)
+    for (int64_t n = 1; n < p.nodes; ++n)
+      cuts.push_back(n * p.hw.gpusPerNode);
+  else
+    cuts.push_back(p.gpus / 2);
   size_t combos = 1;
   for (size_t m = 0; m < nm; ++m)
     combos *= 3;
-  for (size_t code = 0; code < combos; ++code) {
-    std::vector<int> side(nm);
-    for (size_t m = 0, x = code; m < nm; ++m, x /= 3)
-      side[m] = int(x % 3);
-    std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
-    for (size_t c = 0; c < p.calls.size(); ++c)
-      if (!p.calls[c].host)
-        meshOf[c] = choice[side[p.calls[c].model]];
-    if (auto a = fastestFitting(p, meshOf, /*offload=*/true))
-      out.push_back(std::move(*a));
+  for (int64_t cut : cuts) {
+    const std::pair<int64_t, int64_t> choice[3] = {
+        {0, p.gpus}, {0, cut}, {cut, p.gpus - cut}};
+    for (size_t code = 0; code < combos; ++code) {
+      std::vector<int> side(nm);
+      for (size_t m = 0, x = code; m < nm; ++m, x /= 3)
+        side[m] = int(x % 3);
+      std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
+      for (size_t c = 0; c < p.calls.size(); ++c)
+        if (!p.calls[c].host)
+          meshOf[c] = fastestWithin(p, c, choice[side[p.calls[c].model]]);
+      if (auto a = fastestFitting(p, meshOf, /*offload=*/true))
+        out.push_back(std::move(*a));
+    }
   }
   return out;
 }
@@ -329,10 +355,13 @@ Assignment reduceOverflow(const Problem &p, Assignment a,
 
 /// Simulated annealing with the Metropolis rule on the real-valued change
 /// (ReaLHF integer-divides it, which turns its search into a random walk).
-/// Moves change one call's candidate, or move all free calls of one model
-/// to another mesh at once. Restarts begin from the best distinct starts
-/// (baselines and partitions), the last from the best plan so far.
-/// Deterministic for a seed: the budget counts evaluations, not seconds.
+/// Moves change one call's candidate (one of its fastest, one on a random
+/// mesh of its own, or any), or move all free calls of one model to another
+/// mesh at once. Drawing the mesh first matters at scale: most candidates
+/// span the whole cluster, so uniform draws seldom leave it. Restarts begin
+/// from the best distinct starts (baselines and partitions), the last from the
+/// best plan so far. Deterministic for a seed: the budget counts evaluations,
+/// not seconds.
 std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
                                  SearchStats &stats) {
   std::vector<size_t> free = freeCalls(p);
@@ -407,6 +436,12 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
       movable.push_back(int(m));
   }
 
+  std::vector<std::vector<size_t>> meshesOfCall(p.calls.size());
+  for (size_t c : free)
+    for (size_t x = 0; x < mi.meshes.size(); ++x)
+      if (!mi.on[c][x].empty())
+        meshesOfCall[c].push_back(x);
+
   const int restarts = 4;
   int64_t perRestart = std::max<int64_t>(1, o.budget / restarts);
   Assignment cur, old;
@@ -428,8 +463,15 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
       } else {
         size_t c = free[rng() % free.size()];
         const std::vector<int> &ks = byTime[c];
-        cur[c] = unit(rng) < 0.5 ? ks[rng() % std::min<size_t>(ks.size(), 8)]
-                                 : ks[rng() % ks.size()];
+        double u = unit(rng);
+        if (u < 0.4)
+          cur[c] = ks[rng() % std::min<size_t>(ks.size(), 8)];
+        else if (u < 0.7 && !meshesOfCall[c].empty()) {
+          const std::vector<int> &on =
+              mi.on[c][meshesOfCall[c][rng() % meshesOfCall[c].size()]];
+          cur[c] = unit(rng) < 0.5 ? on.front() : on[rng() % on.size()];
+        } else
+          cur[c] = ks[rng() % ks.size()];
       }
       if (cur == old)
         continue;
