@@ -63,6 +63,41 @@ struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
 
 int64_t handle(Communicator *c) { return reinterpret_cast<int64_t>(c); }
 
+/// One decoder layer whose activations are not kept: forward saves only its
+/// input; backward runs the layer again with gradients on and backpropagates
+/// through that (parameter gradients accumulate into the leaves as usual).
+/// Tensor-parallel ranks replay the same collectives in the same order.
+struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor cos,
+                            at::Tensor sin, at::Tensor mask, int64_t model,
+                            int64_t l) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["cos"] = cos;
+    ctx->saved_data["sin"] = sin;
+    ctx->saved_data["mask"] = mask;
+    ctx->saved_data["model"] = model;
+    ctx->saved_data["layer"] = l;
+    return reinterpret_cast<LlamaModel *>(model)->layer(int(l), x, cos, sin,
+                                                        mask, nullptr);
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    at::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto *model =
+        reinterpret_cast<LlamaModel *>(ctx->saved_data["model"].toInt());
+    at::Tensor y;
+    {
+      at::AutoGradMode on(true);
+      y = model->layer(int(ctx->saved_data["layer"].toInt()), x,
+                       ctx->saved_data["cos"].toTensor(),
+                       ctx->saved_data["sin"].toTensor(),
+                       ctx->saved_data["mask"].toTensor(), nullptr);
+    }
+    torch::autograd::backward({y}, {g[0]});
+    return {x.grad(),     at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
   at::Tensor var = x.pow(2).mean(-1, /*keepdim=*/true);
   return x * at::rsqrt(var + eps) * w;
@@ -232,8 +267,11 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos(), sin = angles.sin();
+  const bool replay = recompute && !cache && at::GradMode::is_enabled();
   for (int l = layerBegin; l < layerEnd; ++l)
-    x = layer(l, x, cos, sin, mask, cache);
+    x = replay ? RecomputedLayer::apply(x, cos, sin, mask,
+                                        reinterpret_cast<int64_t>(this), l)
+               : layer(l, x, cos, sin, mask, cache);
   return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
 }
 

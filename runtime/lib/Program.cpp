@@ -1020,6 +1020,7 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     o.settings.clip = s.get("clip", o.settings.clip);
     o.settings.kl = s.get("kl", o.settings.kl);
     o.settings.beta = s.get("beta", o.settings.beta);
+    o.recompute = s.get("recompute", 0.0) != 0.0;
     static const std::pair<LossKind, int64_t> kinds[] = {
         {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
         {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};

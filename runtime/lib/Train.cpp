@@ -125,6 +125,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
                 std::to_string(o.microBatches) + " micro-batches");
   const int64_t perMicro = perMini / o.microBatches;
   const int tpSize = model.tpSize();
+  model.setRecompute(o.recompute);
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
     TrainBatch mini = rows(batch, mb * perMini, perMini);

@@ -7,6 +7,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <set>
+
 using namespace rlhf;
 
 namespace {
@@ -152,6 +155,59 @@ TEST(Losses, TokenLogprobsMatchLogSoftmax) {
   ASSERT_EQ(lp.size(1), 4);
   double want = at::log_softmax(logits[1][2], -1)[seq[1][3].item<int64_t>()].item<double>();
   EXPECT_NEAR(lp[1][2].item<double>(), want, 1e-6);
+}
+
+/// Names of the autograd nodes reachable from `t`.
+std::set<std::string> graphNodes(const at::Tensor &t) {
+  std::set<std::string> names;
+  std::vector<torch::autograd::Node *> todo{t.grad_fn().get()};
+  std::set<torch::autograd::Node *> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node *n = todo.back();
+    todo.pop_back();
+    if (!n || !seen.insert(n).second)
+      continue;
+    names.insert(n->name());
+    for (const auto &e : n->next_edges())
+      todo.push_back(e.function.get());
+  }
+  return names;
+}
+
+// Recomputing layers in backward gives the gradients of the plain pass, and
+// the graph then holds one recompute node per layer instead of the layers'
+// own operations.
+TEST(Train, RecomputeKeepsTheGradients) {
+  ModelConfig cfg = tiny();
+  ParamMap params = initParams(cfg, 3);
+  for (auto &[n, t] : params)
+    t.requires_grad_(true);
+  LlamaModel m(cfg, params, {});
+  at::Tensor tokens = at::randint(0, 512, {3, 12}, at::kLong);
+  auto gradients = [&](bool recompute) {
+    m.setRecompute(recompute);
+    for (auto &[n, t] : m.params())
+      if (t.grad().defined())
+        t.mutable_grad().zero_();
+    at::Tensor out = m.forward(tokens);
+    std::set<std::string> nodes = graphNodes(out);
+    bool replayed =
+        std::any_of(nodes.begin(), nodes.end(), [](const std::string &x) {
+          return x.find("RecomputedLayer") != std::string::npos;
+        });
+    EXPECT_EQ(replayed, recompute);
+    tokenLogprobs(out, tokens).sum().backward();
+    std::map<std::string, at::Tensor> g;
+    for (auto &[n, t] : m.params())
+      g[n] = t.grad().clone();
+    return g;
+  };
+  auto plain = gradients(false), replayed = gradients(true);
+  ASSERT_EQ(plain.size(), replayed.size());
+  for (auto &[n, g] : plain) {
+    ASSERT_TRUE(g.defined()) << n;
+    EXPECT_TRUE(at::allclose(g, replayed.at(n), 1e-5, 1e-6)) << n;
+  }
 }
 
 } // namespace

@@ -126,8 +126,9 @@ private:
       return;
     const sema::Placement &pl = *n.placement;
     op.setMeshAttr(r::MeshAttr::get(&ctx, pl.firstGpu, pl.numGpus));
-    op.setStrategyAttr(r::StrategyAttr::get(
-        &ctx, pl.dp, pl.tp, pl.pp, pl.microBatches, false, false, pl.offload));
+    op.setStrategyAttr(r::StrategyAttr::get(&ctx, pl.dp, pl.tp, pl.pp,
+                                            pl.microBatches, false,
+                                            pl.recompute, pl.offload));
     op.setPinnedAttr(b.getUnitAttr());
   }
 

@@ -1758,13 +1758,14 @@ private:
         pl.numGpus = hi - lo;
         continue;
       }
-      if (a.name == "offload") {
+      if (a.name == "offload" || a.name == "recompute") {
         if (a.value->kind != Expr::Kind::Bool) {
-          error(a.value->loc, "'offload' is true or false");
+          error(a.value->loc, formatv("'{0}' is true or false", a.name));
           return;
         }
-        pl.offload = a.value->boolean;
-        pl.offloadLoc = a.loc;
+        bool &flag = a.name == "offload" ? pl.offload : pl.recompute;
+        flag = a.value->boolean;
+        (a.name == "offload" ? pl.offloadLoc : pl.recomputeLoc) = a.loc;
         continue;
       }
       int64_t *dst = a.name == "dp"    ? &pl.dp
@@ -1779,10 +1780,10 @@ private:
       if (!dst) {
         error(a.loc,
               formatv("unknown '@place' setting '{0}' (settings are mesh, "
-                      "dp, tp, pp, mbs and offload){1}",
+                      "dp, tp, pp, mbs, offload and recompute){1}",
                       a.name,
                       didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs",
-                                          "offload"})));
+                                          "offload", "recompute"})));
         return;
       }
       auto v = evalInt(*a.value, "'" + a.name + "'", 1, 1 << 20);
@@ -1842,6 +1843,13 @@ private:
                     "offload keeps a frozen model's weights in "
                     "host memory between its calls",
                     n.model->name));
+      return;
+    }
+    if (pl.recompute && n.kind != Node::Kind::Train) {
+      error(pl.recomputeLoc,
+            "'recompute' applies to train calls: it trades a second forward "
+            "pass in backward for the activations training keeps; drop it "
+            "here");
       return;
     }
     if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {

@@ -258,14 +258,13 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
           return op.emitError(
               "call is not placed; run the planning pipeline before "
               "rlhf-lower-to-runtime");
-        // The planner never picks these; hand-written IR may, and the
-        // runtime would silently run without them.
+        // The planner never picks ZeRO; hand-written IR may, and the
+        // runtime would silently run without it.
         auto st = op.getAttrOfType<r::StrategyAttr>("strategy");
-        if (st.getZero() || st.getRecompute())
+        if (st.getZero())
           return op.emitError()
-                 << "the runtime implements neither ZeRO optimizer sharding "
-                    "nor activation recomputation; drop 'zero' and "
-                    "'recompute' from this call's strategy";
+                 << "the runtime does not implement ZeRO optimizer sharding; "
+                    "drop 'zero' from this call's strategy";
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
         initial.try_emplace(
             model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
@@ -493,13 +492,15 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                     e.string(l, ("inference " + in.getModel()).str())});
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
-        handle[ts.getStats()] =
-            e.call(l, "rlhf_train", e.ptr,
-                   {p, modelIdx(ts.getModel()),
-                    e.int64(l, int64_t(ts.getLoss())), n, arr, placed("train"),
-                    e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
-                    e.string(l, settingsString(ts.getSettings())),
-                    e.string(l, ("train " + ts.getModel()).str())});
+        std::string settings = settingsString(ts.getSettings());
+        if (ts->getAttrOfType<r::StrategyAttr>("strategy").getRecompute())
+          settings += settings.empty() ? "recompute=1" : ",recompute=1";
+        handle[ts.getStats()] = e.call(
+            l, "rlhf_train", e.ptr,
+            {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n,
+             arr, placed("train"), e.int64(l, ts.getMinibatches()),
+             e.int64(l, ts.getEpochs()), e.string(l, settings),
+             e.string(l, ("train " + ts.getModel()).str())});
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         auto [n, arr] = inputs(l, c.getInputs());
         handle[c.getResult()] =

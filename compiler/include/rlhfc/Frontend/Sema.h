@@ -87,6 +87,8 @@ struct Placement {
   int64_t dp = 1, tp = 1, pp = 1, microBatches = 1;
   bool offload = false; ///< weights rest in host memory between calls
   mlir::LocationAttr offloadLoc;
+  bool recompute = false; ///< train: recompute activations in backward
+  mlir::LocationAttr recomputeLoc;
 };
 
 /// One node of the instantiated dataflow graph.

@@ -120,6 +120,15 @@ public:
   int stages() const { return pp.stages; }
   Communicator *ppComm() const { return pp.comm; }
 
+  /// Activation recomputation: while on, a forward pass that records
+  /// gradients keeps only each decoder layer's input and recomputes the
+  /// layer in backward (less memory, one more forward pass).
+  void setRecompute(bool on) { recompute = on; }
+  /// The layer the recomputation replays (public for its autograd node).
+  at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
+                   const at::Tensor &sin, const at::Tensor &mask,
+                   KvCache *cache);
+
   ParamMap &params() { return params_; }
   const ModelConfig &config() const { return cfg; }
   int tpSize() const { return tp.size; }
@@ -132,10 +141,8 @@ private:
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
   at::Tensor embed(const at::Tensor &tokens);
-  at::Tensor layers(at::Tensor x, const at::Tensor &positions, const at::Tensor &mask,
-                    KvCache *cache, bool finalNorm);
-  at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
-                   const at::Tensor &sin, const at::Tensor &mask, KvCache *cache);
+  at::Tensor layers(at::Tensor x, const at::Tensor &positions,
+                    const at::Tensor &mask, KvCache *cache, bool finalNorm);
   const at::Tensor &p(const std::string &name) const;
 
   ModelConfig cfg;
@@ -143,6 +150,7 @@ private:
   TensorParallel tp;
   PipelineParallel pp;
   int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
+  bool recompute = false;
 };
 
 } // namespace rlhf

@@ -74,6 +74,7 @@ struct TrainOptions {
   int64_t minibatches = 1;
   int64_t microBatches = 1; ///< per minibatch on this rank
   Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
+  bool recompute = false;     ///< recompute decoder layers in backward
 };
 
 struct TrainStats {
