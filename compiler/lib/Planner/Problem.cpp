@@ -193,8 +193,12 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
     int64_t rows = c.shape.kind == cost::CallKind::Train
                        ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
                        : c.shape.batch;
+    // Train strategies that recompute activations: all of them when
+    // opts.recompute asks, else those that fit only so, and only when
+    // nothing else fits this call.
+    std::vector<Candidate> recomputing;
     for (auto [first, size] : mesh) {
-      std::vector<Candidate> here;
+      std::vector<Candidate> here, replay;
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
@@ -229,17 +233,33 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
             s.pp = pp;
             s.microBatches = mbs;
             Candidate cand = price(s);
-            if (cand.mem.total() <= p.memoryLimit)
+            bool fits = cand.mem.total() <= p.memoryLimit;
+            if (fits)
               here.push_back(cand);
+            if (c.shape.kind == cost::CallKind::Train &&
+                (!fits || opts.recompute)) {
+              s.recompute = true;
+              if (Candidate r = price(s); r.mem.total() <= p.memoryLimit)
+                replay.push_back(r);
+            }
           }
         }
       }
       // Keep every strategy on the whole cluster (the baselines pick there by
       // rule); elsewhere the fastest few per mesh.
-      std::sort(here.begin(), here.end(),
-                [](const Candidate &a, const Candidate &b) { return a.time < b.time; });
-      if (size != p.gpus && int(here.size()) > opts.maxCandidatesPerMesh)
-        here.resize(opts.maxCandidatesPerMesh);
+      auto fastestFew = [&](std::vector<Candidate> &v) {
+        std::sort(v.begin(), v.end(),
+                  [](const Candidate &a, const Candidate &b) {
+                    return a.time < b.time;
+                  });
+        if (size != p.gpus && int(v.size()) > opts.maxCandidatesPerMesh)
+          v.resize(opts.maxCandidatesPerMesh);
+      };
+      fastestFew(here);
+      fastestFew(replay);
+      (opts.recompute ? here : recomputing)
+          .insert((opts.recompute ? here : recomputing).end(), replay.begin(),
+                  replay.end());
       // Offloading trades a copy from host memory for the resting weights:
       // offer it for the smallest working set per mesh.
       if (opts.offload && p.models[c.model].offloadable && !here.empty()) {
@@ -255,12 +275,14 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       p.cands[ci].insert(p.cands[ci].end(), here.begin(), here.end());
     }
     if (p.cands[ci].empty())
+      p.cands[ci] = std::move(recomputing);
+    if (p.cands[ci].empty())
       return c.op->emitError()
              << "no placement of '" << c.label << "' fits in the "
-             << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9)
-             << " GB of a " << p.hw.name
-             << " on this cluster; use more GPUs, more micro-batches or "
-                "minibatches, or a smaller model";
+             << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
+             << p.hw.name
+             << " on this cluster, even recomputing activations; use more "
+                "GPUs, more micro-batches or minibatches, or a smaller model";
   }
   return p;
 }

@@ -602,13 +602,14 @@ mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
     return mlir::failure();
   Planned out{std::move(*p), std::nullopt};
   out.assignment = solve(out.problem, m, o, stats);
-  if (out.assignment || m != Method::Search ||
-      llvm::none_of(out.problem.models,
-                    [](const Model &x) { return x.offloadable; }))
+  if (out.assignment || m != Method::Search)
     return out;
-  ProblemOptions withOffload;
-  withOffload.offload = true;
-  auto q = buildProblem(alg, cal, withOffload);
+  // Nothing fits together: plan again with the memory savers, which cost
+  // time (a copy from host memory per call, a forward pass per train step).
+  ProblemOptions savers;
+  savers.offload = true;
+  savers.recompute = true;
+  auto q = buildProblem(alg, cal, savers);
   if (mlir::failed(q))
     return mlir::failure();
   out.problem = std::move(*q);

@@ -32,7 +32,10 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     budget. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
     `@place` pins and requires one on every call. Pinned calls are never
-    moved.
+    moved. Memory savers cost time, so the search offers them only where
+    needed: recomputing activations to a train call that fits no other way,
+    and, when no plan fits, offloading frozen models and recomputing in a
+    second round.
   }];
   let options = [
     Option<"planner", "planner", "std::string", /*default=*/"\"search\"",
