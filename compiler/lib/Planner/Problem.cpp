@@ -257,9 +257,8 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       };
       fastestFew(here);
       fastestFew(replay);
-      (opts.recompute ? here : recomputing)
-          .insert((opts.recompute ? here : recomputing).end(), replay.begin(),
-                  replay.end());
+      std::vector<Candidate> &to = opts.recompute ? here : recomputing;
+      to.insert(to.end(), replay.begin(), replay.end());
       // Offloading trades a copy from host memory for the resting weights:
       // offer it for the smallest working set per mesh.
       if (opts.offload && p.models[c.model].offloadable && !here.empty()) {
@@ -280,9 +279,12 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       return c.op->emitError()
              << "no placement of '" << c.label << "' fits in the "
              << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
-             << p.hw.name
-             << " on this cluster, even recomputing activations; use more "
-                "GPUs, more micro-batches or minibatches, or a smaller model";
+             << p.hw.name << " on this cluster"
+             << (c.shape.kind == cost::CallKind::Train
+                     ? ", even recomputing activations"
+                     : "")
+             << "; use more GPUs, more micro-batches or minibatches, or a "
+                "smaller model";
   }
   return p;
 }
