@@ -1763,9 +1763,9 @@ private:
           error(a.value->loc, formatv("'{0}' is true or false", a.name));
           return;
         }
-        bool &flag = a.name == "offload" ? pl.offload : pl.recompute;
-        flag = a.value->boolean;
-        (a.name == "offload" ? pl.offloadLoc : pl.recomputeLoc) = a.loc;
+        bool offload = a.name == "offload";
+        (offload ? pl.offload : pl.recompute) = a.value->boolean;
+        (offload ? pl.offloadLoc : pl.recomputeLoc) = a.loc;
         continue;
       }
       int64_t *dst = a.name == "dp"    ? &pl.dp

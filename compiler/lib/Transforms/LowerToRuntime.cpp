@@ -374,14 +374,20 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     for (auto [gpu, bytes] : llvm::enumerate(peak))
       e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
              {prog, e.int64(loc, int64_t(gpu)), e.float64(loc, bytes)});
+    // rlhf_onload / rlhf_offload of an rlhf.onload / rlhf.offload's model in
+    // its call's layout.
+    auto hostMove = [&](auto op, StringRef fn, StringRef what, Value prog) {
+      Location l = op.getLoc();
+      e.call(l, fn, e.voidTy,
+             {prog, e.int64(l, modelIndex.lookup(op.getModel())),
+              e.array(l, (op.getModel() + "_" + what).str(),
+                      ArrayRef<int64_t>(
+                          layoutOf(op.getMesh(), op.getStrategy())))});
+    };
     Value first = e.call(loc, "rlhf_prog_start", e.i64, {prog});
     // Offloaded models rest in host memory from the start.
     for (auto off : alg.getBodyBlock().getOps<r::OffloadOp>())
-      e.call(off.getLoc(), "rlhf_offload", e.voidTy,
-             {prog, e.int64(loc, modelIndex.lookup(off.getModel())),
-              e.array(off.getLoc(), (off.getModel() + "_offload").str(),
-                      ArrayRef<int64_t>(
-                          layoutOf(off.getMesh(), off.getStrategy())))});
+      hostMove(off, "rlhf_offload", "offload", prog);
     Value last = e.call(loc, "rlhf_prog_steps", e.i64, {prog});
     Value one = b.create<arith::ConstantIntOp>(loc, 1, 64);
     auto loop = b.create<scf::ForOp>(loc, first, last, one);
@@ -452,15 +458,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                 layoutConst(l, (re.getSource() + "_realloc_to").str(),
                             re.getToMesh(), re.getTo())});
       } else if (auto on = dyn_cast<r::OnloadOp>(op)) {
-        e.call(l, "rlhf_onload", e.voidTy,
-               {p, modelIdx(on.getModel()),
-                layoutConst(l, (on.getModel() + "_onload").str(), on.getMesh(),
-                            on.getStrategy())});
+        hostMove(on, "rlhf_onload", "onload", p);
       } else if (auto off = dyn_cast<r::OffloadOp>(op)) {
-        e.call(l, "rlhf_offload", e.voidTy,
-               {p, modelIdx(off.getModel()),
-                layoutConst(l, (off.getModel() + "_offload").str(),
-                            off.getMesh(), off.getStrategy())});
+        hostMove(off, "rlhf_offload", "offload", p);
       } else if (auto t = dyn_cast<r::TransferOp>(op)) {
         // The consumer's layout decides which ranks receive which rows.
         r::StrategyAttr st;
