@@ -11,14 +11,7 @@ namespace rlhfc::shapes {
 inline rlhf::ModelShape llamaShape(int64_t layers, int64_t hidden,
                                    int64_t heads, int64_t kvHeads,
                                    int64_t ffn) {
-  rlhf::ModelShape s;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = heads;
-  s.kvHeads = kvHeads;
-  s.ffn = ffn;
-  s.vocab = 32000;
-  return s;
+  return rlhf::ModelShape{layers, hidden, heads, kvHeads, ffn, 32000};
 }
 
 } // namespace rlhfc::shapes

@@ -67,14 +67,7 @@ std::vector<std::string> splitCsv(StringRef line) {
 
 rlhf::ModelShape shape(int64_t l, int64_t h, int64_t a, int64_t kv, int64_t ffn,
                        int64_t v) {
-  rlhf::ModelShape s;
-  s.layers = l;
-  s.hidden = h;
-  s.heads = a;
-  s.kvHeads = kv;
-  s.ffn = ffn;
-  s.vocab = v;
-  return s;
+  return rlhf::ModelShape{l, h, a, kv, ffn, v};
 }
 
 /// GPT-style MLPs (two h x 4h matrices) as the equivalent SwiGLU width: the
