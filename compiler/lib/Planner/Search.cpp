@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -299,6 +300,13 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
   for (int64_t cut : cuts) {
     const std::pair<int64_t, int64_t> choice[3] = {
         {0, p.gpus}, {0, cut}, {cut, p.gpus - cut}};
+    // Each call's mesh on each side, found once per cut, not per combination.
+    std::vector<std::array<std::pair<int64_t, int64_t>, 3>> within(
+        p.calls.size());
+    for (size_t c = 0; c < p.calls.size(); ++c)
+      if (!p.calls[c].host)
+        for (int k = 0; k < 3; ++k)
+          within[c][k] = fastestWithin(p, c, choice[k]);
     for (size_t code = 0; code < combos; ++code) {
       std::vector<int> side(nm);
       for (size_t m = 0, x = code; m < nm; ++m, x /= 3)
@@ -306,7 +314,7 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
       std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
       for (size_t c = 0; c < p.calls.size(); ++c)
         if (!p.calls[c].host)
-          meshOf[c] = fastestWithin(p, c, choice[side[p.calls[c].model]]);
+          meshOf[c] = within[c][side[p.calls[c].model]];
       if (auto a = fastestFitting(p, meshOf, /*offload=*/true))
         out.push_back(std::move(*a));
     }
