@@ -38,11 +38,17 @@ static llvm::cl::opt<bool>
           llvm::cl::cat(benchCat));
 static llvm::cl::opt<double> exactSeconds(
     "exact-seconds",
-    llvm::cl::desc("time cap of the exact search per setting (8 and 16 GPUs)"),
+    llvm::cl::desc("time cap of the exact search per setting (8 and 16 GPUs; "
+                   "0: none)"),
     llvm::cl::init(120), llvm::cl::cat(benchCat));
 static llvm::cl::opt<int>
     only("only", llvm::cl::desc("run only this setting (0-based)"),
          llvm::cl::init(-1), llvm::cl::cat(benchCat));
+static llvm::cl::opt<std::string> calibrationFile(
+    "calibration",
+    llvm::cl::desc("efficiency factors to price with instead of the presets' "
+                   "(JSON, see docs/cost-model.md)"),
+    llvm::cl::value_desc("file"), llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -89,6 +95,16 @@ int main(int argc, char **argv) {
       "settings (H100 nodes of 8 GPUs), the search's wall time, and at 8 and\n"
       "16 GPUs the exact branch-and-bound optimum and the search's gap to it.\n"
       "Results are recorded in docs/benchmarks.md.\n");
+  cost::Calibration cal;
+  if (!calibrationFile.empty()) {
+    auto loaded = cost::loadCalibration(calibrationFile);
+    if (!loaded) {
+      llvm::errs() << "rlhf-bench-planner: error: "
+                   << llvm::toString(loaded.takeError()) << "\n";
+      return 1;
+    }
+    cal = std::move(*loaded);
+  }
   std::vector<Setting> settings = {
       {7, 7, 8},   {13, 7, 16},  {34, 7, 32},  {70, 7, 64},   // actor scaling
       {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling
@@ -130,7 +146,7 @@ int main(int argc, char **argv) {
       plan::SearchOptions so;
       so.budget = budget;
       auto t0 = std::chrono::steady_clock::now();
-      auto planned = plan::planAlgorithm(alg, {}, plan::Method::Search, so);
+      auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
       double wall =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
               .count();

@@ -55,8 +55,7 @@ std::optional<Hardware> rlhfc::cost::knownHardware(llvm::StringRef name) {
   return hw;
 }
 
-llvm::Expected<std::map<std::string, Efficiency>>
-rlhfc::cost::loadCalibration(llvm::StringRef path) {
+llvm::Expected<Calibration> rlhfc::cost::loadCalibration(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read calibration file %s",

@@ -4,7 +4,8 @@
 // prints a markdown table of published vs predicted values. The last line is
 // `median abs error: X%`. With --update FILE it rewrites the table between
 // the validation markers in FILE; with --check FILE it fails if that table is
-// stale (the docs.cost-model-current test).
+// stale (the docs.cost-model-current test). --section names the table's
+// markers, so one document holds the published and our own measured points.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,11 +38,18 @@ static cl::opt<double> maxMedian("max-median",
 static cl::opt<std::string> checkFile("check",
                                       cl::desc("Fail if the table in this file is stale"),
                                       cl::value_desc("file"));
+static cl::opt<std::string> calibrationFile(
+    "calibration",
+    cl::desc("Efficiency factors to predict with instead of the "
+             "presets' (JSON, see docs/cost-model.md)"),
+    cl::value_desc("file"));
+static cl::opt<std::string>
+    sectionName("section",
+                cl::desc("Name of the table's markers in the markdown file "
+                         "(<!-- NAME:begin --> ... <!-- NAME:end -->)"),
+                cl::init("validation-table"), cl::value_desc("name"));
 
 namespace {
-
-constexpr StringLiteral kBegin = "<!-- validation-table:begin -->";
-constexpr StringLiteral kEnd = "<!-- validation-table:end -->";
 
 /// Splits one CSV line, honouring double quotes.
 std::vector<std::string> splitCsv(StringRef line) {
@@ -79,19 +87,32 @@ rlhf::ModelShape gpt(int64_t l, int64_t h, int64_t a, int64_t v = 51200) {
 /// Architectures of the models in the published data (see SOURCES.md).
 std::optional<rlhf::ModelShape> modelShape(StringRef name) {
   static const StringMap<rlhf::ModelShape> models = {
-      {"gpt_1p7b", gpt(24, 2304, 24)},        {"gpt_3p6b", gpt(30, 3072, 32)},
-      {"gpt_7p5b", gpt(36, 4096, 32)},        {"gpt_18p4b", gpt(40, 6144, 48)},
-      {"gpt_22b", gpt(48, 6144, 64)},         {"gpt_39p1b", gpt(48, 8192, 64)},
-      {"gpt_76p1b", gpt(60, 10240, 80)},      {"gpt_145p6b", gpt(80, 12288, 96)},
-      {"gpt3_175b", gpt(96, 12288, 96)},      {"gpt_310p1b", gpt(96, 16384, 128)},
-      {"gpt_529p6b", gpt(105, 20480, 128)},   {"gpt_530b", gpt(105, 20480, 128)},
-      {"gpt_1008p0b", gpt(128, 25600, 160)},  {"gpt_1t", gpt(128, 25600, 160)},
-      {"mpt_7b", gpt(32, 4096, 32, 50368)},   {"mpt_13b", gpt(40, 5120, 40, 50368)},
-      {"mpt_30b", gpt(48, 7168, 56, 50368)},  {"mpt_70b", gpt(80, 8192, 64, 50368)},
+      {"gpt_1p7b", gpt(24, 2304, 24)},
+      {"gpt_3p6b", gpt(30, 3072, 32)},
+      {"gpt_7p5b", gpt(36, 4096, 32)},
+      {"gpt_18p4b", gpt(40, 6144, 48)},
+      {"gpt_22b", gpt(48, 6144, 64)},
+      {"gpt_39p1b", gpt(48, 8192, 64)},
+      {"gpt_76p1b", gpt(60, 10240, 80)},
+      {"gpt_145p6b", gpt(80, 12288, 96)},
+      {"gpt3_175b", gpt(96, 12288, 96)},
+      {"gpt_310p1b", gpt(96, 16384, 128)},
+      {"gpt_529p6b", gpt(105, 20480, 128)},
+      {"gpt_530b", gpt(105, 20480, 128)},
+      {"gpt_1008p0b", gpt(128, 25600, 160)},
+      {"gpt_1t", gpt(128, 25600, 160)},
+      {"mpt_7b", gpt(32, 4096, 32, 50368)},
+      {"mpt_13b", gpt(40, 5120, 40, 50368)},
+      {"mpt_30b", gpt(48, 7168, 56, 50368)},
+      {"mpt_70b", gpt(80, 8192, 64, 50368)},
       {"llama2_7b", shape(32, 4096, 32, 32, 11008, 32000)},
       {"llama2_13b", shape(40, 5120, 40, 40, 13824, 32000)},
       {"llama2_70b", shape(80, 8192, 64, 8, 28672, 32000)},
       {"llama3_405b", shape(126, 16384, 128, 8, 53248, 128256)},
+      {"tinyllama_1p1b", shape(22, 2048, 32, 4, 5632, 32000)},
+      // LLaMA-2 7B and 70B layers, truncated to fit training on one GPU.
+      {"llama2_7b_l4", shape(4, 4096, 32, 32, 11008, 32000)},
+      {"llama2_70b_l2", shape(2, 8192, 64, 8, 28672, 32000)},
   };
   auto it = models.find(name);
   if (it == models.end())
@@ -119,13 +140,16 @@ double megatronFlops(const rlhf::ModelShape &m, double batch, double s) {
 }
 
 /// Predicts a row, or says why it cannot be.
-std::optional<double> predict(const Row &r, std::string &why) {
+std::optional<double> predict(const Row &r, const Calibration &cal,
+                              std::string &why) {
   auto hwOpt = knownHardware(r.hw);
   if (!hwOpt) {
     why = "unknown hardware";
     return std::nullopt;
   }
   Hardware hw = *hwOpt;
+  if (auto it = cal.find(r.hw); it != cal.end())
+    hw.eff = it->second;
   if (r.category == "collective") {
     if (!r.gpus || !r.batch) {
       why = "group size or message size not published";
@@ -204,6 +228,8 @@ std::optional<double> predict(const Row &r, std::string &why) {
   }
   if (r.metric == "mfu")
     return 100.0 * e.flops / t / r.gpus / hw.flops;
+  if (r.metric == "tokens_per_sec")
+    return double(r.batch) * r.seqIn / t;
   why = "unsupported metric";
   return std::nullopt;
 }
@@ -227,6 +253,16 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "rlhf-cost-validate: the cost model against published "
                               "measurements\n");
+  Calibration cal;
+  if (!calibrationFile.empty()) {
+    auto loaded = loadCalibration(calibrationFile);
+    if (!loaded) {
+      errs() << "rlhf-cost-validate: error: " << toString(loaded.takeError())
+             << "\n";
+      return 1;
+    }
+    cal = std::move(*loaded);
+  }
   auto buf = MemoryBuffer::getFile(csvPath);
   if (!buf) {
     errs() << "rlhf-cost-validate: error: cannot read " << csvPath << "\n";
@@ -236,7 +272,7 @@ int main(int argc, char **argv) {
   (*buf)->getBuffer().split(lines, '\n', -1, false);
   std::string table;
   raw_string_ostream os(table);
-  os << "| id | kind | setting | metric | published | predicted | error |\n"
+  os << "| id | kind | setting | metric | measured | predicted | error |\n"
         "|---|---|---|---|---:|---:|---:|\n";
   std::vector<double> errors;
   std::map<std::string, std::vector<double>> byKind;
@@ -252,7 +288,7 @@ int main(int argc, char **argv) {
           f[11],      num(f[4]),  num(f[5]),  num(f[6]),  num(f[7]),  num(f[8]),
           num(f[9]),  num(f[10]), std::strtod(f[13].c_str(), nullptr), f[16]};
     std::string why;
-    std::optional<double> p = predict(r, why);
+    std::optional<double> p = predict(r, cal, why);
     if (!p) {
       skipped.push_back(r.id + " (" + why + ")");
       continue;
@@ -284,9 +320,11 @@ int main(int argc, char **argv) {
   os << formatv("\nmedian abs error: {0:f1}%\n", median(errors));
   os.flush();
 
+  const std::string kBegin = "<!-- " + sectionName + ":begin -->",
+                    kEnd = "<!-- " + sectionName + ":end -->";
   auto section = [&](const std::string &doc, size_t &b, size_t &e) {
-    b = doc.find(kBegin.str());
-    e = doc.find(kEnd.str());
+    b = doc.find(kBegin);
+    e = doc.find(kEnd);
     return b != std::string::npos && e != std::string::npos && b < e;
   };
   if (!updateFile.empty() || !checkFile.empty()) {
@@ -301,7 +339,7 @@ int main(int argc, char **argv) {
              << " ... " << kEnd << " section\n";
       return 1;
     }
-    std::string fresh = kBegin.str() + "\n" + table + kEnd.str();
+    std::string fresh = kBegin + "\n" + table + kEnd;
     std::string current = doc.substr(b, e + kEnd.size() - b);
     if (!checkFile.empty()) {
       if (current != fresh) {
@@ -309,13 +347,15 @@ int main(int argc, char **argv) {
                << " is stale; regenerate it with scripts/validate-cost-model.sh\n";
         return 1;
       }
-      outs() << "validation table in " << path << " is current\n";
-      return 0;
+      outs() << "validation table " << sectionName << " in " << path
+             << " is current\n";
+    } else {
+      doc.replace(b, e + kEnd.size() - b, fresh);
+      std::ofstream(path) << doc;
     }
-    doc.replace(b, e + kEnd.size() - b, fresh);
-    std::ofstream(path) << doc;
   }
-  outs() << table;
+  if (checkFile.empty())
+    outs() << table;
   if (maxMedian >= 0 && median(errors) > maxMedian) {
     errs() << formatv("rlhf-cost-validate: error: median abs error {0:f1}% exceeds "
                       "{1}%\n",

@@ -185,10 +185,12 @@ std::optional<Hardware> knownHardware(llvm::StringRef name);
 /// Built-in efficiency factors of a hardware preset name (A100..., H100...).
 Efficiency defaultEfficiency(llvm::StringRef hardwareName);
 
+/// Efficiency factors per hardware preset name, from a calibration file.
+using Calibration = std::map<std::string, Efficiency>;
+
 /// Reads a calibration file: a JSON object mapping hardware preset names to
 /// partial Efficiency objects (see docs/cost-model.md).
-llvm::Expected<std::map<std::string, Efficiency>>
-loadCalibration(llvm::StringRef path);
+llvm::Expected<Calibration> loadCalibration(llvm::StringRef path);
 
 } // namespace rlhfc::cost
 

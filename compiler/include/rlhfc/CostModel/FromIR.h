@@ -11,9 +11,8 @@
 
 namespace rlhfc::cost {
 
-/// Calibrated efficiency factors by hardware name; empty means built-ins.
-using Calibration = std::map<std::string, Efficiency>;
-
+/// The cluster's hardware, with `cal`'s factors where it names the hardware
+/// (empty: the built-ins).
 Hardware hardwareOf(mlir::rlhf::ClusterOp cluster, const Calibration &cal);
 Arch archOf(mlir::rlhf::ModelOp model);
 

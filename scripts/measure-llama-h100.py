@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Held-out measurements for the cost model on one GPU (PyTorch, bf16).
+
+Generation: LLaMA-2 7B/13B shapes with random weights. Prefill is one eager
+forward pass over the prompts with FlashAttention; a decode step is one CUDA
+graph (gpt-fast style: static KV cache, no launch overhead per kernel) that
+attends over a fixed context. A generation of G new tokens after a prompt of
+P costs prefill + G * step(P + (G + 1) / 2): attention work grows linearly
+with the context, so the step at the mean context is the mean step. The
+script also times the steps at the first and last context to show that.
+
+Training: a LLaMA-shaped 1.1B model (TinyLlama's shape), one optimizer step
+(forward, backward, fused Adam on fp32 master weights, bf16 autocast) on one
+micro-batch.
+
+Output: one line per point, read into docs/validation/measured.csv.
+Usage (on the GPU machine): python3 scripts/measure-llama-h100.py [--smoke]
+"""
+import argparse
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {  # layers, hidden, heads, kv heads, ffn, vocab
+    "llama2_7b": (32, 4096, 32, 32, 11008, 32000),
+    "llama2_13b": (40, 5120, 40, 40, 13824, 32000),
+    "tinyllama_1p1b": (22, 2048, 32, 4, 5632, 32000),
+    # Truncated 7B and 70B: their layer widths, few layers, so that full
+    # training fits one GPU.
+    "llama2_7b_l4": (4, 4096, 32, 32, 11008, 32000),
+    "llama2_70b_l2": (2, 8192, 64, 8, 28672, 32000),
+    "smoke": (2, 256, 4, 4, 688, 1000),
+}
+
+
+class Llama:
+    """Weights of a LLaMA decoder as plain tensors (no nn.Module overhead)."""
+
+    def __init__(self, shape, dtype, requires_grad=False):
+        L, h, a, kv, ffn, V = shape
+        self.L, self.h, self.a, self.kv, self.ffn, self.V = shape
+        self.hd = h // a
+        dev = "cuda"
+
+        def w(*s):
+            t = torch.randn(*s, device=dev, dtype=dtype) * 0.02
+            return t.requires_grad_(requires_grad)
+
+        self.embed = w(V, h)
+        self.layers = []
+        for _ in range(L):
+            self.layers.append(
+                dict(
+                    n1=torch.ones(h, device=dev, dtype=dtype).requires_grad_(requires_grad),
+                    qkv=w(h + 2 * kv * self.hd, h),
+                    o=w(h, h),
+                    n2=torch.ones(h, device=dev, dtype=dtype).requires_grad_(requires_grad),
+                    gu=w(2 * ffn, h),
+                    down=w(h, ffn),
+                )
+            )
+        self.norm = torch.ones(h, device=dev, dtype=dtype).requires_grad_(requires_grad)
+        self.head = w(V, h)
+
+    def params(self):
+        out = [self.embed, self.norm, self.head]
+        for l in self.layers:
+            out += list(l.values())
+        return out
+
+    def rope(self, x, pos):
+        # x: [B, heads, T, hd]; pos: [T] positions.
+        half = self.hd // 2
+        inv = 1.0 / (10000 ** (torch.arange(half, device=x.device, dtype=torch.float32) / half))
+        ang = pos.float()[:, None] * inv[None, :]
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+    def block(self, l, x, pos, cache=None, ctx=None):
+        """One layer on x [B, T, h]. With a cache ([2, B, kv, maxCtx, hd]):
+        writes the new keys/values at `pos` and attends over [0, ctx)."""
+        B, T, h = x.shape
+        y = F.rms_norm(x, (h,), l["n1"])
+        qkv = y @ l["qkv"].t()
+        q, k, v = qkv.split([h, self.kv * self.hd, self.kv * self.hd], dim=-1)
+        q = q.view(B, T, self.a, self.hd).transpose(1, 2)
+        k = k.view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = v.view(B, T, self.kv, self.hd).transpose(1, 2)
+        q, k = self.rope(q, pos), self.rope(k, pos)
+        if cache is not None:
+            cache[0].index_copy_(2, pos, k)
+            cache[1].index_copy_(2, pos, v)
+        if cache is not None and ctx is not None:
+            k, v = cache[0, :, :, :ctx], cache[1, :, :, :ctx]
+            causal = False
+        else:
+            causal = True
+        if self.kv != self.a:  # grouped-query attention: share each kv head
+            k = k.repeat_interleave(self.a // self.kv, dim=1)
+            v = v.repeat_interleave(self.a // self.kv, dim=1)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        x = x + att.transpose(1, 2).reshape(B, T, h) @ l["o"].t()
+        y = F.rms_norm(x, (h,), l["n2"])
+        g, u = (y @ l["gu"].t()).chunk(2, dim=-1)
+        return x + (F.silu(g) * u) @ l["down"].t()
+
+    def forward(self, tokens, pos, caches=None, ctx=None):
+        x = self.embed[tokens]
+        for i, l in enumerate(self.layers):
+            x = self.block(l, x, pos, None if caches is None else caches[i], ctx)
+        x = F.rms_norm(x, (self.h,), self.norm)
+        return x[:, -1:] @ self.head.t() if caches is not None else x @ self.head.t()
+
+
+def timed(fn, reps, warm=2):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / 1e3 / reps
+
+
+@torch.inference_mode()
+def generation(name, batch, prompt, gen, reps):
+    m = Llama(SHAPES[name], torch.bfloat16)
+    maxCtx = prompt + gen
+    caches = torch.zeros(m.L, 2, batch, m.kv, maxCtx, m.hd, device="cuda", dtype=torch.bfloat16)
+    tokens = torch.randint(0, m.V, (batch, prompt), device="cuda")
+    ppos = torch.arange(prompt, device="cuda")
+    prefill = timed(lambda: m.forward(tokens, ppos, caches), max(1, reps // 4), warm=1)
+
+    def step_at(ctx, graph):
+        tok = torch.randint(0, m.V, (batch, 1), device="cuda")
+        pos = torch.tensor([ctx - 1], device="cuda")
+        run = lambda: m.forward(tok, pos, caches, ctx).argmax(-1)
+        if not graph:
+            return timed(run, reps)
+        st = torch.cuda.Stream()
+        st.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(st):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(st)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            run()
+        t = timed(g.replay, reps)
+        del g
+        return t
+
+    mean = prompt + (gen + 1) // 2
+    first, last = prompt + 1, prompt + gen
+    s_mean = step_at(mean, True)
+    s_first = step_at(first, True)
+    s_last = step_at(last, True)
+    s_eager = step_at(mean, False)
+    total = prefill + gen * s_mean
+    print(
+        f"generate model={name} gpus=1 tp=1 batch={batch} prompt={prompt} gen={gen} "
+        f"prefill_s={prefill:.5f} step_first_ms={s_first*1e3:.3f} step_mean_ms={s_mean*1e3:.3f} "
+        f"step_last_ms={s_last*1e3:.3f} step_eager_ms={s_eager*1e3:.3f} total_s={total:.4f} "
+        f"tokens_per_sec={batch*gen/total:.1f}",
+        flush=True,
+    )
+    del caches, m
+    torch.cuda.empty_cache()
+
+
+def training(name, batch, seq, reps):
+    torch.cuda.reset_peak_memory_stats()
+    m = Llama(SHAPES[name], torch.float32, requires_grad=True)
+    opt = torch.optim.Adam(m.params(), lr=1e-5, fused=True)
+    tokens = torch.randint(0, m.V, (batch, seq + 1), device="cuda")
+    pos = torch.arange(seq, device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = m.forward(tokens[:, :-1], pos)
+        loss = F.cross_entropy(logits.float().view(-1, m.V), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t = timed(step, reps)
+    nparams = sum(p.numel() for p in m.params())
+    print(
+        f"train model={name} gpus=1 tp=1 batch={batch} seq={seq} params={nparams} "
+        f"step_s={t:.4f} tokens_per_sec={batch*seq/t:.1f} "
+        f"peak_gb={torch.cuda.max_memory_allocated()/1e9:.1f}",
+        flush=True,
+    )
+    del opt, m
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--only", choices=["generate", "train"])
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    p = torch.cuda.get_device_properties(0)
+    print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
+          f"{time.strftime('%Y-%m-%d')}", flush=True)
+    if args.smoke:
+        generation("smoke", 4, 16, 8, 4)
+        training("smoke", 2, 32, 2)
+        return
+    if args.only != "train":
+        # The planner benchmark's generation lengths; batches whose KV cache
+        # fits one 80 GB GPU beside the weights.
+        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+            generation("llama2_7b", batch, 128, gen, 20)
+        for batch, gen in [(1, 128), (64, 384)]:
+            generation("llama2_13b", batch, 128, gen, 20)
+    if args.only != "generate":
+        for batch, seq in [(8, 1024), (4, 2048), (16, 512)]:
+            training("tinyllama_1p1b", batch, seq, 5)
+        for batch, seq in [(8, 1024), (16, 1024), (8, 512)]:
+            training("llama2_7b_l4", batch, seq, 5)
+        for batch, seq in [(4, 1024), (8, 1024)]:
+            training("llama2_70b_l2", batch, seq, 5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
