@@ -397,6 +397,7 @@ void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
     m.optLayout = to;
     return;
   }
+  m.opt->unshard();
   m.opt->moments1() =
       reallocate(m.cfg, m.opt->moments1(), m.optLayout, to, *p->world);
   m.opt->moments2() =
@@ -410,8 +411,11 @@ void saveAll(rlhf_prog *p, int64_t step) {
   for (ModelState &m : p->models) {
     if (!m.changed)
       continue;
-    // Optimizer moments live in the train layout; bring them to the
-    // parameters' layout so the checkpoint is consistent.
+    // Optimizer moments live in the train layout, sliced over dp under
+    // ZeRO; bring them whole to the parameters' layout so the checkpoint
+    // is consistent.
+    if (m.opt)
+      m.opt->unshard();
     moveMoments(p, m, m.layout);
     fs::create_directories(dir / m.name);
     saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
@@ -1021,6 +1025,7 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     o.settings.kl = s.get("kl", o.settings.kl);
     o.settings.beta = s.get("beta", o.settings.beta);
     o.recompute = s.get("recompute", 0.0) != 0.0;
+    o.zero = s.get("zero", 0.0) != 0.0;
     static const std::pair<LossKind, int64_t> kinds[] = {
         {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
         {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};

@@ -15,16 +15,59 @@ at::Tensor rlhf::tokenLogprobs(const at::Tensor &logits, const at::Tensor &seq) 
   return lp.gather(-1, seq.narrow(1, 1, S - 1).unsqueeze(-1)).squeeze(-1);
 }
 
-void Adam::step(ParamMap &params, const std::map<std::string, at::Tensor> &grads) {
+namespace {
+
+/// The slice [lo, lo + len) of `n` elements that rank `r` of `k` owns under
+/// ZeRO, and the padded slice length every rank exchanges.
+struct Slice {
+  int64_t lo, len, chunk;
+};
+Slice sliceOf(int64_t n, int r, int k) {
+  int64_t chunk = (n + k - 1) / k;
+  int64_t lo = std::min(n, r * chunk);
+  return {lo, std::min(chunk, n - lo), chunk};
+}
+
+/// Every rank's slice of `n` elements, padded to the chunk, gathered into
+/// the whole flat tensor.
+at::Tensor gatherSlices(Communicator &c, const at::Tensor &mine, int64_t n) {
+  Slice sl = sliceOf(n, c.rank(), c.size());
+  at::Tensor padded = at::zeros({sl.chunk}, mine.options());
+  padded.narrow(0, 0, sl.len).copy_(mine.reshape(-1));
+  return c.allGather(padded).narrow(0, 0, n);
+}
+
+} // namespace
+
+void Adam::step(ParamMap &params,
+                const std::map<std::string, at::Tensor> &grads,
+                Communicator *zero) {
   at::NoGradGuard ng;
+  if (zero && zero->size() < 2)
+    zero = nullptr;
+  if (zeroGroup && zeroGroup != zero)
+    unshard();
   ++t;
   double bc1 = 1 - std::pow(s.beta1, double(t)), bc2 = 1 - std::pow(s.beta2, double(t));
-  for (auto &[name, p] : params) {
+  for (auto &[name, param] : params) {
     auto git = grads.find(name);
     if (git == grads.end() || !git->second.defined())
       continue;
-    const at::Tensor &g = git->second;
+    at::Tensor p = param, g = git->second;
     at::Tensor &m1 = m[name], &m2 = v[name];
+    Slice sl{0, param.numel(), param.numel()};
+    if (zero) {
+      if (!param.is_contiguous())
+        throw Error("ZeRO: parameter '" + name + "' is not contiguous");
+      sl = sliceOf(param.numel(), zero->rank(), zero->size());
+      p = param.view({-1}).narrow(0, sl.lo, sl.len);
+      g = g.reshape({-1}).narrow(0, sl.lo, sl.len);
+      if (m1.defined() && !shapes.count(name)) { // whole: keep this slice
+        m1 = m1.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
+        m2 = m2.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
+      }
+      shapes[name] = param.sizes().vec();
+    }
     if (!m1.defined()) {
       m1 = at::zeros_like(p);
       m2 = at::zeros_like(p);
@@ -35,7 +78,26 @@ void Adam::step(ParamMap &params, const std::map<std::string, at::Tensor> &grads
     if (s.weightDecay > 0)
       p.mul_(1 - s.lr * s.weightDecay);
     p.addcdiv_(m1, denom, -s.lr / bc1);
+    if (zero) // every member's updated slice, into the whole parameter
+      param.view({-1}).copy_(gatherSlices(*zero, p, param.numel()));
   }
+  zeroGroup = zero;
+}
+
+void Adam::unshard() {
+  if (!zeroGroup)
+    return;
+  at::NoGradGuard ng;
+  // Sorted by name, so every member gathers the same tensors in turn.
+  for (auto &[name, shape] : shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    for (at::Tensor *mom : {&m[name], &v[name]})
+      *mom = gatherSlices(*zeroGroup, *mom, n).view(shape).clone();
+  }
+  shapes.clear();
+  zeroGroup = nullptr;
 }
 
 namespace {
@@ -190,7 +252,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
     if (clip > 0 && norm > clip)
       for (auto &[n, g] : grads)
         g.mul_(clip / (norm + 1e-6));
-    opt.step(model.params(), grads);
+    opt.step(model.params(), grads, o.zero ? o.dp : nullptr);
     at::Tensor l = at::full({1}, total, at::kDouble);
     if (o.dp)
       o.dp->allReduceSum(l);

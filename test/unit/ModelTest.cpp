@@ -11,11 +11,14 @@ using namespace rlhf::testing;
 
 namespace {
 
-void expectEquivalent(int world, int tp, int pp, bool valueHead = false) {
+void expectEquivalent(int world, int tp, int pp, bool valueHead = false,
+                      bool zero = false) {
   std::vector<std::string> env{"RLHF_TP=" + std::to_string(tp),
                                "RLHF_PP=" + std::to_string(pp)};
   if (valueHead)
     env.push_back("RLHF_VALUE_HEAD=1");
+  if (zero)
+    env.push_back("RLHF_ZERO=1");
   auto ps = launch(RLHF_MODEL_WORKER, world, env);
   ASSERT_TRUE(waitAll(ps, std::chrono::seconds(120))) << "workers hung";
   for (int r = 0; r < world; ++r) {
@@ -41,6 +44,13 @@ TEST(ParallelModel, Tp2Pp2) { expectEquivalent(4, 2, 2); }
 // The critic's value head and value loss, sharded and pipelined.
 TEST(ParallelModel, ValueHeadTp2) { expectEquivalent(2, 2, 1, true); }
 TEST(ParallelModel, ValueHeadPp2Dp2) { expectEquivalent(4, 1, 2, true); }
+// ZeRO-1: Adam's moments sliced over dp give the same parameters, and
+// gathered whole the same moments.
+TEST(ParallelModel, ZeroDp2) { expectEquivalent(2, 1, 1, false, true); }
+TEST(ParallelModel, ZeroTp2Dp2) { expectEquivalent(4, 2, 1, false, true); }
+TEST(ParallelModel, ZeroValueHeadPp2Dp2) {
+  expectEquivalent(4, 1, 2, true, true);
+}
 
 } // namespace
 

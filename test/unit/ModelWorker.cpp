@@ -37,6 +37,7 @@ int main() {
     int ppSize = std::atoi(std::getenv("RLHF_PP") ? std::getenv("RLHF_PP") : "1");
     int dp = world.size() / (tpSize * ppSize);
     bool valueHead = std::getenv("RLHF_VALUE_HEAD") != nullptr;
+    bool zero = std::getenv("RLHF_ZERO") != nullptr;
 
     ModelConfig cfg;
     // Grouped-query attention (2 kv heads) where tp allows it; tp = 4 needs
@@ -166,22 +167,42 @@ int main() {
       Adam opt(as);
       to.microBatches = 1;
       to.dp = dpComm;
+      to.zero = zero;
       TrainStats st = trainStep(m2, opt, local, to);
       ParamMap want = layoutShard(cfg, ref1.params(), L, rank);
       for (auto &[n, t] : m2.params())
         trainDiff = std::max(trainDiff, maxDiff(t.detach(), want.at(n).detach()));
+      if (zero) {
+        // Each rank kept only its 1/dp slice of every moment; gathered whole,
+        // they are the single process's moments of this shard.
+        int64_t kept = 0, whole = 0;
+        for (auto &[n, t] : opt.moments1()) {
+          kept += t.numel();
+          whole += m2.params().at(n).numel();
+        }
+        if (dp > 1 && kept * dp > whole + dp * int64_t(opt.moments1().size()))
+          trainDiff = INFINITY; // not sliced
+        opt.unshard();
+        for (auto *mom : {&opt.moments1(), &opt.moments2()}) {
+          bool first = mom == &opt.moments1();
+          ParamMap wantM = layoutShard(
+              cfg, first ? refOpt.moments1() : refOpt.moments2(), L, rank);
+          for (auto &[n, t] : *mom)
+            trainDiff = std::max(trainDiff, maxDiff(t, wantM.at(n)) * 100);
+        }
+      }
       trainDiff = std::max(trainDiff, std::fabs(st.loss - refStats.loss) /
                                           std::max(1.0, std::fabs(refStats.loss)));
     }
     std::printf(
         "rank %d tp %d/%d pp %d/%d dp %d/%d: forward max diff %.3g, gradient "
         "max relative diff %.3g, generation %s, parameters after train steps "
-        "max diff %.3g\n",
+        "max diff %.3g%s\n",
         rank, tpRank, tpSize, stage, ppSize, dpRank, dp, fwd, bwd,
         valueHead ? "n/a"
         : genOk   ? "identical"
                   : "DIFFERS",
-        trainDiff);
+        trainDiff, zero ? " (ZeRO: moments sliced over dp)" : "");
     world.barrier();
     return fwd < 1e-4 && bwd < 1e-5 && genOk && trainDiff < 2e-5 ? 0 : 1;
   });

@@ -127,7 +127,7 @@ private:
     const sema::Placement &pl = *n.placement;
     op.setMeshAttr(r::MeshAttr::get(&ctx, pl.firstGpu, pl.numGpus));
     op.setStrategyAttr(r::StrategyAttr::get(&ctx, pl.dp, pl.tp, pl.pp,
-                                            pl.microBatches, false,
+                                            pl.microBatches, pl.zero,
                                             pl.recompute, pl.offload));
     op.setPinnedAttr(b.getUnitAttr());
   }

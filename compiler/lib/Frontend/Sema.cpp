@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <tuple>
 
 using namespace rlhfc;
 using namespace rlhfc::sema;
@@ -1758,14 +1759,17 @@ private:
         pl.numGpus = hi - lo;
         continue;
       }
-      if (a.name == "offload" || a.name == "recompute") {
+      if (a.name == "offload" || a.name == "recompute" || a.name == "zero") {
         if (a.value->kind != Expr::Kind::Bool) {
           error(a.value->loc, formatv("'{0}' is true or false", a.name));
           return;
         }
-        bool offload = a.name == "offload";
-        (offload ? pl.offload : pl.recompute) = a.value->boolean;
-        (offload ? pl.offloadLoc : pl.recomputeLoc) = a.loc;
+        auto [flag, flagLoc] =
+            a.name == "offload"     ? std::tie(pl.offload, pl.offloadLoc)
+            : a.name == "recompute" ? std::tie(pl.recompute, pl.recomputeLoc)
+                                    : std::tie(pl.zero, pl.zeroLoc);
+        flag = a.value->boolean;
+        flagLoc = a.loc;
         continue;
       }
       int64_t *dst = a.name == "dp"    ? &pl.dp
@@ -1780,10 +1784,10 @@ private:
       if (!dst) {
         error(a.loc,
               formatv("unknown '@place' setting '{0}' (settings are mesh, "
-                      "dp, tp, pp, mbs, offload and recompute){1}",
+                      "dp, tp, pp, mbs, offload, recompute and zero){1}",
                       a.name,
                       didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs",
-                                          "offload", "recompute"})));
+                                          "offload", "recompute", "zero"})));
         return;
       }
       auto v = evalInt(*a.value, "'" + a.name + "'", 1, 1 << 20);
@@ -1850,6 +1854,11 @@ private:
             "'recompute' applies to train calls: it trades a second forward "
             "pass in backward for the activations training keeps; drop it "
             "here");
+      return;
+    }
+    if (pl.zero && n.kind != Node::Kind::Train) {
+      error(pl.zeroLoc, "'zero' applies to train calls: it shards the "
+                        "optimizer state that training keeps; drop it here");
       return;
     }
     if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {

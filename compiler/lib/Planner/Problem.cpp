@@ -193,12 +193,14 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
     int64_t rows = c.shape.kind == cost::CallKind::Train
                        ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
                        : c.shape.batch;
-    // Train strategies that recompute activations: all of them when
-    // opts.recompute asks, else those that fit only so, and only when
-    // nothing else fits this call.
-    std::vector<Candidate> recomputing;
+    // Train strategies that save memory for time: ZeRO (optimizer state
+    // sliced over dp, half as much dp traffic again), recomputation (one
+    // forward pass more), and both. All of them when opts.trainSavers asks,
+    // else those whose plain strategy does not fit, and only when nothing
+    // else fits this call.
+    std::vector<Candidate> saving;
     for (auto [first, size] : mesh) {
-      std::vector<Candidate> here, replay;
+      std::vector<Candidate> here, savers;
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
@@ -237,11 +239,18 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
             if (fits)
               here.push_back(cand);
             if (c.shape.kind == cost::CallKind::Train &&
-                (!fits || opts.recompute)) {
-              s.recompute = true;
-              if (Candidate r = price(s); r.mem.total() <= p.memoryLimit)
-                replay.push_back(r);
-            }
+                (!fits || opts.trainSavers))
+              for (auto [zero, recompute] :
+                   {std::pair(true, false), std::pair(false, true),
+                    std::pair(true, true)}) {
+                if (zero && dp < 2)
+                  continue;
+                cost::Strategy t = s;
+                t.zero = zero;
+                t.recompute = recompute;
+                if (Candidate k = price(t); k.mem.total() <= p.memoryLimit)
+                  savers.push_back(k);
+              }
           }
         }
       }
@@ -256,9 +265,9 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
           v.resize(opts.maxCandidatesPerMesh);
       };
       fastestFew(here);
-      fastestFew(replay);
-      std::vector<Candidate> &to = opts.recompute ? here : recomputing;
-      to.insert(to.end(), replay.begin(), replay.end());
+      fastestFew(savers);
+      std::vector<Candidate> &to = opts.trainSavers ? here : saving;
+      to.insert(to.end(), savers.begin(), savers.end());
       // Offloading trades a copy from host memory for the resting weights:
       // offer it for the smallest working set per mesh.
       if (opts.offload && p.models[c.model].offloadable && !here.empty()) {
@@ -274,14 +283,15 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       p.cands[ci].insert(p.cands[ci].end(), here.begin(), here.end());
     }
     if (p.cands[ci].empty())
-      p.cands[ci] = std::move(recomputing);
+      p.cands[ci] = std::move(saving);
     if (p.cands[ci].empty())
       return c.op->emitError()
              << "no placement of '" << c.label << "' fits in the "
              << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
              << p.hw.name << " on this cluster"
              << (c.shape.kind == cost::CallKind::Train
-                     ? ", even recomputing activations"
+                     ? ", even sharding optimizer state and recomputing "
+                       "activations"
                      : "")
              << "; use more GPUs, more micro-batches or minibatches, or a "
                 "smaller model";

@@ -613,10 +613,11 @@ mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
   if (out.assignment || m != Method::Search)
     return out;
   // Nothing fits together: plan again with the memory savers, which cost
-  // time (a copy from host memory per call, a forward pass per train step).
+  // time (a copy from host memory per call; more dp traffic or a forward
+  // pass more per train step).
   ProblemOptions savers;
   savers.offload = true;
-  savers.recompute = true;
+  savers.trainSavers = true;
   auto q = buildProblem(alg, cal, savers);
   if (mlir::failed(q))
     return mlir::failure();

@@ -43,6 +43,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       std::map<std::string, std::string> resident;
       std::vector<std::string> offloadable;
       bool replayable = false; // a train call here keeps its activations
+      bool shardable = false;  // a train call here keeps all optimizer state
       for (size_t c = 0; c < p.calls.size(); ++c) {
         const plan::Call &call = p.calls[c];
         if (call.host)
@@ -58,8 +59,9 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         const plan::Model &model = p.models[call.model];
         if (model.offloadable && !k.s.offload)
           offloadable.push_back("@" + model.name);
-        replayable |=
-            call.shape.kind == cost::CallKind::Train && !k.s.recompute;
+        bool train = call.shape.kind == cost::CallKind::Train;
+        replayable |= train && !k.s.recompute;
+        shardable |= train && !k.s.zero && k.s.dp > 1;
         std::string &line = resident[model.name];
         std::string part = llvm::formatv("{0}: weights {1}", call.label,
                                          gb(k.mem.weights))
@@ -76,18 +78,20 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                                 : "or offload " +
                                       llvm::join(offloadable, " or ") +
                                       " (@place(..., offload = true))";
-      auto diag =
-          worst->op->emitError()
-          << llvm::formatv("predicted out of memory on GPU {0} (node {1}, "
-                           "local GPU {2}): {3} needed, {4} available per {5}; "
-                           "use more GPUs, more micro-batches or minibatches, "
-                           "{6}{7}",
-                           g, node, g % p.hw.gpusPerNode, gb(res.peakMemory[g]),
-                           gb(p.memoryLimit), p.hw.name,
-                           replayable ? "recompute activations in training "
-                                        "(@place(..., recompute = true)), "
-                                      : "",
-                           offload);
+      auto diag = worst->op->emitError() << llvm::formatv(
+                      "predicted out of memory on GPU {0} (node {1}, "
+                      "local GPU {2}): {3} needed, {4} available per {5}; "
+                      "use more GPUs, more micro-batches or minibatches, "
+                      "{6}{7}{8}",
+                      g, node, g % p.hw.gpusPerNode, gb(res.peakMemory[g]),
+                      gb(p.memoryLimit), p.hw.name,
+                      shardable ? "shard optimizer state over data "
+                                  "parallelism (@place(..., zero = true)), "
+                                : "",
+                      replayable ? "recompute activations in training "
+                                   "(@place(..., recompute = true)), "
+                                 : "",
+                      offload);
       for (auto &[model, line] : resident)
         diag.attachNote(worst->op->getLoc()) << "resident on GPU " << g << ": @"
                                              << model << " (" << line << ")";

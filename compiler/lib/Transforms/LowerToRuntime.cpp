@@ -258,13 +258,6 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
           return op.emitError(
               "call is not placed; run the planning pipeline before "
               "rlhf-lower-to-runtime");
-        // The planner never picks ZeRO; hand-written IR may, and the
-        // runtime would silently run without it.
-        auto st = op.getAttrOfType<r::StrategyAttr>("strategy");
-        if (st.getZero())
-          return op.emitError()
-                 << "the runtime does not implement ZeRO optimizer sharding; "
-                    "drop 'zero' from this call's strategy";
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
         initial.try_emplace(
             model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
@@ -493,8 +486,11 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
         std::string settings = settingsString(ts.getSettings());
-        if (ts->getAttrOfType<r::StrategyAttr>("strategy").getRecompute())
-          settings += settings.empty() ? "recompute=1" : ",recompute=1";
+        auto st = ts->getAttrOfType<r::StrategyAttr>("strategy");
+        for (auto [on, key] : {std::pair(st.getRecompute(), "recompute=1"),
+                               std::pair(st.getZero(), "zero=1")})
+          if (on)
+            settings += (settings.empty() ? "" : ",") + std::string(key);
         handle[ts.getStats()] = e.call(
             l, "rlhf_train", e.ptr,
             {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n,

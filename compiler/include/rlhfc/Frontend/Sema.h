@@ -89,6 +89,8 @@ struct Placement {
   mlir::LocationAttr offloadLoc;
   bool recompute = false; ///< train: recompute activations in backward
   mlir::LocationAttr recomputeLoc;
+  bool zero = false; ///< train: shard optimizer state over dp (ZeRO-1)
+  mlir::LocationAttr zeroLoc;
 };
 
 /// One node of the instantiated dataflow graph.

@@ -89,9 +89,9 @@ private:
 struct ProblemOptions {
   int maxCandidatesPerMesh = 3; ///< fastest strategies kept per mesh
   bool offload = false;   ///< offer offloaded candidates for offloadable models
-  /// Offer recomputing twins of train candidates (those that fit only so are
-  /// offered anyway to a call that has no other candidate).
-  bool recompute = false;
+  /// Offer ZeRO and recomputing twins of train candidates (those that fit
+  /// only so are offered anyway to a call that has no other candidate).
+  bool trainSavers = false;
   bool wideMeshes = true; ///< also non-power-of-two whole-node counts
 };
 

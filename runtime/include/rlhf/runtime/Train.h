@@ -46,10 +46,21 @@ struct AdamSettings {
 };
 
 /// Adam with decoupled weight decay; state per parameter of this shard.
+///
+/// With a ZeRO group (stage 1), each member keeps the moments of and updates
+/// only its 1/size slice of every parameter, then the members all-gather the
+/// updated slices: the same update, with 1/size of the moments per rank.
 class Adam {
 public:
   explicit Adam(AdamSettings s) : s(s) {}
-  void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads);
+  /// One update of every parameter with a gradient. `zero`, if it has more
+  /// than one rank, is the data-parallel group that shards the moments.
+  void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads,
+            Communicator *zero = nullptr);
+  /// Gathers moments sharded by a ZeRO step back into whole tensors
+  /// (collective over that group; a no-op when they are whole). Call it
+  /// before moving or saving the moments.
+  void unshard();
   const AdamSettings &settings() const { return s; }
   std::map<std::string, at::Tensor> &moments1() { return m; }
   std::map<std::string, at::Tensor> &moments2() { return v; }
@@ -60,12 +71,18 @@ public:
     m = std::move(m1);
     v = std::move(m2);
     t = steps;
+    zeroGroup = nullptr;
+    shapes.clear();
   }
 
 private:
   AdamSettings s;
   std::map<std::string, at::Tensor> m, v;
   int64_t t = 0;
+  /// The group whose slices m and v hold (null: all whole), and the
+  /// shapes of the parameters whose moments are slices.
+  Communicator *zeroGroup = nullptr;
+  std::map<std::string, std::vector<int64_t>> shapes;
 };
 
 struct TrainOptions {
@@ -75,6 +92,7 @@ struct TrainOptions {
   int64_t microBatches = 1; ///< per minibatch on this rank
   Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
   bool recompute = false;     ///< recompute decoder layers in backward
+  bool zero = false;          ///< shard Adam's moments over dp (ZeRO-1)
 };
 
 struct TrainStats {
