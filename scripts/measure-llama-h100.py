@@ -13,10 +13,17 @@ Training: a LLaMA-shaped 1.1B model (TinyLlama's shape), one optimizer step
 (forward, backward, fused Adam on fp32 master weights, bf16 autocast) on one
 micro-batch.
 
-Output: one line per point, read into docs/validation/measured.csv.
-Usage (on the GPU machine): python3 scripts/measure-llama-h100.py [--smoke]
+With --compiled, generation only: each layer's norms, rotary embedding and
+SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
+all layers); the cache write and attention stay eager; the same CUDA graph.
+
+Output: one line per point, read into docs/validation/measured-h100.csv.
+Usage (on the GPU machine):
+  python3 scripts/measure-llama-h100.py [--smoke] [--only generate|train]
+  python3 scripts/measure-llama-h100.py --compiled
 """
 import argparse
+import gc
 import math
 import sys
 import time
@@ -64,6 +71,8 @@ class Llama:
             )
         self.norm = torch.ones(h, device=dev, dtype=dtype).requires_grad_(requires_grad)
         self.head = w(V, h)
+        # --compiled swaps these for TorchInductor-compiled versions.
+        self.pre_fn, self.post_fn = self.pre, self.post
 
     def params(self):
         out = [self.embed, self.norm, self.head]
@@ -80,9 +89,8 @@ class Llama:
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
-    def block(self, l, x, pos, cache=None, ctx=None):
-        """One layer on x [B, T, h]. With a cache ([2, B, kv, maxCtx, hd]):
-        writes the new keys/values at `pos` and attends over [0, ctx)."""
+    def pre(self, l, x, pos):
+        """Norm, q/k/v projection and rotary embedding of x [B, T, h]."""
         B, T, h = x.shape
         y = F.rms_norm(x, (h,), l["n1"])
         qkv = y @ l["qkv"].t()
@@ -90,7 +98,20 @@ class Llama:
         q = q.view(B, T, self.a, self.hd).transpose(1, 2)
         k = k.view(B, T, self.kv, self.hd).transpose(1, 2)
         v = v.view(B, T, self.kv, self.hd).transpose(1, 2)
-        q, k = self.rope(q, pos), self.rope(k, pos)
+        return self.rope(q, pos), self.rope(k, pos), v
+
+    def post(self, l, x, att):
+        """Output projection, norm and SwiGLU MLP, with both residuals."""
+        B, T, h = x.shape
+        x = x + att.transpose(1, 2).reshape(B, T, h) @ l["o"].t()
+        y = F.rms_norm(x, (h,), l["n2"])
+        g, u = (y @ l["gu"].t()).chunk(2, dim=-1)
+        return x + (F.silu(g) * u) @ l["down"].t()
+
+    def block(self, l, x, pos, cache=None, ctx=None):
+        """One layer on x [B, T, h]. With a cache ([2, B, kv, maxCtx, hd]):
+        writes the new keys/values at `pos` and attends over [0, ctx)."""
+        q, k, v = self.pre_fn(l, x, pos)
         if cache is not None:
             cache[0].index_copy_(2, pos, k)
             cache[1].index_copy_(2, pos, v)
@@ -103,10 +124,7 @@ class Llama:
             k = k.repeat_interleave(self.a // self.kv, dim=1)
             v = v.repeat_interleave(self.a // self.kv, dim=1)
         att = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        x = x + att.transpose(1, 2).reshape(B, T, h) @ l["o"].t()
-        y = F.rms_norm(x, (h,), l["n2"])
-        g, u = (y @ l["gu"].t()).chunk(2, dim=-1)
-        return x + (F.silu(g) * u) @ l["down"].t()
+        return self.post_fn(l, x, att)
 
     def forward(self, tokens, pos, caches=None, ctx=None):
         x = self.embed[tokens]
@@ -130,7 +148,7 @@ def timed(fn, reps, warm=2):
 
 
 @torch.inference_mode()
-def generation(name, batch, prompt, gen, reps):
+def generation(name, batch, prompt, gen, reps, compiled=False):
     m = Llama(SHAPES[name], torch.bfloat16)
     maxCtx = prompt + gen
     caches = torch.zeros(m.L, 2, batch, m.kv, maxCtx, m.hd, device="cuda", dtype=torch.bfloat16)
@@ -159,6 +177,26 @@ def generation(name, batch, prompt, gen, reps):
 
     mean = prompt + (gen + 1) // 2
     first, last = prompt + 1, prompt + gen
+    if compiled:
+        # The decode layers' norms, rotary embedding and SwiGLU fused by
+        # TorchInductor (compiled once, shared by all layers); the cache
+        # write and attention stay eager kernels; all under one CUDA graph.
+        m.pre_fn = torch.compile(m.pre, fullgraph=True, dynamic=False)
+        m.post_fn = torch.compile(m.post, fullgraph=True, dynamic=False)
+        s_mean = step_at(mean, True)
+        total = prefill + gen * s_mean
+        print(
+            f"generate engine=compiled model={name} gpus=1 tp=1 batch={batch} "
+            f"prompt={prompt} gen={gen} prefill_s={prefill:.5f} "
+            f"step_mean_ms={s_mean*1e3:.3f} total_s={total:.4f} "
+            f"tokens_per_sec={batch*gen/total:.1f}",
+            flush=True,
+        )
+        del caches, m
+        torch._dynamo.reset()
+        gc.collect()  # the compiled methods and the model refer to each other
+        torch.cuda.empty_cache()
+        return
     s_mean = step_at(mean, True)
     s_first = step_at(first, True)
     s_last = step_at(last, True)
@@ -206,14 +244,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--only", choices=["generate", "train"])
+    ap.add_argument("--compiled", action="store_true",
+                    help="generation only, decode layers compiled by TorchInductor")
     args = ap.parse_args()
     torch.manual_seed(0)
     p = torch.cuda.get_device_properties(0)
     print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}", flush=True)
     if args.smoke:
-        generation("smoke", 4, 16, 8, 4)
+        generation("smoke", 4, 16, 8, 4, compiled=args.compiled)
         training("smoke", 2, 32, 2)
+        return
+    if args.compiled:
+        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+            generation("llama2_7b", batch, 128, gen, 20, compiled=True)
+        for batch, gen in [(1, 128), (64, 384)]:
+            generation("llama2_13b", batch, 128, gen, 20, compiled=True)
         return
     if args.only != "train":
         # The planner benchmark's generation lengths; batches whose KV cache

@@ -11,11 +11,12 @@
 
 #include "rlhfc/CostModel/CostModel.h"
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -43,6 +44,9 @@ static cl::opt<std::string> calibrationFile(
     cl::desc("Efficiency factors to predict with instead of the "
              "presets' (JSON, see docs/cost-model.md)"),
     cl::value_desc("file"));
+static cl::opt<std::string>
+    idPattern("ids", cl::desc("Only the rows whose id matches this regex"),
+              cl::value_desc("regex"));
 static cl::opt<std::string>
     sectionName("section",
                 cl::desc("Name of the table's markers in the markdown file "
@@ -263,6 +267,11 @@ int main(int argc, char **argv) {
     }
     cal = std::move(*loaded);
   }
+  Regex ids(idPattern.empty() ? std::string(".*") : idPattern.getValue());
+  if (std::string why; !ids.isValid(why)) {
+    errs() << "rlhf-cost-validate: error: --ids: " << why << "\n";
+    return 1;
+  }
   auto buf = MemoryBuffer::getFile(csvPath);
   if (!buf) {
     errs() << "rlhf-cost-validate: error: cannot read " << csvPath << "\n";
@@ -287,6 +296,8 @@ int main(int argc, char **argv) {
     Row r{f[0],       f[1],       f[2],       f[3],       f[12],      f[14],
           f[11],      num(f[4]),  num(f[5]),  num(f[6]),  num(f[7]),  num(f[8]),
           num(f[9]),  num(f[10]), std::strtod(f[13].c_str(), nullptr), f[16]};
+    if (!ids.match(r.id))
+      continue;
     std::string why;
     std::optional<double> p = predict(r, cal, why);
     if (!p) {
