@@ -55,11 +55,10 @@ void Adam::step(ParamMap &params,
       continue;
     at::Tensor p = param, g = git->second;
     at::Tensor &m1 = m[name], &m2 = v[name];
-    Slice sl{0, param.numel(), param.numel()};
     if (zero) {
       if (!param.is_contiguous())
         throw Error("ZeRO: parameter '" + name + "' is not contiguous");
-      sl = sliceOf(param.numel(), zero->rank(), zero->size());
+      Slice sl = sliceOf(param.numel(), zero->rank(), zero->size());
       p = param.view({-1}).narrow(0, sl.lo, sl.len);
       g = g.reshape({-1}).narrow(0, sl.lo, sl.len);
       if (m1.defined() && !shapes.count(name)) { // whole: keep this slice
