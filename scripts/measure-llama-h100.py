@@ -9,6 +9,9 @@ P costs prefill + G * step(P + (G + 1) / 2): attention work grows linearly
 with the context, so the step at the mean context is the mean step. The
 script also times the steps at the first and last context to show that.
 
+Inference: a forward pass of LLaMA-2 7B/13B with every position's logits and
+next-token log-probabilities, as a reference or reward model computes them.
+
 Training: a LLaMA-shaped 1.1B model (TinyLlama's shape), one optimizer step
 (forward, backward, fused Adam on fp32 master weights, bf16 autocast) on one
 micro-batch.
@@ -19,7 +22,7 @@ all layers); the cache write and attention stay eager; the same CUDA graph.
 
 Output: one line per point, read into docs/validation/measured-h100.csv.
 Usage (on the GPU machine):
-  python3 scripts/measure-llama-h100.py [--smoke] [--only generate|train]
+  python3 scripts/measure-llama-h100.py [--smoke] [--only generate|inference|train]
   python3 scripts/measure-llama-h100.py --compiled
 """
 import argparse
@@ -213,6 +216,29 @@ def generation(name, batch, prompt, gen, reps, compiled=False):
     torch.cuda.empty_cache()
 
 
+@torch.inference_mode()
+def inference(name, batch, seq, reps):
+    """A forward pass with every position's logits and the log-probability of
+    each next token, as a reference or reward model's inference call."""
+    m = Llama(SHAPES[name], torch.bfloat16)
+    tokens = torch.randint(0, m.V, (batch, seq), device="cuda")
+    pos = torch.arange(seq, device="cuda")
+
+    def run():
+        logits = m.forward(tokens, pos)
+        lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        return lp.gather(-1, tokens[:, 1:].unsqueeze(-1))
+
+    t = timed(run, reps, warm=1)
+    print(
+        f"inference model={name} gpus=1 tp=1 batch={batch} seq={seq} "
+        f"step_s={t:.4f} tokens_per_sec={batch*seq/t:.1f}",
+        flush=True,
+    )
+    del m
+    torch.cuda.empty_cache()
+
+
 def training(name, batch, seq, reps):
     torch.cuda.reset_peak_memory_stats()
     m = Llama(SHAPES[name], torch.float32, requires_grad=True)
@@ -243,7 +269,7 @@ def training(name, batch, seq, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--only", choices=["generate", "train"])
+    ap.add_argument("--only", choices=["generate", "inference", "train"])
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
     args = ap.parse_args()
@@ -253,6 +279,7 @@ def main():
           f"{time.strftime('%Y-%m-%d')}", flush=True)
     if args.smoke:
         generation("smoke", 4, 16, 8, 4, compiled=args.compiled)
+        inference("smoke", 4, 16, 2)
         training("smoke", 2, 32, 2)
         return
     if args.compiled:
@@ -261,14 +288,19 @@ def main():
         for batch, gen in [(1, 128), (64, 384)]:
             generation("llama2_13b", batch, 128, gen, 20, compiled=True)
         return
-    if args.only != "train":
+    if args.only in (None, "generate"):
         # The planner benchmark's generation lengths; batches whose KV cache
         # fits one 80 GB GPU beside the weights.
         for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
             generation("llama2_7b", batch, 128, gen, 20)
         for batch, gen in [(1, 128), (64, 384)]:
             generation("llama2_13b", batch, 128, gen, 20)
-    if args.only != "generate":
+    if args.only in (None, "inference"):
+        for batch, seq in [(16, 256), (64, 256), (32, 512), (128, 512), (16, 1024)]:
+            inference("llama2_7b", batch, seq, 5)
+        for batch, seq in [(16, 256), (64, 512)]:
+            inference("llama2_13b", batch, seq, 5)
+    if args.only in (None, "train"):
         for batch, seq in [(8, 1024), (4, 2048), (16, 512)]:
             training("tinyllama_1p1b", batch, seq, 5)
         for batch, seq in [(8, 1024), (16, 1024), (8, 512)]:

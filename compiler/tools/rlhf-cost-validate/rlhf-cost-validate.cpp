@@ -193,6 +193,18 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
   s.tp = tp;
   s.pp = pp;
   s.dp = r.gpus / (tp * pp);
+  if (r.category == "inference") {
+    // One forward pass over the whole batch (one micro-batch).
+    CallShape c;
+    c.kind = CallKind::Inference;
+    c.batch = r.batch;
+    c.seqLen = r.seqIn;
+    double t = estimateCall(arch, hw, s, c).time.total();
+    if (r.metric == "tokens_per_sec")
+      return double(r.batch) * r.seqIn / t;
+    why = "unsupported metric";
+    return std::nullopt;
+  }
   if (r.category == "decode") {
     CallShape c;
     c.kind = CallKind::Generate;
