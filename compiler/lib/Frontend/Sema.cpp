@@ -1861,6 +1861,12 @@ private:
                         "optimizer state that training keeps; drop it here");
       return;
     }
+    if (pl.zero && pl.dp < 2) {
+      error(pl.zeroLoc, "'zero' slices the optimizer state over the "
+                        "data-parallel ranks, and with dp = 1 there is one; "
+                        "raise dp or drop 'zero'");
+      return;
+    }
     if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {
       error(pl.offloadLoc, formatv("hardware '{0}' declares no host_bandwidth; "
                                    "add 'host_bandwidth = ...' (the GPU's PCIe "
