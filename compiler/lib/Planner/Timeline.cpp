@@ -2,6 +2,7 @@
 
 #include "rlhfc/Planner/Timeline.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -60,6 +61,18 @@ std::string escape(llvm::StringRef s) {
 }
 
 std::string ms(double s) { return formatv("{0:f1} ms", s * 1e3).str(); }
+
+/// The memory savers a strategy uses, for people ("-": none).
+std::string savers(const cost::Strategy &s) {
+  llvm::SmallVector<llvm::StringRef> on;
+  if (s.zero)
+    on.push_back("ZeRO");
+  if (s.recompute)
+    on.push_back("recompute");
+  if (s.offload)
+    on.push_back("offload");
+  return on.empty() ? "-" : llvm::join(on, ", ");
+}
 
 } // namespace
 
@@ -212,18 +225,21 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   os << "</svg>\n";
 
   // The calls, as a table.
-  os << "<table id=\"calls\"><tr><th>call</th><th>GPUs</th><th>dp</th><th>tp</th>"
-        "<th>pp</th><th>micro-batches</th><th>time</th><th>memory/GPU</th></tr>\n";
+  os << "<table "
+        "id=\"calls\"><tr><th>call</th><th>GPUs</th><th>dp</th><th>tp</th>"
+        "<th>pp</th><th>micro-batches</th><th>memory savers</th><th>time</th>"
+        "<th>memory/GPU</th></tr>\n";
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
     if (call.host)
       continue;
     const Candidate &k = p.cands[c][0];
-    os << formatv("<tr><td>{0}</td><td>{1}-{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"
-                  "<td>{6}</td><td>{7}</td><td>{8:f1} GB</td></tr>\n",
-                  escape(call.label), k.s.firstGpu, k.s.firstGpu + k.devices - 1,
-                  k.s.dp, k.s.tp, k.s.pp, k.s.microBatches, ms(k.time),
-                  k.mem.total() / 1e9);
+    os << formatv(
+        "<tr><td>{0}</td><td>{1}-{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"
+        "<td>{6}</td><td>{7}</td><td>{8}</td><td>{9:f1} GB</td></tr>\n",
+        escape(call.label), k.s.firstGpu, k.s.firstGpu + k.devices - 1, k.s.dp,
+        k.s.tp, k.s.pp, k.s.microBatches, savers(k.s), ms(k.time),
+        k.mem.total() / 1e9);
   }
   os << "</table>\n";
 
