@@ -12,9 +12,9 @@ script also times the steps at the first and last context to show that.
 Inference: a forward pass of LLaMA-2 7B/13B with every position's logits and
 next-token log-probabilities, as a reference or reward model computes them.
 
-Training: a LLaMA-shaped 1.1B model (TinyLlama's shape), one optimizer step
-(forward, backward, fused Adam on fp32 master weights, bf16 autocast) on one
-micro-batch.
+Training: one optimizer step (forward, backward, fused Adam on fp32 master
+weights, bf16 autocast) on one micro-batch, of TinyLlama's 1.1B shape and of
+LLaMA-2 7B and 70B layers truncated to 4 and 2 layers (to fit one GPU).
 
 With --compiled, generation only: each layer's norms, rotary embedding and
 SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
@@ -27,7 +27,6 @@ Usage (on the GPU machine):
 """
 import argparse
 import gc
-import math
 import sys
 import time
 
