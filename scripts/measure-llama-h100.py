@@ -14,7 +14,9 @@ next-token log-probabilities, as a reference or reward model computes them.
 
 Training: one optimizer step (forward, backward, fused Adam on fp32 master
 weights, bf16 autocast) on one micro-batch, of TinyLlama's 1.1B shape and of
-LLaMA-2 7B and 70B layers truncated to 4 and 2 layers (to fit one GPU).
+LLaMA-2 7B and 70B layers truncated to 4 and 2 layers (to fit one GPU); the
+truncated ones also with every layer recomputed in backward (activation
+checkpointing, torch.utils.checkpoint).
 
 With --compiled, generation only: each layer's norms, rotary embedding and
 SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
@@ -22,7 +24,7 @@ all layers); the cache write and attention stay eager; the same CUDA graph.
 
 Output: one line per point, read into docs/validation/measured-h100.csv.
 Usage (on the GPU machine):
-  python3 scripts/measure-llama-h100.py [--smoke] [--only generate|inference|train]
+  python3 scripts/measure-llama-h100.py [--smoke] [--only generate|inference|train|recompute]
   python3 scripts/measure-llama-h100.py --compiled
 """
 import argparse
@@ -31,6 +33,7 @@ import sys
 import time
 
 import torch
+import torch.utils.checkpoint
 import torch.nn.functional as F
 
 SHAPES = {  # layers, hidden, heads, kv heads, ffn, vocab
@@ -128,9 +131,13 @@ class Llama:
         att = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return self.post_fn(l, x, att)
 
-    def forward(self, tokens, pos, caches=None, ctx=None):
+    def forward(self, tokens, pos, caches=None, ctx=None, recompute=False):
         x = self.embed[tokens]
         for i, l in enumerate(self.layers):
+            if recompute:  # keep the layer's input, replay it in backward
+                x = torch.utils.checkpoint.checkpoint(
+                    self.block, l, x, pos, use_reentrant=False)
+                continue
             x = self.block(l, x, pos, None if caches is None else caches[i], ctx)
         x = F.rms_norm(x, (self.h,), self.norm)
         return x[:, -1:] @ self.head.t() if caches is not None else x @ self.head.t()
@@ -238,7 +245,7 @@ def inference(name, batch, seq, reps):
     torch.cuda.empty_cache()
 
 
-def training(name, batch, seq, reps):
+def training(name, batch, seq, reps, recompute=False):
     torch.cuda.reset_peak_memory_stats()
     m = Llama(SHAPES[name], torch.float32, requires_grad=True)
     opt = torch.optim.Adam(m.params(), lr=1e-5, fused=True)
@@ -247,7 +254,7 @@ def training(name, batch, seq, reps):
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = m.forward(tokens[:, :-1], pos)
+            logits = m.forward(tokens[:, :-1], pos, recompute=recompute)
         loss = F.cross_entropy(logits.float().view(-1, m.V), tokens[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
@@ -257,6 +264,7 @@ def training(name, batch, seq, reps):
     nparams = sum(p.numel() for p in m.params())
     print(
         f"train model={name} gpus=1 tp=1 batch={batch} seq={seq} params={nparams} "
+        f"recompute={int(recompute)} "
         f"step_s={t:.4f} tokens_per_sec={batch*seq/t:.1f} "
         f"peak_gb={torch.cuda.max_memory_allocated()/1e9:.1f}",
         flush=True,
@@ -268,7 +276,7 @@ def training(name, batch, seq, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--only", choices=["generate", "inference", "train"])
+    ap.add_argument("--only", choices=["generate", "inference", "train", "recompute"])
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
     args = ap.parse_args()
@@ -280,6 +288,7 @@ def main():
         generation("smoke", 4, 16, 8, 4, compiled=args.compiled)
         inference("smoke", 4, 16, 2)
         training("smoke", 2, 32, 2)
+        training("smoke", 2, 32, 2, recompute=True)
         return
     if args.compiled:
         for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
@@ -299,6 +308,10 @@ def main():
             inference("llama2_7b", batch, seq, 5)
         for batch, seq in [(16, 256), (64, 512)]:
             inference("llama2_13b", batch, seq, 5)
+    if args.only in (None, "recompute"):
+        for batch, seq in [(8, 1024), (16, 1024)]:
+            training("llama2_7b_l4", batch, seq, 5, recompute=True)
+        training("llama2_70b_l2", 8, 1024, 5, recompute=True)
     if args.only in (None, "train"):
         for batch, seq in [(8, 1024), (4, 2048), (16, 512)]:
             training("tinyllama_1p1b", batch, seq, 5)
