@@ -51,12 +51,11 @@ int main() {
           b += double(t.numel() * t.element_size());
       return b;
     };
-    double diff = 0;
-    for (auto &[n, p] : whole)
+    double diff = 0, params = 0;
+    for (auto &[n, p] : whole) {
       diff = std::max(diff, (p - sliced.at(n)).abs().max().item<double>());
-    double params = 0;
-    for (auto &[n, p] : whole)
       params += double(p.numel());
+    }
     if (world.rank() == 0) {
       std::printf(
           "%d ranks, %.1fM parameters, Adam step over the whole model\n",

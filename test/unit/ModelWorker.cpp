@@ -183,11 +183,11 @@ int main() {
         if (dp > 1 && kept * dp > whole + dp * int64_t(opt.moments1().size()))
           trainDiff = INFINITY; // not sliced
         opt.unshard();
-        for (auto *mom : {&opt.moments1(), &opt.moments2()}) {
-          bool first = mom == &opt.moments1();
-          ParamMap wantM = layoutShard(
-              cfg, first ? refOpt.moments1() : refOpt.moments2(), L, rank);
-          for (auto &[n, t] : *mom)
+        for (auto [mine, ref] :
+             {std::pair(&opt.moments1(), &refOpt.moments1()),
+              std::pair(&opt.moments2(), &refOpt.moments2())}) {
+          ParamMap wantM = layoutShard(cfg, *ref, L, rank);
+          for (auto &[n, t] : *mine)
             trainDiff = std::max(trainDiff, maxDiff(t, wantM.at(n)) * 100);
         }
       }

@@ -26,6 +26,17 @@ std::string fromEnvError() {
   return "";
 }
 
+/// A job's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK (RANK left unset
+/// when null).
+void setJob(const char *addr, const char *port, const char *world,
+            const char *rank) {
+  setenv("MASTER_ADDR", addr, 1);
+  setenv("MASTER_PORT", port, 1);
+  setenv("WORLD_SIZE", world, 1);
+  if (rank)
+    setenv("RANK", rank, 1);
+}
+
 // Each test starts and ends with a clean rendezvous environment.
 struct EnvGuard {
   EnvGuard() { clearRendezvousEnv(); }
@@ -41,10 +52,7 @@ TEST(Rendezvous, SingleProcessDefaults) {
 
 TEST(Rendezvous, ReadsTorchrunVariables) {
   EnvGuard g;
-  setenv("MASTER_ADDR", "10.0.0.7", 1);
-  setenv("MASTER_PORT", "31337", 1);
-  setenv("WORLD_SIZE", "8", 1);
-  setenv("RANK", "5", 1);
+  setJob("10.0.0.7", "31337", "8", "5");
   setenv("LOCAL_RANK", "1", 1);
   setenv("RLHF_COMM_TIMEOUT_MS", "1500", 1);
   auto c = rlhf::RendezvousConfig::fromEnv();
@@ -58,28 +66,20 @@ TEST(Rendezvous, ReadsTorchrunVariables) {
 
 TEST(Rendezvous, RankOutOfRangeNamesTheVariable) {
   EnvGuard g;
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "29500", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("RANK", "2", 1);
+  setJob("127.0.0.1", "29500", "2", "2");
   std::string err = fromEnvError();
   EXPECT_NE(err.find("RANK='2'"), std::string::npos) << err;
 }
 
 TEST(Rendezvous, MissingRankIsAnError) {
   EnvGuard g;
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "29500", 1);
+  setJob("127.0.0.1", "29500", "2", nullptr);
   EXPECT_THROW(rlhf::RendezvousConfig::fromEnv(), rlhf::Error);
 }
 
 TEST(Rendezvous, PortZeroNeedsARendezvousFile) {
   EnvGuard g;
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "0", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("RANK", "1", 1);
+  setJob("127.0.0.1", "0", "2", "1");
   std::string err = fromEnvError();
   EXPECT_NE(err.find("MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE"),
             std::string::npos)
