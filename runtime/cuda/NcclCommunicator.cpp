@@ -109,6 +109,24 @@ public:
     return at::cat(parts, 0);
   }
 
+  at::Tensor reduceScatterSum(const at::Tensor &input) override {
+    if (input.dim() == 0 || input.size(0) % cfg.worldSize)
+      throw Error(where("reduce_scatter") + "dim 0 does not split into " +
+                  std::to_string(cfg.worldSize) + " equal parts");
+    at::Tensor in = input.contiguous();
+    std::vector<int64_t> shape = in.sizes().vec();
+    shape[0] /= cfg.worldSize;
+    at::Tensor out = at::empty(shape, in.options());
+    void *din = stage(in, 0);
+    void *dout = buffer(out.nbytes(), 1);
+    run("reduce_scatter", [&] {
+      return ncclReduceScatter(din, dout, out.numel(), ncclType(in), ncclSum,
+                               comm, stream);
+    });
+    unstage(out, dout);
+    return out;
+  }
+
   void send(const at::Tensor &t, int dst) override {
     std::vector<Peer> sends{{t, dst}}, recvs;
     exchange(sends, recvs);

@@ -88,6 +88,20 @@ public:
     return at::cat(out[0], 0);
   }
 
+  // Gloo in LibTorch 1.13 has no reduce_scatter; an all-to-all moves the
+  // same bytes as a ring reduce-scatter, and the sum is then local.
+  at::Tensor reduceScatterSum(const at::Tensor &input) override {
+    at::Tensor in = rowsSplitEvenly(input);
+    at::Tensor out = at::empty_like(in);
+    std::vector<int64_t> even;
+    run("reduce_scatter",
+        [&] { return pg->alltoall_base(out, in, even, even); });
+    std::vector<int64_t> shape = in.sizes().vec();
+    shape[0] /= cfg.worldSize;
+    shape.insert(shape.begin(), cfg.worldSize);
+    return out.view(shape).sum(0);
+  }
+
   void send(const at::Tensor &t, int dst) override {
     std::vector<at::Tensor> ts{t.contiguous()};
     run("send", [&] { return pg->send(ts, dst, /*tag=*/0); });
@@ -152,6 +166,14 @@ private:
     if (gethostname(buf, sizeof(buf)) == 0)
       return buf;
     return a;
+  }
+
+  at::Tensor rowsSplitEvenly(const at::Tensor &t) const {
+    if (t.dim() == 0 || t.size(0) % cfg.worldSize)
+      throw Error(where("reduce_scatter") + "dim 0 of a " +
+                  std::to_string(t.dim()) + "-d tensor does not split into " +
+                  std::to_string(cfg.worldSize) + " equal parts");
+    return t.contiguous();
   }
 
   std::string where(const std::string &op) const {

@@ -39,6 +39,14 @@ at::Tensor gatherSlices(Communicator &c, const at::Tensor &mine, int64_t n) {
 
 } // namespace
 
+at::Tensor rlhf::zeroGradSlice(Communicator &zero, const at::Tensor &grad) {
+  int64_t n = grad.numel();
+  Slice sl = sliceOf(n, zero.rank(), zero.size());
+  at::Tensor padded = at::zeros({sl.chunk * zero.size()}, grad.options());
+  padded.narrow(0, 0, n).copy_(grad.reshape(-1));
+  return zero.reduceScatterSum(padded).narrow(0, 0, sl.len);
+}
+
 void Adam::step(ParamMap &params,
                 const std::map<std::string, at::Tensor> &grads,
                 Communicator *zero) {
@@ -59,8 +67,10 @@ void Adam::step(ParamMap &params,
       if (!param.is_contiguous())
         throw Error("ZeRO: parameter '" + name + "' is not contiguous");
       Slice sl = sliceOf(param.numel(), zero->rank(), zero->size());
+      if (g.numel() != sl.len)
+        throw Error("ZeRO: the gradient of '" + name +
+                    "' is not this rank's slice");
       p = param.view({-1}).narrow(0, sl.lo, sl.len);
-      g = g.reshape({-1}).narrow(0, sl.lo, sl.len);
       if (m1.defined() && !shapes.count(name)) { // whole: keep this slice
         m1 = m1.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
         m2 = m2.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
@@ -186,6 +196,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
                 std::to_string(o.microBatches) + " micro-batches");
   const int64_t perMicro = perMini / o.microBatches;
   const int tpSize = model.tpSize();
+  Communicator *zero = o.zero && o.dp && o.dp->size() > 1 ? o.dp : nullptr;
   model.setRecompute(o.recompute);
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
@@ -220,20 +231,28 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
       (sum / denom).backward();
       total += sum.item<double>();
     }
-    // Sum gradients over dp; global norm over the whole model.
+    // Sum gradients over dp (under ZeRO, each rank only its slices); global
+    // norm over the whole model.
     std::map<std::string, at::Tensor> grads;
     at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
     for (const ParamSpec &spec : llamaParams(model.config().shape)) {
       auto it = model.params().find(spec.name);
       if (it == model.params().end() || !it->second.grad().defined())
         continue;
-      at::Tensor g = it->second.grad().detach().clone();
-      if (o.dp)
-        o.dp->allReduceSum(g);
+      at::Tensor g;
+      if (zero) {
+        g = zeroGradSlice(*zero, it->second.grad());
+      } else {
+        g = it->second.grad().detach().clone();
+        if (o.dp)
+          o.dp->allReduceSum(g);
+      }
       double s2 = g.to(at::kDouble).pow(2).sum().item<double>();
       sq[spec.shard == Shard::Replicated ? 1 : 0] += s2;
       grads[spec.name] = g;
     }
+    if (zero) // the slices partition every parameter
+      zero->allReduceSum(sq);
     double sharded = sq[0].item<double>(), replicated = sq[1].item<double>();
     if (tpSize > 1) {
       at::Tensor s = at::full({1}, sharded, at::kDouble);
@@ -251,7 +270,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
     if (clip > 0 && norm > clip)
       for (auto &[n, g] : grads)
         g.mul_(clip / (norm + 1e-6));
-    opt.step(model.params(), grads, o.zero ? o.dp : nullptr);
+    opt.step(model.params(), grads, zero);
     at::Tensor l = at::full({1}, total, at::kDouble);
     if (o.dp)
       o.dp->allReduceSum(l);

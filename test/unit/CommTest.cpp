@@ -14,6 +14,10 @@ TEST(GlooComm, AllReduceAcrossTwoProcesses) {
     std::string out = ps[r].output();
     EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
     EXPECT_NE(out.find("all-reduce 1 ok (sum 3)"), std::string::npos) << out;
+    // rank r's first row: sum over ranks of 100 r' + 3 r = 100 + 6 r
+    std::string rs =
+        "reduce-scatter ok (first " + std::to_string(100 + 6 * r) + ")";
+    EXPECT_NE(out.find(rs), std::string::npos) << out;
   }
 }
 

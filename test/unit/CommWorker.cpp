@@ -1,9 +1,9 @@
 //===- CommWorker.cpp - worker process for the communicator tests ---------===//
 //
 // Joins the world from the rendezvous env vars and all-reduces a tensor
-// holding rank+1, twice. RLHF_TEST_STALL_RANK=r makes rank r print "stalled"
-// and sleep after the first all-reduce, so a test can kill it while the
-// others wait in the second one.
+// holding rank+1, twice, then reduce-scatters rows that differ per rank.
+// RLHF_TEST_STALL_RANK=r makes rank r print "stalled" and sleep after the first
+// all-reduce, so a test can kill it while the others wait in the second one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <unistd.h>
 
 int main() {
@@ -40,6 +41,23 @@ int main() {
           pause();
       }
     }
+    // Row i of rank r's [3n, 2] input holds (100 r + i, -i): this rank's
+    // rows of the sum are those of its third of dim 0.
+    at::Tensor i = at::arange(3 * n, at::kFloat).unsqueeze(1);
+    at::Tensor in = at::cat({i + 100 * rank, -i}, 1);
+    at::Tensor mine = comm.reduceScatterSum(in);
+    at::Tensor rows = i.narrow(0, 3 * rank, 3);
+    at::Tensor expected =
+        at::cat({n * rows + 100 * expect - 100 * n, -n * rows}, 1);
+    if (!mine.sizes().equals({3, 2}) || !at::equal(mine, expected)) {
+      std::ostringstream got;
+      got << mine;
+      std::fprintf(stderr, "rank %d: reduce-scatter gave\n%s\n", rank,
+                   got.str().c_str());
+      return 1;
+    }
+    std::printf("rank %d/%d: reduce-scatter ok (first %g)\n", rank, n,
+                mine[0][0].item<double>());
     comm.barrier();
     return 0;
   });

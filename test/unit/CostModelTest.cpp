@@ -77,6 +77,11 @@ TEST(CostModel, Llama2_7bTrainingMemoryByHand) {
   Estimate z = estimateCall(llama2_7b(), h100(), s, train(16, 512));
   EXPECT_DOUBLE_EQ(z.memory.weights, 2 * P / 8);
   EXPECT_DOUBLE_EQ(z.memory.optimizer, 12 * P / 8 / 2);
+  // Its reduce-scatter hides behind backward as the all-reduce does (half,
+  // by default); its all-gather after the step does not.
+  s.zero = false;
+  Estimate d = estimateCall(llama2_7b(), h100(), s, train(16, 512));
+  EXPECT_DOUBLE_EQ(z.time.dpComm, d.time.dpComm * 1.5);
 }
 
 // Generation of LLaMA-2 7B: the KV cache holds K and V of every token in

@@ -238,9 +238,11 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
     double localParams = stageParams / tp;
     double grads = kBf16 * localParams;
-    // ZeRO/FSDP gathers weights in forward and backward and reduce-scatters
-    // gradients: 1.5x the volume of an all-reduce.
-    double dpc = dp > 1 ? (1.0 - hw.eff.dpOverlap) * (s.zero ? 1.5 : 1.0) *
+    // ZeRO-1 replaces the all-reduce by a reduce-scatter, which overlaps
+    // backward like it, and an all-gather of the updated slices after the
+    // step, which cannot: each moves half an all-reduce's bytes.
+    double hidden = s.zero ? 0.5 : 1.0, exposed = s.zero ? 0.5 : 0.0;
+    double dpc = dp > 1 ? ((1.0 - hw.eff.dpOverlap) * hidden + exposed) *
                               allReduce(grads, dp, dpLink)
                         : 0.0;
     double optState = localParams / (s.zero ? dp : 1);

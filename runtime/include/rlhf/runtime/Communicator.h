@@ -29,6 +29,10 @@ public:
   virtual void broadcast(at::Tensor &tensor, int root) = 0;
   /// Concatenates every rank's `input` (same shape everywhere) along dim 0.
   virtual at::Tensor allGather(const at::Tensor &input) = 0;
+  /// Sums every rank's `input` (same shape everywhere, dim 0 a multiple of
+  /// size()) and returns this rank's part of the sum: rows
+  /// [rank * n / size, (rank + 1) * n / size) of dim 0.
+  virtual at::Tensor reduceScatterSum(const at::Tensor &input) = 0;
   virtual void send(const at::Tensor &tensor, int dst) = 0;
   virtual void recv(at::Tensor &tensor, int src) = 0;
 

@@ -54,7 +54,8 @@ class Adam {
 public:
   explicit Adam(AdamSettings s) : s(s) {}
   /// One update of every parameter with a gradient. `zero`, if it has more
-  /// than one rank, is the data-parallel group that shards the moments.
+  /// than one rank, is the data-parallel group that shards the moments; the
+  /// gradients are then this rank's slices (zeroGradSlice), else whole.
   void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads,
             Communicator *zero = nullptr);
   /// Gathers moments sharded by a ZeRO step back into whole tensors
@@ -84,6 +85,10 @@ private:
   Communicator *zeroGroup = nullptr;
   std::map<std::string, std::vector<int64_t>> shapes;
 };
+
+/// This rank's ZeRO slice (flat) of the sum of every member's `grad`: a
+/// reduce-scatter over `zero`, which moves half an all-reduce's bytes.
+at::Tensor zeroGradSlice(Communicator &zero, const at::Tensor &grad);
 
 struct TrainOptions {
   LossKind loss = LossKind::Sft;
