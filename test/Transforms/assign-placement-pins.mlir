@@ -2,6 +2,7 @@
 // RUN: rlhf-opt %s --rlhf-assign-placement=planner=heuristic | FileCheck %s
 // RUN: not rlhf-opt %s --rlhf-assign-placement=planner=manual 2>&1 | FileCheck %s --check-prefix=MANUAL
 // RUN: not rlhf-opt %s --rlhf-assign-placement=planner=bogus 2>&1 | FileCheck %s --check-prefix=BOGUS
+// RUN: not rlhf-opt %s --rlhf-assign-placement=budget=0 2>&1 | FileCheck %s --check-prefix=BUDGET
 // The planner never moves a pinned call, and places every other one.
 rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
@@ -21,3 +22,4 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %t = rlhf.train_step @actor sft(%s) minibatches 1 epochs 1 settings {} : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 // BOGUS: error: unknown planner 'bogus'; use search, heuristic, colocated, separated or manual
+// BUDGET: error: the search budget must be at least 1, got 0; pass --search-budget=N with N >= 1 (default 200000)

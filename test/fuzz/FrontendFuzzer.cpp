@@ -6,14 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhfc/Frontend/Frontend.h"
+#include "FuzzInput.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
-
-#include <cstddef>
-#include <cstdint>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
@@ -21,12 +16,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return mlir::success();
   });
   llvm::SourceMgr sm;
-  sm.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(
-          llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.rlhf"),
-      llvm::SMLoc());
-  rlhfc::FrontendOptions opts;
-  opts.stdlibDir = RLHF_STDLIB_DIR;
-  (void)rlhfc::loadProgram(sm, ctx, opts);
+  (void)loadFuzzInput(sm, ctx, data, size);
   return 0;
 }

@@ -256,12 +256,13 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       }
       // Keep every strategy on the whole cluster (the baselines pick there by
       // rule); elsewhere the fastest few per mesh.
+      const bool wholeCluster = size == p.gpus; // clang 14: no binding captures
       auto fastestFew = [&](std::vector<Candidate> &v) {
         std::sort(v.begin(), v.end(),
                   [](const Candidate &a, const Candidate &b) {
                     return a.time < b.time;
                   });
-        if (size != p.gpus && int(v.size()) > opts.maxCandidatesPerMesh)
+        if (!wholeCluster && int(v.size()) > opts.maxCandidatesPerMesh)
           v.resize(opts.maxCandidatesPerMesh);
       };
       fastestFew(here);

@@ -26,6 +26,12 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
                          << "'; use search, heuristic, colocated, separated or manual";
       return signalPassFailure();
     }
+    if (budget < 1) {
+      module.emitError()
+          << "the search budget must be at least 1, got " << int64_t(budget)
+          << "; pass --search-budget=N with N >= 1 (default 200000)";
+      return signalPassFailure();
+    }
     auto cal = loadCalibrationFor(module, calibration);
     if (failed(cal))
       return signalPassFailure();
@@ -44,6 +50,8 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
       }
       plan::SearchOptions opts;
       opts.budget = budget;
+      // One knob for the whole search; 10x keeps the default's 2M nodes.
+      opts.polishNodes = budget > INT64_MAX / 10 ? INT64_MAX : 10 * budget;
       opts.seed = seed;
       auto planned = plan::planAlgorithm(alg, *cal, *method, opts);
       if (failed(planned))

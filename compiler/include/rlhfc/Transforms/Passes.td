@@ -28,8 +28,8 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     annealing (single-call and whole-model mesh moves, restarts from the
     baselines and from plans that give each model all GPUs or one side of a
     cut at a node boundary), a
-    descent to the local optimum, then a branch-and-bound polish with a node
-    budget. `heuristic`, `colocated` and `separated` are the
+    descent to the local optimum, then a branch-and-bound polish of up to
+    10x `budget` nodes. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
     `@place` pins and requires one on every call. Pinned calls are never
     moved. Memory savers cost time, so the search offers them only where
@@ -41,7 +41,8 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     Option<"planner", "planner", "std::string", /*default=*/"\"search\"",
            "search, heuristic, colocated, separated or manual">,
     Option<"budget", "budget", "int64_t", /*default=*/"200000",
-           "assignments the annealing search may simulate">,
+           "assignments the annealing search may simulate (the polish "
+           "gets 10x as many nodes)">,
     Option<"seed", "seed", "uint64_t", /*default=*/"1", "search seed">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "JSON file of efficiency factors (docs/cost-model.md)">,
