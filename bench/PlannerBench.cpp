@@ -49,6 +49,14 @@ static llvm::cl::opt<std::string> calibrationFile(
     llvm::cl::desc("efficiency factors to price with instead of the presets' "
                    "(JSON, see docs/cost-model.md)"),
     llvm::cl::value_desc("file"), llvm::cl::cat(benchCat));
+static llvm::cl::opt<bool> ceiling(
+    "ceiling",
+    llvm::cl::desc("also print, per setting, a floor under any plan's "
+                   "iteration time (the proven optimum, else the planner's "
+                   "schedule-independent bounds with every call at its "
+                   "fastest), and the speedup over the heuristic that no "
+                   "plan can exceed under the cost model"),
+    llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -117,7 +125,7 @@ int main(int argc, char **argv) {
       "actor+critic", "GPUs", "gen", "heuristic", "colocated", "separated",
       "search", "vs best", "vs heur", "search s", "space", "optimum", "gap",
       "exact s");
-  double logSum = 0;
+  double logSum = 0, logCeiling = 0;
   int count = 0;
   for (size_t si = 0; si < settings.size(); ++si)
     for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
@@ -188,6 +196,7 @@ int main(int argc, char **argv) {
       // The proven optimum where the exact search finishes in time; it
       // starts from the search's plan as its incumbent.
       std::string optimum = "-", gap = "-", exactWall = "-";
+      double proven = INFINITY;
       if (s.gpus <= 16) {
         const std::optional<plan::Assignment> &a = searched;
         plan::ExactOptions eo;
@@ -202,6 +211,7 @@ int main(int argc, char **argv) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - e0)
                 .count();
         if (es.proven) {
+          proven = es.bestTime;
           optimum = formatv("{0:f2}s", es.bestTime).str();
           gap = formatv("{0:f1}%", 100.0 * (search - es.bestTime) / es.bestTime)
                     .str();
@@ -228,8 +238,23 @@ int main(int argc, char **argv) {
         logSum += std::log(heur / search);
         ++count;
       }
+      if (ceiling) {
+        // Every call at its fastest candidate, reallocations and transfers
+        // free: admissible, so no plan's time falls below it.
+        double floor = std::isfinite(proven)
+                           ? proven
+                           : plan::iterationBounds(
+                                 *p, plan::Assignment(p->calls.size(), -1))
+                                 .max();
+        llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
+                                heur / floor);
+        logCeiling += std::log(heur / floor);
+      }
     }
   llvm::outs() << formatv("geomean search/heuristic speedup: {0:f2}\n",
                           std::exp(logSum / std::max(1, count)));
+  if (ceiling)
+    llvm::outs() << formatv("geomean ceiling (no plan beats it): {0:f2}\n",
+                            std::exp(logCeiling / std::max(1, count)));
   return 0;
 }

@@ -23,9 +23,13 @@
 #include "rlhf/IR/RLHFDialect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -48,6 +52,59 @@ bool located(mlir::Location loc) {
 }
 
 } // namespace
+
+#ifdef RLHF_LIBFUZZER // the replay tool has no mutator to call
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
+
+/// Byte mutations rarely keep a program valid, so half the time replace one
+/// number by an extreme or awkward one instead: that is what reaches the
+/// planner, the cost model and lowering with odd sizes, batches and meshes.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
+                                          size_t maxSize, unsigned seed) {
+  static const char *const values[] = {"0",
+                                       "1",
+                                       "2",
+                                       "3",
+                                       "7",
+                                       "9",
+                                       "12",
+                                       "1000",
+                                       "65536",
+                                       "2147483647",
+                                       "2147483648",
+                                       "4294967296",
+                                       "9223372036854775807",
+                                       "99999999999999999999",
+                                       "0.0",
+                                       "1e308",
+                                       "1e-308",
+                                       "0.5",
+                                       "-1"};
+  std::vector<std::pair<size_t, size_t>> numbers; // [begin, end)
+  for (size_t i = 0; i < size;) {
+    if (!std::isdigit(data[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < size && (std::isalnum(data[j]) || data[j] == '.'))
+      ++j;
+    numbers.push_back({i, j});
+    i = j;
+  }
+  if (numbers.empty() || seed % 2)
+    return LLVMFuzzerMutate(data, size, maxSize);
+  auto [b, e] = numbers[(seed / 2) % numbers.size()];
+  llvm::StringRef v = values[(seed / 2 / numbers.size()) % std::size(values)];
+  if (size - (e - b) + v.size() > maxSize)
+    return LLVMFuzzerMutate(data, size, maxSize);
+  std::string out(reinterpret_cast<char *>(data), b);
+  out += v;
+  out.append(reinterpret_cast<char *>(data) + e, size - e);
+  std::memcpy(data, out.data(), out.size());
+  return out.size();
+}
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::DialectRegistry registry;

@@ -170,7 +170,21 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
                               p.hw.hostBw > 0 &&
                               !averaged.contains(p.models[m].name);
 
-  auto mesh = meshes(p.nodes, p.hw.gpusPerNode);
+  // Meshes grow with the square of the node count, and the search with
+  // them: 64 nodes of four 70B models take about 30 s on one core, 256 more
+  // than 5 minutes. Larger clusters are planned by hand.
+  constexpr int64_t kMaxPlannedNodes = 64;
+  bool anyFree =
+      llvm::any_of(p.calls, [](const Call &c) { return !c.host && !c.pinned; });
+  if (anyFree && p.nodes > kMaxPlannedNodes)
+    return cluster.emitError()
+           << "the planner searches clusters of at most " << kMaxPlannedNodes
+           << " nodes, and '" << cluster.getSymName() << "' has " << p.nodes
+           << "; plan on at most " << kMaxPlannedNodes
+           << " nodes, or pin every model call with @place(...) and compile "
+              "with --planner=manual";
+  auto mesh = anyFree ? meshes(p.nodes, p.hw.gpusPerNode)
+                      : std::vector<std::pair<int64_t, int64_t>>();
   p.cands.resize(p.calls.size());
   for (size_t ci = 0; ci < p.calls.size(); ++ci) {
     Call &c = p.calls[ci];
@@ -194,7 +208,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
                        ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
                        : c.shape.batch;
     // Train strategies that save memory for time: ZeRO (optimizer state
-    // sliced over dp, half as much dp traffic again), recomputation (one
+    // sliced over dp; its all-gather is not hidden), recomputation (one
     // forward pass more), and both. All of them when opts.trainSavers asks,
     // else those whose plain strategy does not fit, and only when nothing
     // else fits this call.

@@ -74,17 +74,49 @@ std::string savers(const cost::Strategy &s) {
   return on.empty() ? "-" : llvm::join(on, ", ");
 }
 
+/// The GPUs that get a lane: all of them on clusters of up to 256 GPUs, where
+/// an idle lane is worth seeing; above, only those the plan touches (events
+/// or resident memory), so a big cluster does not turn into a huge page.
+struct Lanes {
+  std::vector<int64_t> gpus;
+  std::vector<int64_t> row; ///< per GPU, its lane (-1: none)
+  int64_t hidden = 0;
+};
+Lanes lanesOf(const Problem &p, const SimResult &sim) {
+  constexpr int64_t kAllLanesUpTo = 256;
+  std::vector<char> used(p.gpus, p.gpus <= kAllLanesUpTo);
+  for (const Event &e : sim.events)
+    for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g)
+      used[g] = 1;
+  for (size_t g = 0; g < sim.peakMemory.size(); ++g)
+    used[g] |= sim.peakMemory[g] > 0;
+  Lanes l;
+  l.row.assign(p.gpus, -1);
+  for (int64_t g = 0; g < p.gpus; ++g)
+    if (used[g]) {
+      l.row[g] = int64_t(l.gpus.size());
+      l.gpus.push_back(g);
+    }
+  l.hidden = p.gpus - int64_t(l.gpus.size());
+  return l;
+}
+
 } // namespace
 
 void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
                             llvm::StringRef title, llvm::raw_ostream &os) {
   llvm::json::Array events;
   const int64_t gpn = p.hw.gpusPerNode;
-  for (int64_t n = 0; n < p.nodes; ++n)
-    events.push_back(llvm::json::Object{
-        {"ph", "M"}, {"name", "process_name"}, {"pid", n},
-        {"args", llvm::json::Object{{"name", formatv("node {0}", n).str()}}}});
-  for (int64_t g = 0; g < p.gpus; ++g)
+  const Lanes lanes = lanesOf(p, sim);
+  for (size_t i = 0; i < lanes.gpus.size(); ++i)
+    if (int64_t n = lanes.gpus[i] / gpn; i == 0 || lanes.gpus[i - 1] / gpn != n)
+      events.push_back(llvm::json::Object{
+          {"ph", "M"},
+          {"name", "process_name"},
+          {"pid", n},
+          {"args",
+           llvm::json::Object{{"name", formatv("node {0}", n).str()}}}});
+  for (int64_t g : lanes.gpus)
     events.push_back(llvm::json::Object{
         {"ph", "M"}, {"name", "thread_name"}, {"pid", g / gpn}, {"tid", g},
         {"args", llvm::json::Object{{"name", formatv("GPU {0}", g).str()}}}});
@@ -103,8 +135,10 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
                              {"dur", std::max(0.0, e.end - e.start) * 1e6},
                              {"args", std::move(args)}});
     }
-  for (int64_t g = 0; g < int64_t(sim.memoryTrace.size()); ++g)
-    for (auto [t, bytes] : sim.memoryTrace[g])
+  for (int64_t g : lanes.gpus)
+    for (auto [t, bytes] : g < int64_t(sim.memoryTrace.size())
+                               ? sim.memoryTrace[g]
+                               : std::vector<std::pair<double, double>>())
       events.push_back(llvm::json::Object{
           {"ph", "C"}, {"name", formatv("memory GPU {0} (GB)", g).str()},
           {"pid", g / gpn}, {"ts", t * 1e6},
@@ -123,7 +157,8 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   const double W = 1100, laneH = 18, left = 70, top = 30;
   const double span = std::max(sim.makespan, 1e-9);
   auto x = [&](double t) { return left + (W - left - 10) * t / span; };
-  const double ganttH = top + laneH * p.gpus + 30;
+  const Lanes lanes = lanesOf(p, sim);
+  const double ganttH = top + laneH * double(lanes.gpus.size()) + 30;
 
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
      << "<title>" << escape(title) << " — rlhfc timeline</title>\n"
@@ -149,6 +184,11 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                 "simulated iterations shown).</p>\n",
                 p.nodes, p.hw.gpusPerNode, escape(p.hw.name), ms(sim.iterationTime),
                 sim.events.empty() ? 0 : sim.events.back().iteration + 1);
+  if (lanes.hidden)
+    os << formatv(
+        "<p id=\"hidden-lanes\">{0} of the {1} GPUs run nothing in "
+        "this plan and hold no memory; their lanes are left out.</p>\n",
+        lanes.hidden, p.gpus);
   os << "<div class=\"legend\" id=\"legend\"></div>\n";
 
   // Gantt chart: one lane per GPU.
@@ -158,8 +198,8 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   os << "<defs><pattern id=\"hatch\" width=\"4\" height=\"4\" "
         "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
         "<rect width=\"2\" height=\"4\" fill=\"#d33\"/></pattern></defs>\n";
-  for (int64_t g = 0; g < p.gpus; ++g) {
-    double y = top + g * laneH;
+  for (int64_t g : lanes.gpus) {
+    double y = top + double(lanes.row[g]) * laneH;
     os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">GPU {1} (n{2})</text>"
                   "<line x1=\"{3}\" x2=\"{4}\" y1=\"{5}\" y2=\"{5}\" stroke=\"#eee\"/>\n",
                   y + 12, g, g / p.hw.gpusPerNode, left, W - 10, y + laneH);
@@ -172,7 +212,8 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
             ? kPalette[p.calls[e.call].model % (sizeof(kPalette) / sizeof(*kPalette))]
             : "";
     for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
-      double y = top + g * laneH + (e.kind == Event::Transfer ? laneH * 0.7 : 1);
+      double y = top + double(lanes.row[g]) * laneH +
+                 (e.kind == Event::Transfer ? laneH * 0.7 : 1);
       double h = e.kind == Event::Transfer ? laneH * 0.25 : laneH - 2;
       os << formatv("<rect class=\"{0}\" data-gpu=\"{1}\" data-name=\"{2}\" "
                     "data-iteration=\"{3}\" x=\"{4:f2}\" y=\"{5:f2}\" width=\"{6:f2}\" "
@@ -206,7 +247,9 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                 "usable {4:f1} GB</text>\n",
                 left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
                 p.memoryLimit / 1e9);
-  for (int64_t g = 0; g < int64_t(sim.memoryTrace.size()); ++g) {
+  for (int64_t g : lanes.gpus) {
+    if (g >= int64_t(sim.memoryTrace.size()))
+      break;
     std::string pts;
     double last = 0;
     for (auto [t, b] : sim.memoryTrace[g]) {

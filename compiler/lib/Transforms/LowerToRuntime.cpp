@@ -365,8 +365,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         break;
       }
     for (auto [gpu, bytes] : llvm::enumerate(peak))
-      e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
-             {prog, e.int64(loc, int64_t(gpu)), e.float64(loc, bytes)});
+      if (bytes > 0) // unset GPUs predict nothing: a big cluster stays small
+        e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,
+               {prog, e.int64(loc, int64_t(gpu)), e.float64(loc, bytes)});
     // rlhf_onload / rlhf_offload of an rlhf.onload / rlhf.offload's model in
     // its call's layout.
     auto hostMove = [&](auto op, StringRef fn, StringRef what, Value prog) {

@@ -32,7 +32,9 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     10x `budget` nodes. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
     `@place` pins and requires one on every call. Pinned calls are never
-    moved. Memory savers cost time, so the search offers them only where
+    moved. The planners take clusters of at most 64 nodes (a located error
+    on the cluster above that; pin every call and use `manual`). Memory
+    savers cost time, so the search offers them only where
     needed: recomputing activations to a train call that fits no other way,
     and, when no plan fits, offloading frozen models and recomputing in a
     second round.
