@@ -458,7 +458,12 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
     cur = fromStart ? starts[rs].second : best;
     double curScore = fromStart ? starts[rs].first : bestScore;
     double t0 = std::isfinite(curScore) ? 0.05 * curScore : 1.0;
+    const int64_t tick = std::max<int64_t>(1, restarts * perRestart / 10);
     for (int64_t i = 0; i < perRestart; ++i) {
+      if (o.progress && (rs * perRestart + i) % tick == 0)
+        o.progress("annealing",
+                   double(rs * perRestart + i) / (restarts * perRestart),
+                   bestScore);
       double temp = t0 * std::pow(1e-3, double(i) / perRestart);
       old = cur;
       if (!movable.empty() && unit(rng) < 0.25) {
@@ -504,6 +509,8 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
   // Descent: every single-call and whole-model move from the best plan, the
   // best of them taken, until none improves. Annealing ends near a local
   // optimum; this reaches it.
+  if (o.progress)
+    o.progress("descent", 1.0, bestScore);
   for (bool improved = true; improved;) {
     improved = false;
     Assignment next = best;
@@ -584,6 +591,8 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       // Polish: a branch-and-bound from the annealed plan, cut at a node
       // budget (deterministic, unlike a time limit).
       if (a && o.polishNodes > 0) {
+        if (o.progress)
+          o.progress("polishing", 1.0, st.bestTime);
         ExactStats ex;
         auto b = exactSearch(p, ExactOptions{o.polishNodes, 0}, ex, &*a);
         if (b) {

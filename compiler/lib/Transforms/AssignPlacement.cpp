@@ -5,6 +5,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+
 namespace rlhfc {
 #define GEN_PASS_DEF_RLHFASSIGNPLACEMENT
 #include "rlhfc/Transforms/Passes.h.inc"
@@ -53,6 +55,17 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
       // One knob for the whole search; 10x keeps the default's 2M nodes.
       opts.polishNodes = budget > INT64_MAX / 10 ? INT64_MAX : 10 * budget;
       opts.seed = seed;
+      if (progress)
+        opts.progress = [name = alg.getSymName().str()](
+                            llvm::StringRef stage, double done, double best) {
+          llvm::errs() << llvm::formatv("rlhfc: planning '{0}': {1}", name,
+                                        stage);
+          if (stage == "annealing")
+            llvm::errs() << llvm::formatv(" {0:f0}%", 100 * done);
+          if (std::isfinite(best))
+            llvm::errs() << llvm::formatv(", best {0:f3} s", best);
+          llvm::errs() << "\n";
+        };
       auto planned = plan::planAlgorithm(alg, *cal, *method, opts);
       if (failed(planned))
         return signalPassFailure();

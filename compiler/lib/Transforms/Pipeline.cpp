@@ -3,6 +3,8 @@
 #include "rlhfc/Transforms/Pipeline.h"
 #include "rlhfc/Transforms/Passes.h"
 
+#include "llvm/Support/Process.h"
+
 using namespace mlir;
 using namespace rlhfc;
 namespace cl = llvm::cl;
@@ -22,7 +24,11 @@ PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category)
       calibration("calibration",
                   cl::desc("JSON file of measured efficiency factors per "
                            "hardware preset (see docs/cost-model.md)"),
-                  cl::value_desc("file"), cl::init(""), cl::cat(category)) {}
+                  cl::value_desc("file"), cl::init(""), cl::cat(category)),
+      progress("progress",
+               cl::desc("Report the search's stage and best plan so far on "
+                        "stderr (default: when stderr is a terminal)"),
+               cl::cat(category)) {}
 
 PlanningOptions PlanningCLOptions::get() const {
   PlanningOptions o;
@@ -30,6 +36,9 @@ PlanningOptions PlanningCLOptions::get() const {
   o.budget = budget;
   o.seed = seed;
   o.calibration = calibration;
+  o.progress = progress == cl::BOU_UNSET
+                   ? llvm::sys::Process::StandardErrIsDisplayed()
+                   : progress == cl::BOU_TRUE;
   return o;
 }
 
@@ -41,6 +50,7 @@ void rlhfc::buildPlanningPipeline(OpPassManager &pm,
   place.budget = opts.budget;
   place.seed = opts.seed;
   place.calibration = opts.calibration;
+  place.progress = opts.progress;
   pm.addPass(createRLHFAssignPlacement(place));
   pm.addPass(createRLHFInsertRealloc());
   pm.addPass(createRLHFInsertTransfer());

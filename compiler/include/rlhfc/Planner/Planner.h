@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -179,6 +180,10 @@ struct SearchOptions {
   uint64_t seed = 1;
   int64_t exhaustiveLimit = 100000; ///< enumerate fully below this size
   int64_t polishNodes = 2'000'000;  ///< branch-and-bound nodes after annealing
+  /// Called as the search goes: its stage ("annealing", "descent",
+  /// "polishing"), the fraction of the annealing budget spent, and the best
+  /// predicted iteration time so far (seconds; infinite before one fits).
+  std::function<void(llvm::StringRef stage, double done, double best)> progress;
 };
 
 struct SearchStats {

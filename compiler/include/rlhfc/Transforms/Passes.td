@@ -48,6 +48,8 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     Option<"seed", "seed", "uint64_t", /*default=*/"1", "search seed">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "JSON file of efficiency factors (docs/cost-model.md)">,
+    Option<"progress", "progress", "bool", /*default=*/"false",
+           "report the search's stage and best plan so far on stderr">,
   ];
 }
 

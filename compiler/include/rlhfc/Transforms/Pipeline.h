@@ -21,11 +21,12 @@ struct PlanningOptions {
   int64_t budget = 200000;        ///< assignments the search may simulate
   uint64_t seed = 1;
   std::string calibration; ///< JSON file of efficiency factors, or ""
+  bool progress = false;   ///< report the search's progress on stderr
 };
 
 /// PlanningOptions as command-line flags (--planner, --search-budget, --seed,
-/// --calibration), one set for every tool that plans (rlhfc, the language
-/// server). Construct it before llvm::cl::ParseCommandLineOptions.
+/// --calibration, --progress), one set for every tool that plans (rlhfc, the
+/// language server). Construct it before llvm::cl::ParseCommandLineOptions.
 class PlanningCLOptions {
 public:
   explicit PlanningCLOptions(llvm::cl::OptionCategory &category);
@@ -36,6 +37,7 @@ private:
   llvm::cl::opt<int64_t> budget;
   llvm::cl::opt<uint64_t> seed;
   llvm::cl::opt<std::string> calibration;
+  llvm::cl::opt<llvm::cl::boolOrDefault> progress;
 };
 
 /// Adds infer-shapes, assign-placement, insert-realloc, insert-transfer,
