@@ -112,12 +112,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
   ctx.getOrLoadDialect<mlir::rlhf::RLHFDialect>();
   unsigned errors = 0;
+  bool checked = false; // past Sema, which should catch every user error
   mlir::ScopedDiagnosticHandler check(&ctx, [&](mlir::Diagnostic &d) {
     if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
       return mlir::success();
     ++errors;
     if (!located(d.getLocation()))
       fail("an error without a source location: ", d.str());
+    // An op verifier speaks IR, not .rlhf: after Sema it means a check
+    // Sema lacks or a plan the planner should not have made.
+    if (checked && llvm::StringRef(d.str()).starts_with("'rlhf."))
+      fail("an IR verifier error reached the user: ", d.str());
     return mlir::success();
   });
   // RLHF_FUZZ_TRACE=1 says how far each input got (to check a corpus).
@@ -134,6 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::unique_ptr<rlhfc::sema::Program> prog = loadFuzzInput(sm, ctx, data, size);
   if (!prog)
     return failed("frontend");
+  checked = true;
   mlir::OwningOpRef<mlir::ModuleOp> module = rlhfc::mlirGen(*prog, ctx);
   if (!module)
     return failed("mlirgen");
