@@ -135,14 +135,15 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
                              {"dur", std::max(0.0, e.end - e.start) * 1e6},
                              {"args", std::move(args)}});
     }
-  for (int64_t g : lanes.gpus)
-    for (auto [t, bytes] : g < int64_t(sim.memoryTrace.size())
-                               ? sim.memoryTrace[g]
-                               : std::vector<std::pair<double, double>>())
+  for (int64_t g : lanes.gpus) {
+    if (g >= int64_t(sim.memoryTrace.size()))
+      break;
+    for (auto [t, bytes] : sim.memoryTrace[g])
       events.push_back(llvm::json::Object{
           {"ph", "C"}, {"name", formatv("memory GPU {0} (GB)", g).str()},
           {"pid", g / gpn}, {"ts", t * 1e6},
           {"args", llvm::json::Object{{"GB", bytes / 1e9}}}});
+  }
   llvm::json::Object root{
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ms"},
@@ -191,7 +192,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         lanes.hidden, p.gpus);
   os << "<div class=\"legend\" id=\"legend\"></div>\n";
 
-  // Gantt chart: one lane per GPU.
+  // Gantt chart: one lane per GPU shown.
   os << formatv("<svg id=\"gantt\" width=\"{0}\" height=\"{1}\" "
                 "xmlns=\"http://www.w3.org/2000/svg\">\n",
                 W, ganttH);
