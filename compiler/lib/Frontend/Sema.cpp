@@ -5,6 +5,7 @@
 #include "rlhfc/Frontend/Units.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "rlhf/IR/RLHFOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -1811,15 +1812,17 @@ private:
                             pl.tp, c->gpusPerNode));
       return;
     }
-    // Ranks are tp-major within the mesh: each run of tp GPUs is one group.
-    for (int64_t g = pl.firstGpu; c && g < pl.firstGpu + pl.numGpus; g += pl.tp)
-      if (g / c->gpusPerNode != (g + pl.tp - 1) / c->gpusPerNode) {
-        error(an.loc, formatv("the tensor-parallel group of GPUs [{0}:{1}] spans "
-                              "two nodes; start the mesh at a multiple of tp = {2} "
-                              "within a node",
-                              g, g + pl.tp, pl.tp));
-        return;
-      }
+    if (int64_t g = c ? mlir::rlhf::tpGroupAcrossNodes(pl.firstGpu, pl.numGpus,
+                                                       pl.tp, c->gpusPerNode)
+                      : -1;
+        g >= 0) {
+      error(an.loc,
+            formatv("the tensor-parallel group of GPUs [{0}:{1}] spans "
+                    "two nodes; start the mesh at a multiple of tp = {2} "
+                    "within a node",
+                    g, g + pl.tp, pl.tp));
+      return;
+    }
     const sema::Arch &arch = n.model->arch;
     if (arch.heads % pl.tp || arch.kvHeads % pl.tp) {
       error(an.loc, formatv("tp = {0} does not divide the {1} heads and {2} kv "

@@ -218,9 +218,8 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
       for (int64_t tp = 1; tp <= std::min(size, p.hw.gpusPerNode); tp *= 2) {
         if (size % tp || ms.heads % tp || ms.kvHeads % tp)
           continue;
-        // Across nodes, tp groups tile each node only if tp divides its
-        // GPUs (9 per node and tp = 2 would put a group on two nodes).
-        if (size > p.hw.gpusPerNode && p.hw.gpusPerNode % tp)
+        // With 9 GPUs per node, tp = 2 on whole nodes puts a group on two.
+        if (r::tpGroupAcrossNodes(first, size, tp, p.hw.gpusPerNode) >= 0)
           continue;
         const bool gen = c.shape.kind == cost::CallKind::Generate;
         for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {

@@ -80,7 +80,6 @@ std::string savers(const cost::Strategy &s) {
 struct Lanes {
   std::vector<int64_t> gpus;
   std::vector<int64_t> row; ///< per GPU, its lane (-1: none)
-  int64_t hidden = 0;
 };
 Lanes lanesOf(const Problem &p, const SimResult &sim) {
   constexpr int64_t kAllLanesUpTo = 256;
@@ -97,7 +96,6 @@ Lanes lanesOf(const Problem &p, const SimResult &sim) {
       l.row[g] = int64_t(l.gpus.size());
       l.gpus.push_back(g);
     }
-  l.hidden = p.gpus - int64_t(l.gpus.size());
   return l;
 }
 
@@ -185,11 +183,11 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                 "simulated iterations shown).</p>\n",
                 p.nodes, p.hw.gpusPerNode, escape(p.hw.name), ms(sim.iterationTime),
                 sim.events.empty() ? 0 : sim.events.back().iteration + 1);
-  if (lanes.hidden)
+  if (int64_t hidden = p.gpus - int64_t(lanes.gpus.size()))
     os << formatv(
         "<p id=\"hidden-lanes\">{0} of the {1} GPUs run nothing in "
         "this plan and hold no memory; their lanes are left out.</p>\n",
-        lanes.hidden, p.gpus);
+        hidden, p.gpus);
   os << "<div class=\"legend\" id=\"legend\"></div>\n";
 
   // Gantt chart: one lane per GPU shown.

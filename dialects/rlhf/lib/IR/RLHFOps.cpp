@@ -107,12 +107,13 @@ LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster, MeshAttr m
                              << mesh.getSize() << "> exceeds the "
                              << cluster.getNumGpus() << " GPUs of cluster @"
                              << cluster.getSymName();
-  int64_t gpn = cluster.getGpusPerNode(), tp = strategy.getTp();
-  for (int64_t g = mesh.getFirst(); g < mesh.getFirst() + mesh.getSize(); g += tp)
-    if (g / gpn != (g + tp - 1) / gpn)
-      return op->emitOpError() << what << "tensor-parallel group of " << tp
-                               << " GPUs starting at GPU " << g
-                               << " spans two nodes; tp must stay within a node";
+  int64_t tp = strategy.getTp();
+  if (int64_t g = tpGroupAcrossNodes(mesh.getFirst(), mesh.getSize(), tp,
+                                     cluster.getGpusPerNode());
+      g >= 0)
+    return op->emitOpError() << what << "tensor-parallel group of " << tp
+                             << " GPUs starting at GPU " << g
+                             << " spans two nodes; tp must stay within a node";
   return success();
 }
 

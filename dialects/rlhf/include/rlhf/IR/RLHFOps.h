@@ -27,6 +27,17 @@ inline bool isModelCall(Operation *op) {
   return isa<GenerateOp, InferenceOp, TrainStepOp>(op);
 }
 
+/// The first GPU of a tensor-parallel group that spans two nodes, on a mesh
+/// of `size` GPUs from `first` (ranks are tp-major: each run of tp GPUs is
+/// one group), or -1 when every group stays inside a node.
+inline int64_t tpGroupAcrossNodes(int64_t first, int64_t size, int64_t tp,
+                                  int64_t gpusPerNode) {
+  for (int64_t g = first; g < first + size; g += tp)
+    if (g / gpusPerNode != (g + tp - 1) / gpusPerNode)
+      return g;
+  return -1;
+}
+
 } // namespace mlir::rlhf
 
 #endif // RLHF_IR_RLHFOPS_H
