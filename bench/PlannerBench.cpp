@@ -239,13 +239,16 @@ int main(int argc, char **argv) {
         ++count;
       }
       if (ceiling) {
-        // Every call at its fastest candidate, reallocations and transfers
-        // free: admissible, so no plan's time falls below it.
-        double floor = std::isfinite(proven)
-                           ? proven
-                           : plan::iterationBounds(
-                                 *p, plan::Assignment(p->calls.size(), -1))
-                                 .max();
+        // The proven optimum where the exact search finished, else the
+        // relaxed problem's optimum (admissible: no plan's time is lower).
+        double floor = proven;
+        if (!std::isfinite(floor)) {
+          floor =
+              plan::iterationBounds(*p, plan::Assignment(p->calls.size(), -1))
+                  .max();
+          if (std::optional<double> relaxed = plan::relaxedFloor(*p))
+            floor = std::max(floor, *relaxed);
+        }
         llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
                                 heur / floor);
         logCeiling += std::log(heur / floor);

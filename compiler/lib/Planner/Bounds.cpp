@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhfc/Planner/Planner.h"
+#include "Cycle.h"
 
 #include <algorithm>
 
@@ -38,19 +38,10 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
     return p.calls[c].host ? 0.0 : known(c) ? cand(c).time : p.fastestTime(c);
   };
 
-  // Calls of each model in program order; the previous call of the same
-  // model (cyclically) is where its parameters come from.
-  std::vector<std::vector<size_t>> callsOf(p.models.size());
-  for (size_t c = 0; c < n; ++c)
-    if (!p.calls[c].host)
-      callsOf[p.calls[c].model].push_back(c);
-  std::vector<int> prevOf(n, -1);
-  for (auto &cs : callsOf)
-    for (size_t i = 0; i < cs.size(); ++i)
-      prevOf[cs[i]] = int(cs[(i + cs.size() - 1) % cs.size()]);
+  ModelCalls mc(p);
   // Reallocation into `c`, when both layouts are known (0 otherwise: a bound).
   auto reallocInto = [&](size_t c) {
-    int q = prevOf[c];
+    int q = mc.prev[c];
     if (!known(c) || q < 0 || !known(size_t(q)) ||
         sameLayout(cand(q).s, cand(c).s))
       return 0.0;
@@ -72,7 +63,7 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
       work[g] += k.time;
     area += k.time * double(k.devices);
     if (double rt = reallocInto(c); rt > 0) {
-      const Candidate &f = cand(size_t(prevOf[c]));
+      const Candidate &f = cand(size_t(mc.prev[c]));
       int64_t lo = std::min(f.s.firstGpu, k.s.firstGpu);
       int64_t hi = std::max(f.s.firstGpu + f.devices, k.s.firstGpu + k.devices);
       for (int64_t g = lo; g < hi; ++g)
@@ -84,34 +75,18 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
     b.busiestGpu = std::max(b.busiestGpu, w);
   b.area = area / double(std::max<int64_t>(1, p.gpus));
 
-  // Longest chain from each model's first call to its last, over data edges
-  // (with transfers between known meshes) and same-model edges (with
-  // reallocations between known layouts).
-  std::vector<double> dist(n);
-  for (auto &cs : callsOf) {
-    if (cs.empty())
-      continue;
-    size_t first = cs.front(), last = cs.back();
-    std::fill(dist.begin(), dist.end(), -1.0);
-    dist[first] = reallocInto(first) + timeOf(first);
-    for (size_t c = first + 1; c <= last; ++c) {
-      double ready = -1;
-      for (auto [d, bytes] : p.calls[c].deps) {
-        if (dist[d] < 0)
-          continue;
-        double t = dist[d];
-        if (known(c) && known(d))
-          t += cost::estimateTransfer(bytes, p.hw, cand(d).s, cand(c).s).time;
-        ready = std::max(ready, t);
-      }
-      // The previous call of the same model in this iteration.
-      if (!p.calls[c].host && prevOf[c] < int(c) && dist[prevOf[c]] >= 0)
-        ready = std::max(ready, dist[prevOf[c]] + reallocInto(c));
-      if (ready >= 0)
-        dist[c] = ready + timeOf(c);
-    }
-    b.cycle = std::max(b.cycle, dist[last]);
-  }
+  // Longest chain from each model's first call to its last, with transfers
+  // between known meshes and reallocations between known layouts.
+  std::vector<double> dist;
+  b.cycle = longestCycle(
+      p, mc, dist, timeOf,
+      [&](size_t d, size_t c, double bytes) {
+        return known(c) && known(d)
+                   ? cost::estimateTransfer(bytes, p.hw, cand(d).s, cand(c).s)
+                         .time
+                   : 0.0;
+      },
+      reallocInto);
   return b;
 }
 

@@ -147,6 +147,14 @@ struct IterationBounds {
 };
 IterationBounds iterationBounds(const Problem &p, const Assignment &a);
 
+/// The least max(cycle, area) over all assignments, with reallocations,
+/// transfers, placement and memory ignored: a floor of every plan's
+/// iteration time, tighter than iterationBounds with every call at its
+/// fastest. Nullopt when the branch-and-bound exceeds `nodeLimit`.
+std::optional<double> relaxedFloor(const Problem &p,
+                                   int64_t nodeLimit = 100'000'000,
+                                   Assignment *witness = nullptr);
+
 /// The peak memory that every completion of a partial assignment reaches on
 /// some GPU (the models' resting weights, where known, optimizer state and
 /// the largest working set); `gpu` receives that GPU.
