@@ -37,15 +37,15 @@ int main() {
     AdamSettings as;
     Adam plain(as), zero(as);
     auto step = [&](Adam &opt, ParamMap &params, Communicator *group) {
+      std::vector<at::Tensor> local;
+      for (auto &[n, g] : grads)
+        local.push_back(g);
+      std::vector<at::Tensor> sums =
+          reduceGradients(group ? *group : world, local, group != nullptr);
       std::map<std::string, at::Tensor> reduced;
-      for (auto &[n, g] : grads) {
-        if (group) {
-          reduced[n] = zeroGradSlice(*group, g);
-          continue;
-        }
-        reduced[n] = g.clone();
-        world.allReduceSum(reduced[n]);
-      }
+      size_t i = 0;
+      for (auto &[n, g] : grads)
+        reduced[n] = sums[i++];
       opt.step(params, reduced, group);
     };
     const int steps = 5;

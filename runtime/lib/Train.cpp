@@ -28,23 +28,109 @@ Slice sliceOf(int64_t n, int r, int k) {
   return {lo, std::min(chunk, n - lo), chunk};
 }
 
-/// Every rank's slice of `n` elements, padded to the chunk, gathered into
-/// the whole flat tensor.
-at::Tensor gatherSlices(Communicator &c, const at::Tensor &mine, int64_t n) {
-  Slice sl = sliceOf(n, c.rank(), c.size());
-  at::Tensor padded = at::zeros({sl.chunk}, mine.options());
-  padded.narrow(0, 0, sl.len).copy_(mine.reshape(-1));
-  return c.allGather(padded).narrow(0, 0, n);
+/// Runs of consecutive tensors of one dtype, of about `bucketBytes` each:
+/// one collective per run instead of one per parameter (as DDP buckets).
+template <typename F>
+void forEachBucket(const std::vector<at::Tensor> &ts, int64_t bucketBytes,
+                   F f) {
+  size_t begin = 0;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (i > begin && ts[i].scalar_type() != ts[begin].scalar_type()) {
+      f(begin, i);
+      begin = i, bytes = 0;
+    }
+    bytes += ts[i].numel() * int64_t(ts[i].element_size());
+    if (bytes >= bucketBytes) {
+      f(begin, i + 1);
+      begin = i + 1, bytes = 0;
+    }
+  }
+  if (begin < ts.size())
+    f(begin, ts.size());
+}
+
+/// Offsets of each tensor's padded ZeRO slice in a row of the bucket
+/// [b, e) of tensors of `n(i)` elements, over `k` ranks.
+template <typename N>
+std::vector<int64_t> sliceOffsets(size_t b, size_t e, int k, N n) {
+  std::vector<int64_t> off(e - b + 1, 0);
+  for (size_t i = b; i < e; ++i)
+    off[i - b + 1] = off[i - b] + sliceOf(n(i), 0, k).chunk;
+  return off;
+}
+
+/// Copies between a flat tensor of `n` elements and `rows`, a [k, chunk]
+/// view holding its padded ZeRO slices one per row (padding untouched).
+void flatToRows(const at::Tensor &flat, int64_t n, at::Tensor rows) {
+  int64_t chunk = rows.size(1), full = n / chunk, rem = n % chunk;
+  rows.narrow(0, 0, full)
+      .copy_(flat.narrow(0, 0, full * chunk).view({full, chunk}));
+  if (rem)
+    rows[full].narrow(0, 0, rem).copy_(flat.narrow(0, full * chunk, rem));
+}
+void rowsToFlat(const at::Tensor &rows, int64_t n, at::Tensor flat) {
+  int64_t chunk = rows.size(1), full = n / chunk, rem = n % chunk;
+  flat.narrow(0, 0, full * chunk)
+      .view({full, chunk})
+      .copy_(rows.narrow(0, 0, full));
+  if (rem)
+    flat.narrow(0, full * chunk, rem).copy_(rows[full].narrow(0, 0, rem));
+}
+
+/// Every rank's slice (`mine[i]` this rank's) gathered into `whole[i]`, a
+/// flat contiguous tensor.
+void gatherSlices(Communicator &c, const std::vector<at::Tensor> &mine,
+                  const std::vector<at::Tensor> &whole) {
+  const int k = c.size();
+  forEachBucket(mine, kGradientBucketBytes, [&](size_t b, size_t e) {
+    // This rank's padded slices side by side; the gather stacks the ranks'.
+    auto off =
+        sliceOffsets(b, e, k, [&](size_t i) { return whole[i].numel(); });
+    at::Tensor row = at::zeros({off.back()}, mine[b].options());
+    for (size_t i = b; i < e; ++i)
+      row.narrow(0, off[i - b], mine[i].numel()).copy_(mine[i].reshape(-1));
+    at::Tensor all = c.allGather(row).view({k, off.back()});
+    for (size_t i = b; i < e; ++i)
+      rowsToFlat(all.narrow(1, off[i - b], off[i - b + 1] - off[i - b]),
+                 whole[i].numel(), whole[i]);
+  });
 }
 
 } // namespace
 
-at::Tensor rlhf::zeroGradSlice(Communicator &zero, const at::Tensor &grad) {
-  int64_t n = grad.numel();
-  Slice sl = sliceOf(n, zero.rank(), zero.size());
-  at::Tensor padded = at::zeros({sl.chunk * zero.size()}, grad.options());
-  padded.narrow(0, 0, n).copy_(grad.reshape(-1));
-  return zero.reduceScatterSum(padded).narrow(0, 0, sl.len);
+std::vector<at::Tensor>
+rlhf::reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
+                      bool zero, int64_t bucketBytes) {
+  std::vector<at::Tensor> out(grads.size());
+  const int k = group.size(), r = group.rank();
+  forEachBucket(grads, bucketBytes, [&](size_t b, size_t e) {
+    if (!zero) {
+      std::vector<at::Tensor> flat;
+      for (size_t i = b; i < e; ++i)
+        flat.push_back(grads[i].reshape(-1));
+      at::Tensor sum = at::cat(flat);
+      group.allReduceSum(sum);
+      int64_t at = 0;
+      for (size_t i = b; i < e; ++i) {
+        out[i] = sum.narrow(0, at, grads[i].numel()).view(grads[i].sizes());
+        at += grads[i].numel();
+      }
+      return;
+    }
+    // Row q holds rank q's padded slice of every gradient of the bucket, so
+    // the reduce-scatter leaves each rank the sums of its own slices.
+    auto off =
+        sliceOffsets(b, e, k, [&](size_t i) { return grads[i].numel(); });
+    at::Tensor rows = at::zeros({k, off.back()}, grads[b].options());
+    for (size_t i = b; i < e; ++i)
+      flatToRows(grads[i].reshape(-1), grads[i].numel(),
+                 rows.narrow(1, off[i - b], off[i - b + 1] - off[i - b]));
+    at::Tensor mine = group.reduceScatterSum(rows.view({-1}));
+    for (size_t i = b; i < e; ++i)
+      out[i] = mine.narrow(0, off[i - b], sliceOf(grads[i].numel(), r, k).len);
+  });
+  return out;
 }
 
 void Adam::step(ParamMap &params,
@@ -57,6 +143,8 @@ void Adam::step(ParamMap &params,
     unshard();
   ++t;
   double bc1 = 1 - std::pow(s.beta1, double(t)), bc2 = 1 - std::pow(s.beta2, double(t));
+  // Under ZeRO, the updated slices, gathered into the parameters at the end.
+  std::vector<at::Tensor> whole, slices;
   for (auto &[name, param] : params) {
     auto git = grads.find(name);
     if (git == grads.end() || !git->second.defined())
@@ -87,9 +175,13 @@ void Adam::step(ParamMap &params,
     if (s.weightDecay > 0)
       p.mul_(1 - s.lr * s.weightDecay);
     p.addcdiv_(m1, denom, -s.lr / bc1);
-    if (zero) // every member's updated slice, into the whole parameter
-      param.view({-1}).copy_(gatherSlices(*zero, p, param.numel()));
+    if (zero) {
+      whole.push_back(param.view({-1}));
+      slices.push_back(p);
+    }
   }
+  if (zero) // every member's updated slices, into the whole parameters
+    gatherSlices(*zero, slices, whole);
   zeroGroup = zero;
 }
 
@@ -98,13 +190,23 @@ void Adam::unshard() {
     return;
   at::NoGradGuard ng;
   // Sorted by name, so every member gathers the same tensors in turn.
+  std::vector<at::Tensor *> moms;
+  std::vector<const std::vector<int64_t> *> shapeOf;
+  std::vector<at::Tensor> slices, whole;
   for (auto &[name, shape] : shapes) {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    for (at::Tensor *mom : {&m[name], &v[name]})
-      *mom = gatherSlices(*zeroGroup, *mom, n).view(shape).clone();
+    for (at::Tensor *mom : {&m[name], &v[name]}) {
+      moms.push_back(mom);
+      shapeOf.push_back(&shape);
+      slices.push_back(*mom);
+      whole.push_back(at::empty({n}, mom->options()));
+    }
   }
+  gatherSlices(*zeroGroup, slices, whole);
+  for (size_t i = 0; i < moms.size(); ++i)
+    *moms[i] = whole[i].view(*shapeOf[i]);
   shapes.clear();
   zeroGroup = nullptr;
 }
@@ -233,23 +335,31 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch
     }
     // Sum gradients over dp (under ZeRO, each rank only its slices); global
     // norm over the whole model.
-    std::map<std::string, at::Tensor> grads;
-    at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
-    for (const ParamSpec &spec : llamaParams(model.config().shape)) {
+    std::vector<const ParamSpec *> specs;
+    std::vector<at::Tensor> local;
+    std::vector<ParamSpec> all = llamaParams(model.config().shape);
+    for (const ParamSpec &spec : all) {
       auto it = model.params().find(spec.name);
       if (it == model.params().end() || !it->second.grad().defined())
         continue;
-      at::Tensor g;
-      if (zero) {
-        g = zeroGradSlice(*zero, it->second.grad());
-      } else {
-        g = it->second.grad().detach().clone();
-        if (o.dp)
-          o.dp->allReduceSum(g);
-      }
+      specs.push_back(&spec);
+      local.push_back(it->second.grad().detach());
+    }
+    std::vector<at::Tensor> reduced;
+    if (zero)
+      reduced = reduceGradients(*zero, local, /*zero=*/true);
+    else if (o.dp)
+      reduced = reduceGradients(*o.dp, local, /*zero=*/false);
+    else
+      for (const at::Tensor &g : local)
+        reduced.push_back(g.clone());
+    std::map<std::string, at::Tensor> grads;
+    at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const at::Tensor &g = reduced[i];
       double s2 = g.to(at::kDouble).pow(2).sum().item<double>();
-      sq[spec.shard == Shard::Replicated ? 1 : 0] += s2;
-      grads[spec.name] = g;
+      sq[specs[i]->shard == Shard::Replicated ? 1 : 0] += s2;
+      grads[specs[i]->name] = g;
     }
     if (zero) // the slices partition every parameter
       zero->allReduceSum(sq);

@@ -18,6 +18,8 @@ TEST(GlooComm, AllReduceAcrossTwoProcesses) {
     std::string rs =
         "reduce-scatter ok (first " + std::to_string(100 + 6 * r) + ")";
     EXPECT_NE(out.find(rs), std::string::npos) << out;
+    EXPECT_NE(out.find("bucketed all-reduce ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("bucketed reduce-scatter ok"), std::string::npos) << out;
   }
 }
 

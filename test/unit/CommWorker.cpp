@@ -1,7 +1,8 @@
 //===- CommWorker.cpp - worker process for the communicator tests ---------===//
 //
 // Joins the world from the rendezvous env vars and all-reduces a tensor
-// holding rank+1, twice, then reduce-scatters rows that differ per rank.
+// holding rank+1, twice, then reduce-scatters rows that differ per rank, then
+// reduces gradients of mixed shapes and dtypes in buckets of a few bytes.
 // RLHF_TEST_STALL_RANK=r makes rank r print "stalled" and sleep after the first
 // all-reduce, so a test can kill it while the others wait in the second one.
 //
@@ -9,6 +10,7 @@
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
 
@@ -58,6 +60,49 @@ int main() {
     }
     std::printf("rank %d/%d: reduce-scatter ok (first %g)\n", rank, n,
                 mine[0][0].item<double>());
+    // Gradients of mixed sizes (some not divisible by n) and dtypes, in
+    // buckets of 40 bytes: several per bucket, buckets split by dtype, and
+    // tensors larger than a bucket. Element j of rank r's tensor t is
+    // 1000 t + j + r, so the sum is n (1000 t + j) + expect - n.
+    const std::vector<std::vector<int64_t>> shapes = {
+        {5}, {3, 4}, {7}, {1}, {2, 9}};
+    std::vector<at::Tensor> grads;
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      auto dtype = t == 2 ? at::kDouble : at::kFloat;
+      int64_t numel = 1;
+      for (int64_t d : shapes[t])
+        numel *= d;
+      grads.push_back(
+          (at::arange(numel, dtype) + 1000.0 * t + rank).view(shapes[t]));
+    }
+    for (bool zero : {false, true}) {
+      std::vector<at::Tensor> sums =
+          rlhf::reduceGradients(comm, grads, zero, /*bucketBytes=*/40);
+      for (size_t t = 0; t < grads.size(); ++t) {
+        at::Tensor want =
+            (at::arange(grads[t].numel(), grads[t].options()) + 1000.0 * t) *
+                n +
+            expect - n;
+        if (zero) { // this rank's slice of the flat sum
+          int64_t chunk = (want.numel() + n - 1) / n;
+          int64_t lo = std::min<int64_t>(want.numel(), rank * chunk);
+          want = want.narrow(0, lo, std::min(chunk, want.numel() - lo));
+        } else {
+          want = want.view(shapes[t]);
+        }
+        if (!sums[t].sizes().equals(want.sizes()) ||
+            !at::equal(sums[t], want)) {
+          std::ostringstream got;
+          got << sums[t];
+          std::fprintf(
+              stderr, "rank %d: bucketed %s of gradient %zu gave\n%s\n", rank,
+              zero ? "reduce-scatter" : "all-reduce", t, got.str().c_str());
+          return 1;
+        }
+      }
+      std::printf("rank %d/%d: bucketed %s ok\n", rank, n,
+                  zero ? "reduce-scatter" : "all-reduce");
+    }
     comm.barrier();
     return 0;
   });

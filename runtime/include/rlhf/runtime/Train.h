@@ -55,7 +55,7 @@ public:
   explicit Adam(AdamSettings s) : s(s) {}
   /// One update of every parameter with a gradient. `zero`, if it has more
   /// than one rank, is the data-parallel group that shards the moments; the
-  /// gradients are then this rank's slices (zeroGradSlice), else whole.
+  /// gradients are then this rank's slices (reduceGradients), else whole.
   void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads,
             Communicator *zero = nullptr);
   /// Gathers moments sharded by a ZeRO step back into whole tensors
@@ -86,9 +86,16 @@ private:
   std::map<std::string, std::vector<int64_t>> shapes;
 };
 
-/// This rank's ZeRO slice (flat) of the sum of every member's `grad`: a
-/// reduce-scatter over `zero`, which moves half an all-reduce's bytes.
-at::Tensor zeroGradSlice(Communicator &zero, const at::Tensor &grad);
+constexpr int64_t kGradientBucketBytes = int64_t(32) << 20;
+
+/// The sums over `group` of every member's `grads` (the same shapes, in the
+/// same order on every member), one collective per bucket of about
+/// `bucketBytes`. With `zero`, a reduce-scatter, which moves half an
+/// all-reduce's bytes: each member receives only its ZeRO slice (flat) of
+/// each sum.
+std::vector<at::Tensor>
+reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
+                bool zero, int64_t bucketBytes = kGradientBucketBytes);
 
 struct TrainOptions {
   LossKind loss = LossKind::Sft;
