@@ -52,10 +52,10 @@ static llvm::cl::opt<std::string> calibrationFile(
 static llvm::cl::opt<bool> ceiling(
     "ceiling",
     llvm::cl::desc("also print, per setting, a floor under any plan's "
-                   "iteration time (the proven optimum, else the planner's "
-                   "schedule-independent bounds with every call at its "
-                   "fastest), and the speedup over the heuristic that no "
-                   "plan can exceed under the cost model"),
+                   "iteration time (the proven optimum, else the optimum "
+                   "of a relaxed problem without placement or "
+                   "reallocations), and the speedup over the heuristic that "
+                   "no plan can exceed under the cost model"),
     llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),

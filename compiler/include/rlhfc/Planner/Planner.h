@@ -147,10 +147,13 @@ struct IterationBounds {
 };
 IterationBounds iterationBounds(const Problem &p, const Assignment &a);
 
-/// The least max(cycle, area) over all assignments, with reallocations,
-/// transfers, placement and memory ignored: a floor of every plan's
-/// iteration time, tighter than iterationBounds with every call at its
-/// fastest. Nullopt when the branch-and-bound exceeds `nodeLimit`.
+/// A floor of every plan's iteration time, no lower than iterationBounds
+/// with every call at its fastest: over one candidate per call, the least
+/// largest of the model cycle, the GPU-seconds over the GPU count and the
+/// time of calls that must share a GPU, with reallocations, transfers and
+/// placement dropped and memory checked summed and averaged (Floor.cpp).
+/// Infinite when not even each call's least memory fits; nullopt when the
+/// branch-and-bound exceeds `nodeLimit`. `witness` receives the picks.
 std::optional<double> relaxedFloor(const Problem &p,
                                    int64_t nodeLimit = 100'000'000,
                                    Assignment *witness = nullptr);
