@@ -246,8 +246,13 @@ int main(int argc, char **argv) {
           floor =
               plan::iterationBounds(*p, plan::Assignment(p->calls.size(), -1))
                   .max();
-          if (std::optional<double> relaxed = plan::relaxedFloor(*p))
+          plan::Assignment picks;
+          if (std::optional<double> relaxed =
+                  plan::relaxedFloor(*p, 100'000'000, &picks)) {
             floor = std::max(floor, *relaxed);
+            if (show && !picks.empty())
+              print("relaxed floor's picks (placement not checked)", picks);
+          }
         }
         llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
                                 heur / floor);

@@ -10,6 +10,8 @@
 #include "TinyProblem.h"
 #include "rlhfc/Planner/Planner.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -144,6 +146,54 @@ TEST(ExactSearch, BoundsAreAdmissibleOnRandomPartialAssignments) {
       EXPECT_LE(lb, best);
     }
   }
+}
+
+TEST(IterationBounds, WindowsHoldCallsThatNeverOverlap) {
+  Problem p = tinyProblem(24, 72e9);
+  // Calls: 0 generate @actor, 1 inference @critic, 2 gae (host),
+  // 3 train @actor, 4 train @critic. Generation may overlap the critic's
+  // training, and the two trainings each other; no other pair may.
+  auto inOne = [&](size_t x, size_t y) {
+    return llvm::any_of(p.windows(), [&](const Problem::Window &w) {
+      return llvm::is_contained(w.serial, x) &&
+             (llvm::is_contained(w.serial, y) ||
+              llvm::is_contained(w.apart, y));
+    });
+  };
+  EXPECT_TRUE(inOne(0, 3) && inOne(0, 1) && inOne(1, 3) && inOne(1, 4));
+  EXPECT_FALSE(inOne(0, 4) || inOne(4, 0) || inOne(3, 4) || inOne(4, 3));
+  forEachCompletion(p, Assignment(p.calls.size(), -1),
+                    [&](const Assignment &a) {
+                      SimResult r = simulate(p, a, 4, true);
+                      auto span = [&](size_t c) {
+                        std::vector<std::pair<double, double>> out;
+                        for (const Event &e : r.events)
+                          if (e.kind == Event::Call && size_t(e.call) == c)
+                            out.push_back({e.start, e.end});
+                        return out;
+                      };
+                      auto overlap = [&](size_t x, size_t y) {
+                        for (auto [s1, e1] : span(x))
+                          for (auto [s2, e2] : span(y))
+                            if (s1 < e2 - 1e-12 && s2 < e1 - 1e-12)
+                              return true;
+                        return false;
+                      };
+                      for (const Problem::Window &w : p.windows())
+                        for (size_t x : w.serial) {
+                          for (size_t y : w.serial)
+                            if (x != y)
+                              ASSERT_FALSE(overlap(x, y)) << x << " and " << y;
+                          for (size_t y : w.apart)
+                            ASSERT_FALSE(overlap(x, y)) << x << " and " << y;
+                        }
+                    });
+  // With every call at its fastest and its least GPU-seconds, the window
+  // (generation and actor training alone, the critic's inference beside
+  // neither) is the tightest bound.
+  IterationBounds b = iterationBounds(p, Assignment(p.calls.size(), -1));
+  EXPECT_GT(b.window, std::max({b.busiestGpu, b.cycle, b.area}))
+      << b.window << " " << b.busiestGpu << " " << b.cycle << " " << b.area;
 }
 
 TEST(RelaxedFloor, LiesBetweenTheBoundsAndTheOptimum) {

@@ -6,7 +6,14 @@
 //  - a model's first call of iteration k+1 waits for its last call of
 //    iteration k, and that call waits on its dependency chain: the period is
 //    at least the longest such chain (a cycle of the max-plus recurrence the
-//    simulator evaluates).
+//    simulator evaluates);
+//  - two calls where one depends on the other within an iteration and the
+//    other's next instance on the one never overlap. While one of a set of
+//    such calls runs, so do none of the calls that overlap none of them:
+//    the period is at least the set's times plus those calls' GPU-seconds
+//    spread over the whole cluster. (In PPO: generation and actor training
+//    run alone, whatever their meshes, and the inferences between them fill
+//    the cluster at best.)
 // The simulator takes them as floors of its three-iteration estimate, and the
 // exact search uses them, with unassigned calls at their fastest, as an
 // admissible bound.
@@ -15,7 +22,10 @@
 
 #include "Cycle.h"
 
+#include "llvm/ADT/BitVector.h"
+
 #include <algorithm>
+#include <functional>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -28,6 +38,76 @@ bool sameLayout(const cost::Strategy &a, const cost::Strategy &b) {
 }
 
 } // namespace
+
+const std::vector<Problem::Window> &Problem::windows() const {
+  if (windowCache)
+    return *windowCache;
+  const size_t n = calls.size();
+  ModelCalls mc(*this);
+  // before[c]: calls that finish before c starts within an iteration, over
+  // data and same-model edges (host calls included).
+  std::vector<llvm::BitVector> before(n, llvm::BitVector(n));
+  for (size_t c = 0; c < n; ++c) {
+    auto from = [&](size_t d) {
+      if (d < c) {
+        before[c] |= before[d];
+        before[c].set(d);
+      }
+    };
+    for (auto [d, bytes] : calls[c].deps)
+      from(size_t(d));
+    if (!calls[c].host && mc.prev[c] >= 0)
+      from(size_t(mc.prev[c]));
+  }
+  auto reaches = [&](size_t a, size_t b) { return a == b || before[b][a]; };
+  // a of iteration k precedes b of iteration k+1: through some model's last
+  // call and that model's first call of the next iteration.
+  auto reachesNext = [&](size_t a, size_t b) {
+    return llvm::any_of(mc.of, [&](const std::vector<size_t> &cs) {
+      return !cs.empty() && reaches(a, cs.back()) && reaches(cs.front(), b);
+    });
+  };
+  std::vector<size_t> real;
+  for (size_t c = 0; c < n; ++c)
+    if (!calls[c].host && !cands[c].empty())
+      real.push_back(c);
+  std::vector<llvm::BitVector> apart(n, llvm::BitVector(n));
+  for (size_t x : real)
+    for (size_t y : real)
+      if (x != y && ((reaches(x, y) && reachesNext(y, x)) ||
+                     (reaches(y, x) && reachesNext(x, y))))
+        apart[x].set(y);
+
+  // Every clique of the never-overlap relation, up to a cap that keeps the
+  // bound cheap (each entry is a valid bound on its own).
+  constexpr size_t kMaxWindows = 256;
+  std::vector<Window> out;
+  std::vector<size_t> serial;
+  std::function<void(size_t, const llvm::BitVector &)> grow =
+      [&](size_t from, const llvm::BitVector &common) {
+        for (size_t i = from; i < real.size() && out.size() < kMaxWindows;
+             ++i) {
+          size_t x = real[i];
+          if (!serial.empty() && !common[x])
+            continue;
+          llvm::BitVector next = serial.empty() ? apart[x] : common;
+          if (!serial.empty())
+            next &= apart[x];
+          serial.push_back(x);
+          Window w{serial, {}};
+          for (size_t c : next.set_bits())
+            w.apart.push_back(c);
+          // A lone call with nothing apart is already in its model's cycle.
+          if (serial.size() > 1 || !w.apart.empty())
+            out.push_back(std::move(w));
+          grow(i + 1, next);
+          serial.pop_back();
+        }
+      };
+  grow(0, llvm::BitVector(n));
+  windowCache = std::move(out);
+  return *windowCache;
+}
 
 IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
   IterationBounds b;
@@ -87,6 +167,13 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
                    : 0.0;
       },
       reallocInto);
+
+  const double gpus = double(std::max<int64_t>(1, p.gpus));
+  b.window = longestWindow(p, timeOf, [&](size_t c) {
+    return (known(c) ? cand(c).time * double(cand(c).devices)
+                     : p.leastArea(c)) /
+           gpus;
+  });
   return b;
 }
 

@@ -2,8 +2,9 @@
 //
 // A model's first call of iteration k+1 waits for its last call of
 // iteration k, and that call waits on its dependency chain. The bounds of
-// the exact search and the relaxed floor both walk these chains; they
-// differ only in what a call, a data edge and a reallocation cost.
+// the exact search and the relaxed floor both walk these chains, and both
+// price the windows of calls that never overlap; they differ only in what a
+// call, a data edge and a reallocation cost.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +64,23 @@ double longestCycle(const Problem &p, const ModelCalls &mc,
         dist[c] = ready + time(c);
     }
     longest = std::max(longest, dist[last]);
+  }
+  return longest;
+}
+
+/// The longest Problem::windows() entry: its serial calls' times plus its
+/// apart calls' GPU-seconds over the cluster's GPUs (`area(c)`, already
+/// divided by the GPU count).
+template <typename Time, typename Area>
+double longestWindow(const Problem &p, Time time, Area area) {
+  double longest = 0;
+  for (const Problem::Window &w : p.windows()) {
+    double t = 0;
+    for (size_t c : w.serial)
+      t += time(c);
+    for (size_t c : w.apart)
+      t += area(c);
+    longest = std::max(longest, t);
   }
   return longest;
 }

@@ -190,8 +190,8 @@ struct Relaxed {
     return most;
   }
 
-  /// max(cycle, area, serialised) with unpicked calls at their fastest and
-  /// smallest (and left out of the serialised run).
+  /// max(cycle, area, serialised, window) with unpicked calls at their fastest
+  /// and smallest (and left out of the serialised run).
   double bound() {
     double area = 0;
     for (size_t c = 0; c < p.calls.size(); ++c)
@@ -203,7 +203,10 @@ struct Relaxed {
           return p.calls[c].host || front[c].empty() ? 0.0 : at(c).time;
         },
         [](size_t, size_t, double) { return 0.0; }, [](size_t) { return 0.0; });
-    return std::max({cycle, area, serialised()});
+    double window = longestWindow(
+        p, [&](size_t c) { return at(c).time; },
+        [&](size_t c) { return at(c).area; });
+    return std::max({cycle, area, serialised(), window});
   }
 
   void dfs(size_t depth) {

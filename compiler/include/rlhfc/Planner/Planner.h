@@ -77,9 +77,20 @@ struct Problem {
   double fastestTime(size_t call) const;
   double leastArea(size_t call) const;
 
+  /// Calls that never run at the same time in any schedule, because each
+  /// pair lies on one dependency cycle (`serial`), and the calls that run
+  /// beside none of them (`apart`). The period holds the serial calls one
+  /// after another and the apart calls' GPU-seconds in what is left
+  /// (Bounds.cpp). Computed on first use.
+  struct Window {
+    std::vector<size_t> serial, apart;
+  };
+  const std::vector<Window> &windows() const;
+
 private:
   void indexCandidates() const;
   mutable std::vector<double> fastest, smallestArea;
+  mutable std::optional<std::vector<Window>> windowCache;
   struct LayoutPairHash {
     size_t operator()(const std::array<int64_t, 9> &k) const;
   };
@@ -143,7 +154,8 @@ struct IterationBounds {
   double cycle = 0;      ///< the longest chain from a model's first call to
                          ///< its last, which the next iteration waits for
   double area = 0;       ///< GPU-seconds of all calls over the GPU count
-  double max() const { return std::max({busiestGpu, cycle, area}); }
+  double window = 0;     ///< the longest Problem::windows() entry
+  double max() const { return std::max({busiestGpu, cycle, area, window}); }
 };
 IterationBounds iterationBounds(const Problem &p, const Assignment &a);
 
