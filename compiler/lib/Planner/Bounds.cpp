@@ -30,15 +30,6 @@
 using namespace rlhfc;
 using namespace rlhfc::plan;
 
-namespace {
-
-bool sameLayout(const cost::Strategy &a, const cost::Strategy &b) {
-  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp &&
-         a.pp == b.pp;
-}
-
-} // namespace
-
 const std::vector<Problem::Window> &Problem::windows() const {
   if (windowCache)
     return *windowCache;
@@ -123,7 +114,7 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
   auto reallocInto = [&](size_t c) {
     int q = mc.prev[c];
     if (!known(c) || q < 0 || !known(size_t(q)) ||
-        sameLayout(cand(q).s, cand(c).s))
+        cost::sameLayout(cand(q).s, cand(c).s))
       return 0.0;
     return p.reallocTime(p.calls[c].model, cand(q).s, cand(c).s);
   };

@@ -47,6 +47,39 @@ int64_t divisorAtLeast(int64_t n, int64_t lo) {
   return 0;
 }
 
+/// A call whose layout matches its model's previous call needs no
+/// reallocation, which can outweigh a slower strategy (a critic inferring
+/// in the pipeline it trains in). The per-mesh cut keeps only the fastest
+/// few, so each call also gets, from `fitting`, its fastest strategy in
+/// every layout that another call of its model has.
+void shareLayouts(plan::Problem &p,
+                  const std::vector<std::vector<plan::Candidate>> &fitting) {
+  auto sameLayout = [](const cost::Strategy &a, const cost::Strategy &b) {
+    return !a.offload && !b.offload && cost::sameLayout(a, b);
+  };
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    if (p.calls[c].host || p.calls[c].pinned)
+      continue;
+    for (size_t o = 0; o < p.calls.size(); ++o) {
+      if (o == c || p.calls[o].host || p.calls[o].model != p.calls[c].model)
+        continue;
+      for (size_t k = 0; k < p.cands[o].size(); ++k) {
+        const cost::Strategy want = p.cands[o][k].s;
+        if (llvm::any_of(p.cands[c], [&](const plan::Candidate &x) {
+              return sameLayout(x.s, want);
+            }))
+          continue;
+        const plan::Candidate *best = nullptr;
+        for (const plan::Candidate &x : fitting[c])
+          if (sameLayout(x.s, want) && (!best || x.time < best->time))
+            best = &x;
+        if (best)
+          p.cands[c].push_back(*best);
+      }
+    }
+  }
+}
+
 } // namespace
 
 Candidate Candidate::priced(const cost::Arch &arch, const cost::Hardware &hw,
@@ -186,6 +219,8 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
   auto mesh = anyFree ? meshes(p.nodes, p.hw.gpusPerNode)
                       : std::vector<std::pair<int64_t, int64_t>>();
   p.cands.resize(p.calls.size());
+  // Every strategy that fits, before the per-mesh cut (see shareLayouts).
+  std::vector<std::vector<Candidate>> fitting(p.calls.size());
   for (size_t ci = 0; ci < p.calls.size(); ++ci) {
     Call &c = p.calls[ci];
     if (c.host)
@@ -282,6 +317,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
         if (!wholeCluster && int(v.size()) > opts.maxCandidatesPerMesh)
           v.resize(opts.maxCandidatesPerMesh);
       };
+      fitting[ci].insert(fitting[ci].end(), here.begin(), here.end());
       fastestFew(here);
       fastestFew(savers);
       std::vector<Candidate> &to = opts.trainSavers ? here : saving;
@@ -314,5 +350,6 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
              << "; use more GPUs, more micro-batches or minibatches, or a "
                 "smaller model";
   }
+  shareLayouts(p, fitting);
   return p;
 }

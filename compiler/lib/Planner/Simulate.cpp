@@ -7,14 +7,6 @@
 using namespace rlhfc;
 using namespace rlhfc::plan;
 
-namespace {
-
-bool sameLayout(const cost::Strategy &a, const cost::Strategy &b) {
-  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp && a.pp == b.pp;
-}
-
-} // namespace
-
 SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
                          bool record) {
   SimResult r;
@@ -65,7 +57,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       const Candidate &k = cand(c);
       int m = call.model;
       double paramsReady = modelReady[m];
-      if (!k.s.offload && !sameLayout(layout[m]->s, k.s)) {
+      if (!k.s.offload && !cost::sameLayout(layout[m]->s, k.s)) {
         const cost::Strategy &from = layout[m]->s;
         int64_t lo = std::min(from.firstGpu, k.s.firstGpu);
         int64_t hi = std::max(from.firstGpu + layout[m]->devices, k.s.firstGpu + k.devices);
@@ -126,7 +118,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
     const Candidate &k = cand(c);
     int m = p.calls[c].model;
     double work = k.mem.activations + k.mem.kvCache;
-    if (!layout[m] || !sameLayout(layout[m]->s, k.s))
+    if (!layout[m] || !cost::sameLayout(layout[m]->s, k.s))
       work += std::max(0.0, k.mem.weights - homeWeights(m, g));
     return work;
   };

@@ -86,6 +86,13 @@ struct Strategy {
   int64_t devices() const { return dp * tp * pp; }
 };
 
+/// Whether two strategies hold a model's parameters alike (same mesh and
+/// split), so moving between them is free.
+inline bool sameLayout(const Strategy &a, const Strategy &b) {
+  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp &&
+         a.pp == b.pp;
+}
+
 enum class CallKind { Generate, Inference, Train };
 
 struct CallShape {

@@ -22,8 +22,11 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
   let description = [{
     Enumerates meshes (aligned power-of-two runs inside a node, any run of
     whole nodes) and strategies (dp, tp within a node, pp, micro-batches)
-    per call, prices them with the cost model, and scores whole assignments
-    with a simulator of unrolled iterations. `planner=search` enumerates
+    per call, prices them with the cost model, and keeps the fastest few per
+    mesh plus, for each layout another call of the same model has, the
+    call's fastest strategy in it (a call that shares its model's layout
+    needs no reallocation). It scores whole assignments with a simulator of
+    unrolled iterations. `planner=search` enumerates
     exhaustively when the space is small; otherwise it runs seeded simulated
     annealing (single-call and whole-model mesh moves, restarts from the
     baselines and from plans that give each model all GPUs or one side of a
