@@ -276,18 +276,26 @@ std::pair<int64_t, int64_t> fastestWithin(const Problem &p, size_t c,
               : std::make_pair<int64_t, int64_t>(0, 0);
 }
 
-/// Starts where whole models share or split the cluster: each model on all
-/// GPUs or on one side of a split, every call at its fastest fitting
-/// strategy there. Splits fall on every node boundary (one node: its
-/// halves), since the best split plans give the side that generates more
-/// GPUs than the side that trains the other model. Single-call moves rarely
-/// reach such plans: moving one call of a model off its mesh first adds
-/// reallocations.
+/// Starts where calls share or split the cluster: each free call on all
+/// GPUs or on one side of a split, at its fastest fitting strategy there
+/// (whole models together, when there are too many calls to combine one by
+/// one). Splits fall on every node boundary (one node: its halves), since
+/// the best split plans give the side that generates more GPUs than the
+/// side that trains the other model. Single-call moves rarely reach such
+/// plans: moving one call of a model off its mesh first adds
+/// reallocations, and two trainings that would overlap on two halves gain
+/// nothing until both have moved.
 std::vector<Assignment> partitionStarts(const Problem &p) {
   std::vector<Assignment> out;
-  size_t nm = p.models.size();
-  if (p.gpus < 2 || nm == 0 || nm > 6)
+  std::vector<size_t> free = freeCalls(p);
+  // A unit takes one side: a call, or every call of a model.
+  const bool perCall = free.size() <= 7;
+  const size_t units = perCall ? free.size() : p.models.size();
+  if (p.gpus < 2 || units == 0 || units > 7)
     return out;
+  std::vector<size_t> unitOf(p.calls.size(), 0);
+  for (size_t i = 0; i < free.size(); ++i)
+    unitOf[free[i]] = perCall ? i : size_t(p.calls[free[i]].model);
   std::vector<int64_t> cuts;
   if (p.nodes > 1)
     for (int64_t n = 1; n < p.nodes; ++n)
@@ -295,7 +303,7 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
   else
     cuts.push_back(p.gpus / 2);
   size_t combos = 1;
-  for (size_t m = 0; m < nm; ++m)
+  for (size_t u = 0; u < units; ++u)
     combos *= 3;
   for (int64_t cut : cuts) {
     const std::pair<int64_t, int64_t> choice[3] = {
@@ -303,18 +311,16 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
     // Each call's mesh on each side, found once per cut, not per combination.
     std::vector<std::array<std::pair<int64_t, int64_t>, 3>> within(
         p.calls.size());
-    for (size_t c = 0; c < p.calls.size(); ++c)
-      if (!p.calls[c].host)
-        for (int k = 0; k < 3; ++k)
-          within[c][k] = fastestWithin(p, c, choice[k]);
+    for (size_t c : free)
+      for (int k = 0; k < 3; ++k)
+        within[c][k] = fastestWithin(p, c, choice[k]);
     for (size_t code = 0; code < combos; ++code) {
-      std::vector<int> side(nm);
-      for (size_t m = 0, x = code; m < nm; ++m, x /= 3)
-        side[m] = int(x % 3);
+      std::vector<int> side(units);
+      for (size_t u = 0, x = code; u < units; ++u, x /= 3)
+        side[u] = int(x % 3);
       std::vector<std::pair<int64_t, int64_t>> meshOf(p.calls.size(), {0, 0});
-      for (size_t c = 0; c < p.calls.size(); ++c)
-        if (!p.calls[c].host)
-          meshOf[c] = within[c][side[p.calls[c].model]];
+      for (size_t c : free)
+        meshOf[c] = within[c][side[unitOf[c]]];
       if (auto a = fastestFitting(p, meshOf, /*offload=*/true))
         out.push_back(std::move(*a));
     }

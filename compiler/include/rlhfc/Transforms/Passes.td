@@ -29,8 +29,9 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     unrolled iterations. `planner=search` enumerates
     exhaustively when the space is small; otherwise it runs seeded simulated
     annealing (single-call and whole-model mesh moves, restarts from the
-    baselines and from plans that give each model all GPUs or one side of a
-    cut at a node boundary), a
+    baselines and from plans that give each call, or each model when there
+    are more than seven calls, all GPUs or one side of a cut at a node
+    boundary), a
     descent to the local optimum, then a branch-and-bound polish of up to
     10x `budget` nodes. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
