@@ -9,8 +9,10 @@ using namespace mlir;
 using namespace rlhfc;
 namespace cl = llvm::cl;
 
-PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category)
-    : planner("planner",
+PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category,
+                                     bool offerProgress)
+    : offerProgress(offerProgress),
+      planner("planner",
               cl::desc("How to place calls: search (default), heuristic "
                        "(ReaLHF-style symmetric), colocated (verl-like), "
                        "separated (OpenRLHF-like) or manual (only @place "
@@ -28,7 +30,10 @@ PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category)
       progress("progress",
                cl::desc("Report the search's stage and best plan so far on "
                         "stderr (default: when stderr is a terminal)"),
-               cl::cat(category)) {}
+               cl::cat(category)) {
+  if (!offerProgress)
+    progress.removeArgument();
+}
 
 PlanningOptions PlanningCLOptions::get() const {
   PlanningOptions o;
@@ -36,9 +41,10 @@ PlanningOptions PlanningCLOptions::get() const {
   o.budget = budget;
   o.seed = seed;
   o.calibration = calibration;
-  o.progress = progress == cl::BOU_UNSET
-                   ? llvm::sys::Process::StandardErrIsDisplayed()
-                   : progress == cl::BOU_TRUE;
+  if (offerProgress)
+    o.progress = progress == cl::BOU_UNSET
+                     ? llvm::sys::Process::StandardErrIsDisplayed()
+                     : progress == cl::BOU_TRUE;
   return o;
 }
 

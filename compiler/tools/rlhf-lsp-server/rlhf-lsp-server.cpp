@@ -56,7 +56,7 @@ cl::opt<std::string> stdlibDir("stdlib",
                                         "installed one, or $RLHF_STDLIB)"),
                                cl::value_desc("dir"), cl::init(""),
                                cl::cat(serverCat));
-rlhfc::PlanningCLOptions planningFlags(serverCat);
+rlhfc::PlanningCLOptions planningFlags(serverCat, /*offerProgress=*/false);
 
 } // namespace
 

@@ -27,12 +27,16 @@ struct PlanningOptions {
 /// PlanningOptions as command-line flags (--planner, --search-budget, --seed,
 /// --calibration, --progress), one set for every tool that plans (rlhfc, the
 /// language server). Construct it before llvm::cl::ParseCommandLineOptions.
+/// A tool whose stderr is a log, not a terminal (the language server), plans
+/// without progress and does not offer the flag.
 class PlanningCLOptions {
 public:
-  explicit PlanningCLOptions(llvm::cl::OptionCategory &category);
+  explicit PlanningCLOptions(llvm::cl::OptionCategory &category,
+                             bool offerProgress = true);
   PlanningOptions get() const;
 
 private:
+  bool offerProgress;
   llvm::cl::opt<std::string> planner;
   llvm::cl::opt<int64_t> budget;
   llvm::cl::opt<uint64_t> seed;
