@@ -3,7 +3,7 @@
 // iterationBounds with every call at its fastest gives a floor, but the
 // fastest generation spans the cluster while the least GPU-seconds come from
 // small meshes, and no plan has both. This floor picks one candidate per
-// call and minimises max(cycle, area) over the picks, dropping
+// call and minimises max(cycle, area, window) over the picks, dropping
 // reallocations, transfers and placement. Memory enters summed over the
 // cluster: while a call runs, the GPUs hold every model's resting weights,
 // all optimizer state and the call's working set. And calls on more GPUs
@@ -210,11 +210,6 @@ struct Relaxed {
   }
 
   void dfs(size_t depth) {
-    if (depth == order.size()) {
-      best = bound();
-      bestPick = pick;
-      return;
-    }
     size_t c = order[depth];
     for (size_t k = 0; k < front[c].size(); ++k) {
       if (++nodes > nodeLimit) {
@@ -222,8 +217,15 @@ struct Relaxed {
         break;
       }
       pick[c] = int(k);
-      if (bound() < best && fits())
-        dfs(depth + 1);
+      // With every call picked, the bound is the relaxed time itself.
+      if (double b = bound(); b < best && fits()) {
+        if (depth + 1 == order.size()) {
+          best = b;
+          bestPick = pick;
+        } else {
+          dfs(depth + 1);
+        }
+      }
       if (aborted)
         break;
     }
@@ -238,7 +240,10 @@ std::optional<double> plan::relaxedFloor(const Problem &p, int64_t nodeLimit,
   Relaxed r(p, nodeLimit);
   if (!r.fits())
     return kInfTime; // not even the least of everything fits
-  r.dfs(0);
+  if (r.order.empty())
+    r.best = r.bound(); // every call pinned or on the host
+  else
+    r.dfs(0);
   if (r.aborted)
     return std::nullopt;
   if (witness && !r.bestPick.empty()) {

@@ -54,7 +54,8 @@ int64_t divisorAtLeast(int64_t n, int64_t lo) {
 /// every layout that another call of its model has.
 void shareLayouts(plan::Problem &p,
                   const std::vector<std::vector<plan::Candidate>> &fitting) {
-  auto sameLayout = [](const cost::Strategy &a, const cost::Strategy &b) {
+  // Offloaded weights rest in host memory, in no layout.
+  auto residentAlike = [](const cost::Strategy &a, const cost::Strategy &b) {
     return !a.offload && !b.offload && cost::sameLayout(a, b);
   };
   for (size_t c = 0; c < p.calls.size(); ++c) {
@@ -66,12 +67,12 @@ void shareLayouts(plan::Problem &p,
       for (size_t k = 0; k < p.cands[o].size(); ++k) {
         const cost::Strategy want = p.cands[o][k].s;
         if (llvm::any_of(p.cands[c], [&](const plan::Candidate &x) {
-              return sameLayout(x.s, want);
+              return residentAlike(x.s, want);
             }))
           continue;
         const plan::Candidate *best = nullptr;
         for (const plan::Candidate &x : fitting[c])
-          if (sameLayout(x.s, want) && (!best || x.time < best->time))
+          if (residentAlike(x.s, want) && (!best || x.time < best->time))
             best = &x;
         if (best)
           p.cands[c].push_back(*best);

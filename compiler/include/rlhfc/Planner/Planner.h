@@ -161,8 +161,9 @@ IterationBounds iterationBounds(const Problem &p, const Assignment &a);
 
 /// A floor of every plan's iteration time, no lower than iterationBounds
 /// with every call at its fastest: over one candidate per call, the least
-/// largest of the model cycle, the GPU-seconds over the GPU count and the
-/// time of calls that must share a GPU, with reallocations, transfers and
+/// largest of the model cycle, the GPU-seconds over the GPU count, the
+/// time of calls that must share a GPU and the longest window
+/// (Problem::windows), with reallocations, transfers and
 /// placement dropped and memory checked summed and averaged (Floor.cpp).
 /// Infinite when not even each call's least memory fits; nullopt when the
 /// branch-and-bound exceeds `nodeLimit`. `witness` receives the picks.
