@@ -134,12 +134,11 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
       work[g] += k.time;
     area += k.time * double(k.devices);
     if (double rt = reallocInto(c); rt > 0) {
-      const Candidate &f = cand(size_t(mc.prev[c]));
-      int64_t lo = std::min(f.s.firstGpu, k.s.firstGpu);
-      int64_t hi = std::max(f.s.firstGpu + f.devices, k.s.firstGpu + k.devices);
-      for (int64_t g = lo; g < hi; ++g)
-        work[g] += rt;
-      area += rt * double(hi - lo);
+      ReallocSpan span = reallocSpan(cand(size_t(mc.prev[c])), k);
+      for (auto [first, count] : span.ranges)
+        for (int64_t g = first; g < first + count; ++g)
+          work[g] += rt;
+      area += rt * double(span.devices());
     }
   }
   for (double w : work)

@@ -58,15 +58,18 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       int m = call.model;
       double paramsReady = modelReady[m];
       if (!k.s.offload && !cost::sameLayout(layout[m]->s, k.s)) {
-        const cost::Strategy &from = layout[m]->s;
-        int64_t lo = std::min(from.firstGpu, k.s.firstGpu);
-        int64_t hi = std::max(from.firstGpu + layout[m]->devices, k.s.firstGpu + k.devices);
-        double rt = p.reallocTime(m, from, k.s);
-        double rs = std::max(paramsReady, busyUntil(lo, hi - lo));
-        occupy(lo, hi - lo, rs + rt);
+        ReallocSpan span = reallocSpan(*layout[m], k);
+        double rt = p.reallocTime(m, layout[m]->s, k.s);
+        double rs = paramsReady;
+        for (auto [first, count] : span.ranges)
+          rs = std::max(rs, busyUntil(first, count));
+        for (auto [first, count] : span.ranges)
+          occupy(first, count, rs + rt);
         if (record)
-          r.events.push_back({Event::Realloc, int(c), it, rs, rs + rt, lo, hi - lo,
-                              0});
+          for (auto [first, count] : span.ranges)
+            if (count)
+              r.events.push_back(
+                  {Event::Realloc, int(c), it, rs, rs + rt, first, count, 0});
         paramsReady = rs + rt;
         layout[m] = &k;
       }

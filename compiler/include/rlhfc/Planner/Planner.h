@@ -39,6 +39,26 @@ struct Candidate {
                           const cost::CallShape &shape);
 };
 
+/// The GPU ranges a reallocation between two meshes occupies: both meshes,
+/// and none of the GPUs between them, since the runtime moves slices point to
+/// point. Overlapping or adjacent meshes give one range, disjoint ones two
+/// (the second has count 0 otherwise).
+struct ReallocSpan {
+  std::pair<int64_t, int64_t> ranges[2]; ///< (first GPU, count)
+  int64_t devices() const { return ranges[0].second + ranges[1].second; }
+};
+inline ReallocSpan reallocSpan(const Candidate &from, const Candidate &to) {
+  int64_t a0 = from.s.firstGpu, a1 = a0 + from.devices;
+  int64_t b0 = to.s.firstGpu, b1 = b0 + to.devices;
+  if (a0 > b0) {
+    std::swap(a0, b0);
+    std::swap(a1, b1);
+  }
+  if (b0 <= a1)
+    return {{{a0, std::max(a1, b1) - a0}, {0, 0}}};
+  return {{{a0, a1 - a0}, {b0, b1 - b0}}};
+}
+
 struct Model {
   std::string name;
   cost::Arch arch;

@@ -1,0 +1,68 @@
+//===- SimulateTest.cpp - what the simulator lets overlap -----------------===//
+//
+// A reallocation occupies the GPUs of both layouts and no others: the
+// runtime moves slices point to point, so a call on GPUs between two
+// disjoint meshes runs while the parameters move past it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TinyProblem.h"
+#include "rlhfc/Planner/Planner.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <gtest/gtest.h>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+
+namespace {
+
+int candidateOn(const Problem &p, size_t call, int64_t first, int64_t devices) {
+  for (size_t i = 0; i < p.cands[call].size(); ++i) {
+    const Candidate &k = p.cands[call][i];
+    if (k.s.firstGpu == first && k.devices == devices && !k.s.offload)
+      return int(i);
+  }
+  return -1;
+}
+
+TEST(Simulate, ReallocationSkipsTheGpusBetweenDisjointMeshes) {
+  Problem p = test::fourGpus(1e12);
+  auto arch = cost::Arch::get(test::llamaShape(8, 4096, 32, 32, 11008), 4096);
+  p.models.push_back({"actor", arch, true});
+  p.models.push_back({"critic", arch, true});
+  const double rows = 64 * 256 * 4.0;
+  // 0 generate @actor on GPU 3, 1 train @actor on GPU 0, 2 train @critic
+  // on GPU 1, independent of the actor.
+  test::addCall(p, 0, cost::CallKind::Generate, {});
+  test::addCall(p, 0, cost::CallKind::Train, {{0, rows}});
+  test::addCall(p, 1, cost::CallKind::Train, {});
+  test::addCandidates(p);
+  Assignment a = {candidateOn(p, 0, 3, 1), candidateOn(p, 1, 0, 1),
+                  candidateOn(p, 2, 1, 1)};
+  ASSERT_TRUE(llvm::all_of(a, [](int i) { return i >= 0; }));
+
+  SimResult r = simulate(p, a, 3, true);
+  int reallocs = 0;
+  for (const Event &e : r.events) {
+    if (e.kind != Event::Realloc)
+      continue;
+    ++reallocs;
+    EXPECT_EQ(e.devices, 1);
+    EXPECT_TRUE(e.firstGpu == 0 || e.firstGpu == 3) << e.firstGpu;
+  }
+  // Into generation and back into training, every iteration, one event per
+  // mesh.
+  EXPECT_EQ(reallocs, 2 * 2 * 3);
+
+  // The critic's training never waits: back to back on GPU 1.
+  double criticEnd = 0;
+  for (const Event &e : r.events)
+    if (e.kind == Event::Call && e.call == 2) {
+      EXPECT_NEAR(e.start, criticEnd, 1e-9);
+      criticEnd = e.end;
+    }
+}
+
+} // namespace
