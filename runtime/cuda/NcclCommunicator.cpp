@@ -110,9 +110,8 @@ public:
   }
 
   at::Tensor reduceScatterSum(const at::Tensor &input) override {
-    if (input.dim() == 0 || input.size(0) % cfg.worldSize)
-      throw Error(where("reduce_scatter") + "dim 0 does not split into " +
-                  std::to_string(cfg.worldSize) + " equal parts");
+    if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
+      throw Error(where("reduce_scatter") + why);
     at::Tensor in = input.contiguous();
     std::vector<int64_t> shape = in.sizes().vec();
     shape[0] /= cfg.worldSize;

@@ -91,7 +91,9 @@ public:
   // Gloo in LibTorch 1.13 has no reduce_scatter; an all-to-all moves the
   // same bytes as a ring reduce-scatter, and the sum is then local.
   at::Tensor reduceScatterSum(const at::Tensor &input) override {
-    at::Tensor in = rowsSplitEvenly(input);
+    if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
+      throw Error(where("reduce_scatter") + why);
+    at::Tensor in = input.contiguous();
     at::Tensor out = at::empty_like(in);
     std::vector<int64_t> even;
     run("reduce_scatter",
@@ -166,14 +168,6 @@ private:
     if (gethostname(buf, sizeof(buf)) == 0)
       return buf;
     return a;
-  }
-
-  at::Tensor rowsSplitEvenly(const at::Tensor &t) const {
-    if (t.dim() == 0 || t.size(0) % cfg.worldSize)
-      throw Error(where("reduce_scatter") + "dim 0 of a " +
-                  std::to_string(t.dim()) + "-d tensor does not split into " +
-                  std::to_string(cfg.worldSize) + " equal parts");
-    return t.contiguous();
   }
 
   std::string where(const std::string &op) const {

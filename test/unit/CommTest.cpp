@@ -18,6 +18,12 @@ TEST(GlooComm, AllReduceAcrossTwoProcesses) {
     std::string rs =
         "reduce-scatter ok (first " + std::to_string(100 + 6 * r) + ")";
     EXPECT_NE(out.find(rs), std::string::npos) << out;
+    EXPECT_NE(out.find("uneven reduce-scatter refused: rank " +
+                       std::to_string(r) +
+                       "/2: reduce_scatter failed: dim 0 of a 1-d tensor of 7 "
+                       "rows does not split into 2 equal parts"),
+              std::string::npos)
+        << out;
     EXPECT_NE(out.find("bucketed all-reduce ok"), std::string::npos) << out;
     EXPECT_NE(out.find("bucketed reduce-scatter ok"), std::string::npos) << out;
   }

@@ -1,10 +1,11 @@
 //===- CommWorker.cpp - worker process for the communicator tests ---------===//
 //
 // Joins the world from the rendezvous env vars and all-reduces a tensor
-// holding rank+1, twice, then reduce-scatters rows that differ per rank, then
-// reduces gradients of mixed shapes and dtypes in buckets of a few bytes.
-// RLHF_TEST_STALL_RANK=r makes rank r print "stalled" and sleep after the first
-// all-reduce, so a test can kill it while the others wait in the second one.
+// holding rank+1, twice, then reduce-scatters rows that differ per rank (and
+// refuses rows that do not split evenly), then reduces gradients of mixed
+// shapes and dtypes in buckets of a few bytes. RLHF_TEST_STALL_RANK=r makes
+// rank r print "stalled" and sleep after the first all-reduce, so a test can
+// kill it while the others wait in the second one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +61,17 @@ int main() {
     }
     std::printf("rank %d/%d: reduce-scatter ok (first %g)\n", rank, n,
                 mine[0][0].item<double>());
+    // Rows that do not split evenly fail on every rank before anything is
+    // posted, so no rank is left waiting.
+    try {
+      comm.reduceScatterSum(at::zeros({3 * n + 1}, at::kFloat));
+      std::fprintf(stderr, "rank %d: uneven reduce-scatter did not fail\n",
+                   rank);
+      return 1;
+    } catch (const rlhf::Error &e) {
+      std::printf("rank %d/%d: uneven reduce-scatter refused: %s\n", rank, n,
+                  e.what());
+    }
     // Gradients of mixed sizes (some not divisible by n) and dtypes, in
     // buckets of 40 bytes: several per bucket, buckets split by dtype, and
     // tensors larger than a bucket. Element j of rank r's tensor t is

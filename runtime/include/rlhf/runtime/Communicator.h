@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace rlhf {
 
@@ -50,6 +51,17 @@ public:
   /// this communicator's ranks only in the sense that members must agree.
   virtual std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) = 0;
 };
+
+/// Why dim 0 of `t` does not split into `parts` equal parts, as
+/// reduceScatterSum needs; empty when it does. Every backend checks this
+/// before posting, so a bad tensor fails on every rank instead of hanging.
+inline std::string unevenRows(const at::Tensor &t, int64_t parts) {
+  if (t.dim() > 0 && t.size(0) % parts == 0)
+    return "";
+  return "dim 0 of a " + std::to_string(t.dim()) + "-d tensor" +
+         (t.dim() ? " of " + std::to_string(t.size(0)) + " rows" : "") +
+         " does not split into " + std::to_string(parts) + " equal parts";
+}
 
 /// Connects to the TCPStore at cfg.masterAddr:cfg.masterPort (rank 0 hosts
 /// it) and builds a Gloo process group over loopback or the host's address.
