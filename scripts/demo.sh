@@ -24,7 +24,8 @@ echo
 mkdir -p out
 echo "== rlhfc examples/tiny_grpo.rlhf --emit=exe -o out/tiny_grpo"
 "$bin/rlhfc" examples/tiny_grpo.rlhf --emit=exe -o out/tiny_grpo
-echo "== rlhf-run -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run"
+echo "== rlhf-run -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run --trace out/tiny_grpo-trace.json"
 rm -rf out/tiny_grpo-run
-"$bin/rlhf-run" -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run
+"$bin/rlhf-run" -n 4 out/tiny_grpo --steps 150 --out out/tiny_grpo-run --trace out/tiny_grpo-trace.json
 echo "== metrics: out/tiny_grpo-run/metrics.jsonl, checkpoints: out/tiny_grpo-run/checkpoints"
+echo "== measured timeline: out/tiny_grpo-trace.json (open it in Perfetto, ui.perfetto.dev)"

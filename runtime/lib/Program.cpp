@@ -21,11 +21,13 @@
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Tokenizer.h"
+#include "rlhf/runtime/Trace.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -164,7 +166,8 @@ struct rlhf_prog {
   int64_t steps = 0, seed = 0, saveInterval = 0, gpus = 0;
   double predictedIteration = 0;
   std::vector<double> predictedMemory;
-  std::string outDir, resumeFrom;
+  std::string outDir, resumeFrom, tracePath;
+  std::unique_ptr<MeasuredTrace> trace; ///< with --trace
   bool resume = false, quiet = false;
   std::map<std::string, std::string> dataOverride;
 
@@ -372,14 +375,29 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
                     {g.pp.get(), g.stage, int(l.pp)});
 }
 
-/// Times a call and records it under `label` (max over ranks).
+/// Where a timed op is drawn in the measured trace: on the ranks of
+/// `layouts` (every rank when empty), as category `cat`. Ranks outside them
+/// pass through the op without work of their own.
+struct TraceOn {
+  const char *cat;
+  std::vector<Layout> layouts;
+};
+
+/// Times a call and records it under `label` (max over ranks), and with
+/// --trace as a span of this rank.
 template <typename F>
-auto timed(rlhf_prog *p, const std::string &label, F &&f) {
+auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   auto t0 = Clock::now();
   auto r = f();
-  p->record("time/" + label,
-            std::chrono::duration<double>(Clock::now() - t0).count(), true,
-            true);
+  auto t1 = Clock::now();
+  p->record("time/" + label, std::chrono::duration<double>(t1 - t0).count(),
+            true, true);
+  auto inside = [&](const Layout &l) {
+    return p->rank >= l.firstGpu && p->rank < l.firstGpu + l.size();
+  };
+  if (p->trace && (on.layouts.empty() ||
+                   std::any_of(on.layouts.begin(), on.layouts.end(), inside)))
+    p->trace->add(label, on.cat, t0, t1, p->stepIndex);
   return r;
 }
 
@@ -452,6 +470,10 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  --resume         continue from the last checkpoint in --out\n"
       "  --data NAME=PATH read dataset NAME from PATH instead\n"
       "  --quiet          no per-step progress lines\n"
+      "  --trace FILE     write what each rank ran (calls, reallocations,\n"
+      "                   transfers, host functions) as a Chrome trace,\n"
+      "                   extended as each step ends; open it in Perfetto\n"
+      "                   beside the plan's `rlhfc --emit=trace`\n"
       "  --help           this text\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
@@ -479,6 +501,7 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
                                 {"resume", no_argument, nullptr, 'r'},
                                 {"data", required_argument, nullptr, 'd'},
                                 {"quiet", no_argument, nullptr, 'q'},
+                                {"trace", required_argument, nullptr, 't'},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   opterr = 0;
@@ -510,6 +533,9 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     }
     case 'q':
       p->quiet = true;
+      break;
+    case 't':
+      p->tracePath = optarg;
       break;
     case 'h':
       usage(argv[0], p);
@@ -667,6 +693,9 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       std::fflush(stdout);
     }
     p->world->barrier();
+    if (!p->tracePath.empty())
+      p->trace = std::make_unique<MeasuredTrace>(
+          p->tracePath, *p->world, p->name, p->predictedIteration);
     return p->firstStep;
   });
 }
@@ -731,6 +760,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
         std::fflush(stdout);
       }
     }
+    if (p->trace)
+      p->trace->flush(*p->world);
     if (p->saveInterval > 0 &&
         ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
       saveAll(p, step);
@@ -831,7 +862,7 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
     if (!sameLayout(m.layout, f))
       throw Error("the plan reallocates '" + m.name + "' from " + layoutStr(f) +
                   " but it is laid out as " + layoutStr(m.layout));
-    timed(p, "realloc " + m.name, [&] {
+    timed(p, "realloc " + m.name, {"realloc", {f, t}}, [&] {
       m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world);
       return 0;
     });
@@ -878,7 +909,7 @@ void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
     checkOffloadable(m, layoutFrom(lay), "loads");
     if (!m.offloaded)
       return 0;
-    timed(p, "onload " + m.name, [&] {
+    timed(p, "onload " + m.name, {"load", {layoutFrom(lay)}}, [&] {
       for (auto &[n, t] : m.params)
         t = m.host.at(n).to(m.workDevice, /*non_blocking=*/false,
                             /*copy=*/true);
@@ -891,7 +922,11 @@ void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
 
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to) {
   return guarded(p, "transfer", [&] {
-    return timed(p, "transfer", [&] { return relayout(p, v, layoutFrom(to)); });
+    Layout l = layoutFrom(to);
+    TraceOn on{"transfer", {l}};
+    if (v->layout)
+      on.layouts.push_back(*v->layout);
+    return timed(p, "transfer", on, [&] { return relayout(p, v, l); });
   });
 }
 
@@ -902,7 +937,7 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
-    return timed(p, label, [&] {
+    return timed(p, label, {"call", {l}}, [&] {
       // n samples per prompt, adjacent, so row r samples prompt r / n.
       rlhf_value *full = gathered(p, prompt);
       const int64_t B = full->rows, N = B * n, pad = p->tokenizer->pad();
@@ -966,7 +1001,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
-    return timed(p, label, [&] {
+    return timed(p, label, {"call", {l}}, [&] {
       at::Tensor mask;
       at::Tensor seq = rowsOn(p, seqV, l, &mask);
       ParallelGroups &g = p->groupsOf(l);
@@ -1039,7 +1074,7 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
     // Adam moments follow the parameters when the train layout changed
     // (collective, so every rank takes part).
     moveMoments(p, m, l);
-    double lossValue = timed(p, label, [&] {
+    double lossValue = timed(p, label, {"call", {l}}, [&] {
       std::vector<at::Tensor> x(static_cast<size_t>(nin)),
           masks(static_cast<size_t>(nin));
       for (int64_t i = 0; i < nin; ++i)
@@ -1115,7 +1150,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
                          const char *label) {
   return guarded(p, label, [&] {
     Settings s(settings);
-    return timed(p, label, [&] {
+    return timed(p, label, {"host", {}}, [&] {
       std::vector<rlhf_value *> x;
       for (int64_t i = 0; i < nin; ++i)
         x.push_back(gathered(p, ins[i]));

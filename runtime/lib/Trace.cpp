@@ -1,0 +1,99 @@
+//===- Trace.cpp - the measured timeline of a run -------------------------===//
+
+#include "rlhf/runtime/Trace.h"
+#include "rlhf/runtime/Error.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+using namespace rlhf;
+
+MeasuredTrace::MeasuredTrace(std::string path, const Communicator &world,
+                             const std::string &program,
+                             double predictedIteration)
+    : path(std::move(path)), epoch(Clock::now()) {
+  if (world.rank() != 0)
+    return;
+  nlohmann::json other = {{"title", program + " (measured by rlhf-run)"},
+                          {"predicted_iteration_time_s", predictedIteration}};
+  closing = "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
+  file.open(this->path, std::ios::out | std::ios::trunc);
+  if (!file)
+    throw Error("cannot write the trace to '" + this->path + "'");
+  file << "{\"traceEvents\":[";
+  std::vector<nlohmann::json> meta;
+  meta.push_back({{"ph", "M"},
+                  {"name", "process_name"},
+                  {"pid", 0},
+                  {"args", {{"name", "workers (measured)"}}}});
+  for (int r = 0; r < world.size(); ++r)
+    meta.push_back({{"ph", "M"},
+                    {"name", "thread_name"},
+                    {"pid", 0},
+                    {"tid", r},
+                    {"args", {{"name", "rank " + std::to_string(r)}}}});
+  append(meta);
+}
+
+void MeasuredTrace::append(const std::vector<nlohmann::json> &events) {
+  // Overwrite the closing brackets with the new events, then put them back:
+  // the file only grows, so nothing of the old closing is left over.
+  bool first = tail == std::streampos(0);
+  if (!first)
+    file.seekp(tail);
+  for (const nlohmann::json &e : events) {
+    if (!first)
+      file << ",";
+    file << e.dump();
+    first = false;
+  }
+  tail = file.tellp();
+  file << closing;
+  file.flush();
+  if (!file)
+    throw Error("cannot write the trace to '" + path + "'");
+}
+
+void MeasuredTrace::add(const std::string &name, const char *cat,
+                        Clock::time_point start, Clock::time_point end,
+                        int64_t step) {
+  auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - epoch).count();
+  };
+  pending.push_back({name, cat, us(start), us(end) - us(start), step});
+}
+
+void MeasuredTrace::flush(Communicator &world) {
+  // Variable-length payloads through a fixed-shape all-gather: lengths
+  // first, then every rank's bytes padded to the longest.
+  std::string mine = pending.dump();
+  pending = nlohmann::json::array();
+  at::Tensor len = at::full({1, 1}, int64_t(mine.size()), at::kLong);
+  at::Tensor lens = world.allGather(len);
+  int64_t longest = lens.max().item<int64_t>();
+  at::Tensor buf = at::zeros({1, longest}, at::kByte);
+  std::memcpy(buf.data_ptr(), mine.data(), mine.size());
+  at::Tensor all = world.allGather(buf).contiguous();
+  if (world.rank() != 0)
+    return;
+  std::vector<nlohmann::json> events;
+  for (int r = 0; r < world.size(); ++r) {
+    const char *bytes = reinterpret_cast<const char *>(all[r].data_ptr());
+    auto spans = nlohmann::json::parse(
+        std::string(bytes, size_t(lens[r][0].item<int64_t>())), nullptr, false);
+    if (spans.is_discarded())
+      throw Error("trace: rank " + std::to_string(r) +
+                  " sent spans that do not parse");
+    for (const auto &s : spans)
+      events.push_back({{"ph", "X"},
+                        {"name", s[0]},
+                        {"cat", s[1]},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"ts", s[2]},
+                        {"dur", s[3]},
+                        {"args", {{"step", s[4]}}}});
+  }
+  append(events);
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Checks the measured trace of `PROGRAM --trace FILE` against the plan
+(`rlhfc --emit=plan`). Exits non-zero with a message when a check fails.
+
+  trace.py TRACE PLAN --steps N
+
+- the file is whole JSON, with a lane named for every rank;
+- in every step, each planned call has a span exactly on the ranks of its
+  mesh, and every host function a span on every rank;
+- a model's reallocations only touch ranks of its calls' meshes;
+- a rank's spans never overlap: it runs one thing at a time.
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("plan")
+    ap.add_argument("--steps", type=int, required=True)
+    a = ap.parse_args()
+    events = json.load(open(a.trace))["traceEvents"]
+    plan = json.load(open(a.plan))[0]
+
+    ranks = sorted(e["tid"] for e in events if e.get("name") == "thread_name")
+    spans = [e for e in events if e.get("ph") == "X"]
+    world = set(ranks)
+
+    calls, host, meshes = {}, [], defaultdict(set)
+    for c in plan["calls"]:
+        if c.get("runs_on") == "controller":
+            host.append(c["name"].removeprefix("compute "))
+            continue
+        m = c["mesh"]
+        gpus = set(range(m["first_gpu"], m["first_gpu"] + m["gpus"]))
+        # The runtime labels "train_step @actor" as "train actor".
+        name = c["name"].replace("train_step @", "train @")
+        calls[name.replace(" @", " ")] = gpus
+        meshes[c["model"]] |= gpus
+    if ranks != list(range(len(ranks))) or not world >= set().union(*calls.values()):
+        fail(f"lanes {ranks} do not cover the plan's GPUs")
+
+    on = defaultdict(set)  # (step, name) -> ranks
+    for s in spans:
+        on[(s["args"]["step"], s["name"])].add(s["tid"])
+    for step in range(a.steps):
+        for name, gpus in calls.items():
+            if on[(step, name)] != gpus:
+                fail(f"step {step}: '{name}' ran on ranks "
+                     f"{sorted(on[(step, name)])}, planned on {sorted(gpus)}")
+        for name in host:
+            if on[(step, name)] != world:
+                fail(f"step {step}: host function '{name}' ran on ranks "
+                     f"{sorted(on[(step, name)])}, not on every rank")
+    steps = {s["args"]["step"] for s in spans}
+    if steps != set(range(a.steps)):
+        fail(f"spans for steps {sorted(steps)}, expected 0..{a.steps - 1}")
+
+    reallocs = 0
+    for s in spans:
+        if s["cat"] == "realloc":
+            reallocs += 1
+            model = s["name"].removeprefix("realloc ")
+            if s["tid"] not in meshes[model]:
+                fail(f"'{s['name']}' on rank {s['tid']}, outside "
+                     f"{model}'s meshes {sorted(meshes[model])}")
+    if not reallocs:
+        fail("no reallocation in the trace")
+
+    by_rank = defaultdict(list)
+    for s in spans:
+        if s["dur"] < 0:
+            fail(f"negative duration: {s}")
+        by_rank[s["tid"]].append((s["ts"], s["ts"] + s["dur"], s["name"]))
+    for r, xs in by_rank.items():
+        xs.sort()
+        for (s0, e0, n0), (s1, e1, n1) in zip(xs, xs[1:]):
+            if s1 < e0:
+                fail(f"rank {r}: '{n1}' starts at {s1:.0f} us, before "
+                     f"'{n0}' ends at {e0:.0f} us")
+    print(f"trace ok: {len(spans)} spans on {len(ranks)} ranks, "
+          f"{a.steps} steps, {reallocs} reallocation spans")
+
+
+if __name__ == "__main__":
+    main()
