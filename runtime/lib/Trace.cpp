@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <fstream>
+#include <unistd.h>
 
 using namespace rlhf;
 
@@ -55,13 +57,27 @@ void MeasuredTrace::append(const std::vector<nlohmann::json> &events) {
     throw Error("cannot write the trace to '" + path + "'");
 }
 
+namespace {
+
+/// Resident set size of this process now (0 where /proc is missing).
+double residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0, resident = 0;
+  if (!(statm >> pages >> resident))
+    return 0;
+  return resident * double(sysconf(_SC_PAGESIZE));
+}
+
+} // namespace
+
 void MeasuredTrace::add(const std::string &name, const char *cat,
                         Clock::time_point start, Clock::time_point end,
                         int64_t step) {
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - epoch).count();
   };
-  pending.push_back({name, cat, us(start), us(end) - us(start), step});
+  pending.push_back(
+      {name, cat, us(start), us(end) - us(start), step, residentBytes()});
 }
 
 void MeasuredTrace::flush(Communicator &world) {
@@ -85,7 +101,8 @@ void MeasuredTrace::flush(Communicator &world) {
     if (spans.is_discarded())
       throw Error("trace: rank " + std::to_string(r) +
                   " sent spans that do not parse");
-    for (const auto &s : spans)
+    const std::string counter = "memory rank " + std::to_string(r) + " (GB)";
+    for (const auto &s : spans) {
       events.push_back({{"ph", "X"},
                         {"name", s[0]},
                         {"cat", s[1]},
@@ -94,6 +111,12 @@ void MeasuredTrace::flush(Communicator &world) {
                         {"ts", s[2]},
                         {"dur", s[3]},
                         {"args", {{"step", s[4]}}}});
+      events.push_back({{"ph", "C"},
+                        {"name", counter},
+                        {"pid", 0},
+                        {"ts", s[2].get<double>() + s[3].get<double>()},
+                        {"args", {{"GB", s[5].get<double>() / 1e9}}}});
+    }
   }
   append(events);
 }

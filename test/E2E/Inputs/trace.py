@@ -8,7 +8,8 @@
 - in every step, each planned call has a span exactly on the ranks of its
   mesh, and every host function a span on every rank;
 - a model's reallocations only touch ranks of its calls' meshes;
-- a rank's spans never overlap: it runs one thing at a time.
+- a rank's spans never overlap: it runs one thing at a time;
+- every span ends with a sample of its rank's resident memory.
 """
 import argparse
 import json
@@ -86,6 +87,12 @@ def main():
             if s1 < e0:
                 fail(f"rank {r}: '{n1}' starts at {s1:.0f} us, before "
                      f"'{n0}' ends at {e0:.0f} us")
+    for r in ranks:
+        gb = [e["args"]["GB"] for e in events if e.get("ph") == "C"
+              and e["name"] == f"memory rank {r} (GB)"]
+        if len(gb) != len(by_rank[r]) or min(gb, default=0) <= 0:
+            fail(f"rank {r}: {len(gb)} memory samples for {len(by_rank[r])} "
+                 f"spans, least {min(gb, default=0)} GB")
     print(f"trace ok: {len(spans)} spans on {len(ranks)} ranks, "
           f"{a.steps} steps, {reallocs} reallocation spans")
 

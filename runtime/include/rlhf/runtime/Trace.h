@@ -2,7 +2,8 @@
 //
 // What each rank actually ran, step by step, as a Chrome trace (the format of
 // `rlhfc --emit=trace`, so the measured and the predicted timeline open side
-// by side in Perfetto). Ranks take their clocks' zero at a barrier, so spans
+// by side in Perfetto), with each rank's resident memory (RSS) as a counter.
+// Ranks take their clocks' zero at a barrier, so spans
 // of different ranks line up to within that barrier's skew.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +31,8 @@ public:
                 const std::string &program, double predictedIteration);
 
   /// One span of this rank: `cat` is call, realloc, transfer, load or host.
+  /// Also samples the process's resident memory at `end`, drawn as a
+  /// counter per rank beside the predicted trace's memory per GPU.
   void add(const std::string &name, const char *cat, Clock::time_point start,
            Clock::time_point end, int64_t step);
 
