@@ -45,8 +45,8 @@ ParallelGroups rlhf::makeGroups(Communicator &world, const Layout &L) {
       m.push_back(int(L.gpu(d, s, t)));
     return m;
   }, L.dp);
-  int64_t rel = me - L.firstGpu;
-  if (rel >= 0 && rel < L.size()) {
+  if (L.contains(me)) {
+    int64_t rel = me - L.firstGpu;
     g.member = true;
     g.tpRank = int(rel % L.tp);
     g.stage = int((rel / L.tp) % L.pp);

@@ -392,11 +392,10 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   auto t1 = Clock::now();
   p->record("time/" + label, std::chrono::duration<double>(t1 - t0).count(),
             true, true);
-  auto inside = [&](const Layout &l) {
-    return p->rank >= l.firstGpu && p->rank < l.firstGpu + l.size();
-  };
-  if (p->trace && (on.layouts.empty() ||
-                   std::any_of(on.layouts.begin(), on.layouts.end(), inside)))
+  if (p->trace &&
+      (on.layouts.empty() ||
+       std::any_of(on.layouts.begin(), on.layouts.end(),
+                   [&](const Layout &l) { return l.contains(p->rank); })))
     p->trace->add(label, on.cat, t0, t1, p->stepIndex);
   return r;
 }

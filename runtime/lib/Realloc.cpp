@@ -19,9 +19,9 @@ struct Coords {
 };
 
 std::optional<Coords> coordsOf(const Layout &l, int64_t gpu) {
-  int64_t rel = gpu - l.firstGpu;
-  if (rel < 0 || rel >= l.size())
+  if (!l.contains(gpu))
     return std::nullopt;
+  int64_t rel = gpu - l.firstGpu;
   return Coords{rel / (l.tp * l.pp), (rel / l.tp) % l.pp, rel % l.tp};
 }
 

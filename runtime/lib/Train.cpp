@@ -60,22 +60,20 @@ std::vector<int64_t> sliceOffsets(size_t b, size_t e, int k, N n) {
   return off;
 }
 
-/// Copies between a flat tensor of `n` elements and `rows`, a [k, chunk]
-/// view holding its padded ZeRO slices one per row (padding untouched).
-void flatToRows(const at::Tensor &flat, int64_t n, at::Tensor rows) {
+/// Matching views of a flat tensor of `n` elements and of `rows`, a
+/// [k, chunk] view holding its padded ZeRO slices one per row (padding left
+/// out): the full rows, then the remainder. Copying across each pair moves
+/// the tensor between the two forms, either way.
+std::vector<std::pair<at::Tensor, at::Tensor>>
+flatAndRows(const at::Tensor &flat, int64_t n, const at::Tensor &rows) {
   int64_t chunk = rows.size(1), full = n / chunk, rem = n % chunk;
-  rows.narrow(0, 0, full)
-      .copy_(flat.narrow(0, 0, full * chunk).view({full, chunk}));
+  std::vector<std::pair<at::Tensor, at::Tensor>> views{
+      {flat.narrow(0, 0, full * chunk).view({full, chunk}),
+       rows.narrow(0, 0, full)}};
   if (rem)
-    rows[full].narrow(0, 0, rem).copy_(flat.narrow(0, full * chunk, rem));
-}
-void rowsToFlat(const at::Tensor &rows, int64_t n, at::Tensor flat) {
-  int64_t chunk = rows.size(1), full = n / chunk, rem = n % chunk;
-  flat.narrow(0, 0, full * chunk)
-      .view({full, chunk})
-      .copy_(rows.narrow(0, 0, full));
-  if (rem)
-    flat.narrow(0, full * chunk, rem).copy_(rows[full].narrow(0, 0, rem));
+    views.push_back(
+        {flat.narrow(0, full * chunk, rem), rows[full].narrow(0, 0, rem)});
+  return views;
 }
 
 /// Every rank's slice (`mine[i]` this rank's) gathered into `whole[i]`, a
@@ -92,8 +90,10 @@ void gatherSlices(Communicator &c, const std::vector<at::Tensor> &mine,
       row.narrow(0, off[i - b], mine[i].numel()).copy_(mine[i].reshape(-1));
     at::Tensor all = c.allGather(row).view({k, off.back()});
     for (size_t i = b; i < e; ++i)
-      rowsToFlat(all.narrow(1, off[i - b], off[i - b + 1] - off[i - b]),
-                 whole[i].numel(), whole[i]);
+      for (auto &[flat, rows] :
+           flatAndRows(whole[i], whole[i].numel(),
+                       all.narrow(1, off[i - b], off[i - b + 1] - off[i - b])))
+        flat.copy_(rows);
   });
 }
 
@@ -124,8 +124,10 @@ rlhf::reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
         sliceOffsets(b, e, k, [&](size_t i) { return grads[i].numel(); });
     at::Tensor rows = at::zeros({k, off.back()}, grads[b].options());
     for (size_t i = b; i < e; ++i)
-      flatToRows(grads[i].reshape(-1), grads[i].numel(),
-                 rows.narrow(1, off[i - b], off[i - b + 1] - off[i - b]));
+      for (auto &[flat, row] :
+           flatAndRows(grads[i].reshape(-1), grads[i].numel(),
+                       rows.narrow(1, off[i - b], off[i - b + 1] - off[i - b])))
+        row.copy_(flat);
     at::Tensor mine = group.reduceScatterSum(rows.view({-1}));
     for (size_t i = b; i < e; ++i)
       out[i] = mine.narrow(0, off[i - b], sliceOf(grads[i].numel(), r, k).len);

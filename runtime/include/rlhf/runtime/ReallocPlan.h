@@ -49,6 +49,9 @@ struct Layout {
   int64_t firstGpu = 0;
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t size() const { return dp * tp * pp; }
+  bool contains(int64_t g) const {
+    return g >= firstGpu && g < firstGpu + size();
+  }
   int64_t gpu(int64_t d, int64_t s, int64_t t) const {
     return firstGpu + (d * pp + s) * tp + t;
   }
