@@ -38,9 +38,15 @@ static llvm::cl::opt<bool>
           llvm::cl::cat(benchCat));
 static llvm::cl::opt<double> exactSeconds(
     "exact-seconds",
-    llvm::cl::desc("time cap of the exact search per setting (8 and 16 GPUs; "
-                   "0: none)"),
+    llvm::cl::desc(
+        "time cap of the exact search per setting (see --exact-gpus; "
+        "0: none)"),
     llvm::cl::init(120), llvm::cl::cat(benchCat));
+static llvm::cl::opt<int> exactGpus(
+    "exact-gpus",
+    llvm::cl::desc("run the exact search on settings of at most this many "
+                   "GPUs (larger ones seldom finish within hours)"),
+    llvm::cl::init(16), llvm::cl::cat(benchCat));
 static llvm::cl::opt<int>
     only("only", llvm::cl::desc("run only this setting (0-based)"),
          llvm::cl::init(-1), llvm::cl::cat(benchCat));
@@ -197,7 +203,7 @@ int main(int argc, char **argv) {
       // starts from the search's plan as its incumbent.
       std::string optimum = "-", gap = "-", exactWall = "-";
       double proven = INFINITY;
-      if (s.gpus <= 16) {
+      if (s.gpus <= exactGpus) {
         const std::optional<plan::Assignment> &a = searched;
         plan::ExactOptions eo;
         eo.nodeLimit = std::numeric_limits<int64_t>::max();

@@ -45,12 +45,11 @@ ParallelGroups rlhf::makeGroups(Communicator &world, const Layout &L) {
       m.push_back(int(L.gpu(d, s, t)));
     return m;
   }, L.dp);
-  if (L.contains(me)) {
-    int64_t rel = me - L.firstGpu;
+  if (auto c = L.coordsOf(me)) {
     g.member = true;
-    g.tpRank = int(rel % L.tp);
-    g.stage = int((rel / L.tp) % L.pp);
-    g.dpRank = int(rel / (L.tp * L.pp));
+    g.tpRank = int(c->t);
+    g.stage = int(c->s);
+    g.dpRank = int(c->d);
   }
   return g;
 }

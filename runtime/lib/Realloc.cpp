@@ -14,17 +14,6 @@ using namespace rlhf;
 
 namespace {
 
-struct Coords {
-  int64_t d, s, t;
-};
-
-std::optional<Coords> coordsOf(const Layout &l, int64_t gpu) {
-  if (!l.contains(gpu))
-    return std::nullopt;
-  int64_t rel = gpu - l.firstGpu;
-  return Coords{rel / (l.tp * l.pp), (rel / l.tp) % l.pp, rel % l.tp};
-}
-
 int dimOf(Shard s) { return s == Shard::Dim1 ? 1 : 0; }
 
 /// Element range [lo, hi) of the full parameter's sharded dimension for the
@@ -50,7 +39,7 @@ at::Tensor slice(const ParamSpec &p, const at::Tensor &shard, int64_t t, int64_t
 ParamMap rlhf::layoutShard(const ModelConfig &cfg, const ParamMap &full,
                            const Layout &layout, int64_t gpu) {
   ParamMap out;
-  auto c = coordsOf(layout, gpu);
+  auto c = layout.coordsOf(gpu);
   if (!c)
     return out;
   for (const ParamSpec &p : llamaParams(cfg.shape)) {
@@ -107,7 +96,7 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
 
   // Allocate the target shard.
   ParamMap out;
-  auto myTo = coordsOf(to, me);
+  auto myTo = to.coordsOf(me);
   if (myTo)
     for (const ParamSpec &p : params) {
       if (stageOf(p.layer, cfg.shape.layers, to.pp) != myTo->s)
@@ -122,7 +111,7 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
                         ? at::empty({rows}, at::kFloat)
                         : at::empty({rows, cols}, at::kFloat);
     }
-  auto myFrom = coordsOf(from, me);
+  auto myFrom = from.coordsOf(me);
 
   // Bucket the moves by (src, dst); walk pairs in one global order.
   std::map<std::pair<int64_t, int64_t>, std::vector<const SliceMove *>> buckets;
@@ -209,7 +198,7 @@ at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows, const at::T
     shape[0] = n;
     return at::empty(shape, like.options());
   };
-  auto myTo = coordsOf(to, me);
+  auto myTo = to.coordsOf(me);
   at::Tensor out;
   if (myTo && myTo->s == 0) {
     auto [a, b] = slice(myTo->d, to.dp);

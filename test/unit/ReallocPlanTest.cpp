@@ -43,10 +43,11 @@ TEST(ReallocPlan, EveryPairOfLayoutsCoversEachShardExactlyOnce) {
         // The source really holds the slice under `from`.
         const ParamSpec &p = ps[mv.param];
         int64_t stage = stageOf(p.layer, m.layers, from.pp);
-        int64_t rel = mv.src - from.firstGpu;
-        int64_t t = rel % from.tp, s = (rel / from.tp) % from.pp;
-        ASSERT_EQ(s, stage) << p.name;
-        Range have = shardRange(p.shard, t, p.shard == Shard::Replicated ? 1 : from.tp);
+        auto c = from.coordsOf(mv.src);
+        ASSERT_TRUE(c) << p.name;
+        ASSERT_EQ(c->s, stage) << p.name;
+        Range have = shardRange(p.shard, c->t,
+                                p.shard == Shard::Replicated ? 1 : from.tp);
         ASSERT_LE(have.lo, mv.lo + 1e-12);
         ASSERT_GE(have.hi, mv.hi - 1e-12);
       }

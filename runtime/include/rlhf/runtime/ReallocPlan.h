@@ -15,6 +15,7 @@
 #define RLHF_RUNTIME_REALLOCPLAN_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ struct Layout {
   }
   int64_t gpu(int64_t d, int64_t s, int64_t t) const {
     return firstGpu + (d * pp + s) * tp + t;
+  }
+  /// The inverse of gpu(): (dp rank, stage, tp rank) of a GPU in the layout.
+  struct Coords {
+    int64_t d, s, t;
+  };
+  std::optional<Coords> coordsOf(int64_t g) const {
+    if (!contains(g))
+      return std::nullopt;
+    int64_t rel = g - firstGpu;
+    return Coords{rel / (tp * pp), (rel / tp) % pp, rel % tp};
   }
 };
 
