@@ -46,6 +46,13 @@ int64_t rlhf::stageOf(int layer, int64_t layers, int64_t pp) {
   return extra + (layer - boundary) / std::max<int64_t>(base, 1);
 }
 
+std::pair<int64_t, int64_t> rlhf::stageLayers(int64_t stage, int64_t layers,
+                                              int64_t pp) {
+  int64_t base = layers / pp, extra = layers % pp;
+  int64_t lo = stage * base + std::min(stage, extra);
+  return {lo, lo + base + (stage < extra ? 1 : 0)};
+}
+
 Range rlhf::shardRange(Shard s, int64_t t, int64_t tp) {
   if (s == Shard::Replicated)
     return {0, 1};

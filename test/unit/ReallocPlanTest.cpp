@@ -74,6 +74,22 @@ TEST(ReallocPlan, StagesSplitLayersEvenly) {
   EXPECT_EQ(stageOf(-2, 10, 3), 2);
 }
 
+TEST(ReallocPlan, StageLayersInvertsStageOf) {
+  for (int64_t layers : {1, 7, 10, 32, 80})
+    for (int64_t pp = 1; pp <= layers && pp <= 16; ++pp) {
+      int64_t next = 0;
+      for (int64_t s = 0; s < pp; ++s) {
+        auto [lo, hi] = stageLayers(s, layers, pp);
+        EXPECT_EQ(lo, next) << layers << " layers, pp" << pp << " stage " << s;
+        EXPECT_GT(hi, lo);
+        for (int64_t l = lo; l < hi; ++l)
+          EXPECT_EQ(stageOf(int(l), layers, pp), s);
+        next = hi;
+      }
+      EXPECT_EQ(next, layers);
+    }
+}
+
 TEST(ReallocPlan, HuggingFaceNames) {
   std::vector<ParamSpec> ps = llamaParams(tiny());
   EXPECT_EQ(ps.front().name, "model.embed_tokens.weight");

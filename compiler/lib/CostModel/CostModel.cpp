@@ -27,6 +27,9 @@ constexpr double kOptimizerTrafficPerParam = 32.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+rlhf::Layout layoutOf(const Strategy &s) {
+  return rlhf::Layout{s.firstGpu, s.dp, s.tp, s.pp};
+}
 
 } // namespace
 
@@ -282,10 +285,8 @@ double rlhfc::cost::hostLoadTime(double bytesPerGpu, const Hardware &hw) {
 MoveEstimate rlhfc::cost::estimateRealloc(const Arch &a, const Hardware &hw,
                                           const Strategy &from, const Strategy &to) {
   std::vector<rlhf::ParamSpec> params = rlhf::llamaParams(a.shape);
-  rlhf::Layout f{from.firstGpu, from.dp, from.tp, from.pp};
-  rlhf::Layout t{to.firstGpu, to.dp, to.tp, to.pp};
-  rlhf::ReallocPlan plan =
-      rlhf::planRealloc(params, f, t, a.shape.layers, hw.gpusPerNode);
+  rlhf::ReallocPlan plan = rlhf::planRealloc(
+      params, layoutOf(from), layoutOf(to), a.shape.layers, hw.gpusPerNode);
   MoveEstimate m;
   m.intraNodeBytes = double(plan.intraNodeBytes);
   m.interNodeBytes = double(plan.interNodeBytes);
@@ -329,64 +330,59 @@ MoveEstimate rlhfc::cost::estimateReallocFast(const Arch &a, const Hardware &hw,
   const int64_t L = a.shape.layers, gpn = hw.gpusPerNode;
   const double h = double(a.shape.hidden);
   const double sharded = a.layerParams - 2 * h, repl = 2 * h;
-  auto layerRange = [&](int64_t stage, int64_t pp) {
-    int64_t base = L / pp, extra = L % pp;
-    int64_t lo = stage * base + std::min(stage, extra);
-    return std::make_pair(lo, lo + base + (stage < extra ? 1 : 0));
-  };
+  const rlhf::Layout f = layoutOf(from), t = layoutOf(to);
   const Link nv = groupLink(hw, 2, 2), net = groupLink(hw, 2, 1);
-  const int64_t fromEnd = from.firstGpu + from.devices();
   // Whether some replica of source stage `fs` has a GPU on `node`.
   auto stageOnNode = [&](int64_t fs, int64_t node) {
-    for (int64_t d = 0; d < from.dp; ++d) {
-      int64_t g0 = from.firstGpu + (d * from.pp + fs) * from.tp;
-      if (g0 / gpn <= node && node <= (g0 + from.tp - 1) / gpn)
+    for (int64_t d = 0; d < f.dp; ++d)
+      if (f.gpu(d, fs, 0) / gpn <= node && node <= f.gpu(d, fs, f.tp - 1) / gpn)
         return true;
-    }
     return false;
   };
-  std::vector<double> sendLoad(size_t(std::max(fromEnd, to.firstGpu + to.devices())), 0);
+  std::vector<double> sendLoad(
+      size_t(std::max(f.firstGpu + f.size(), t.firstGpu + t.size())), 0);
   double worstRecv = 0;
-  for (int64_t d = 0; d < to.dp; ++d)
-    for (int64_t st = 0; st < to.pp; ++st)
-      for (int64_t t = 0; t < to.tp; ++t) {
-        int64_t g = to.firstGpu + (d * to.pp + st) * to.tp + t;
-        auto [l0, l1] = layerRange(st, to.pp);
-        bool inFrom = g >= from.firstGpu && g < fromEnd;
-        int64_t rel = g - from.firstGpu;
-        int64_t ft = inFrom ? rel % from.tp : -1, fsOwn = inFrom ? (rel / from.tp) % from.pp : -1;
+  for (int64_t d = 0; d < t.dp; ++d)
+    for (int64_t st = 0; st < t.pp; ++st)
+      for (int64_t tr = 0; tr < t.tp; ++tr) {
+        int64_t g = t.gpu(d, st, tr);
+        auto [l0, l1] = rlhf::stageLayers(st, L, t.pp);
+        // The share of this GPU's sharded slice it already holds.
+        std::optional<rlhf::Layout::Coords> own = f.coordsOf(g);
         double frac = 0;
-        if (inFrom) {
-          double lo = std::max(double(t) / to.tp, double(ft) / from.tp);
-          double hi = std::min(double(t + 1) / to.tp, double(ft + 1) / from.tp);
-          frac = std::max(0.0, hi - lo);
+        if (own) {
+          rlhf::Range want = rlhf::shardRange(rlhf::Shard::Dim0, tr, t.tp);
+          rlhf::Range have = rlhf::shardRange(rlhf::Shard::Dim0, own->t, f.tp);
+          frac = std::max(0.0, std::min(want.hi, have.hi) -
+                                   std::max(want.lo, have.lo));
         }
         double intra = 0, inter = 0;
-        for (int64_t fs = 0; fs < from.pp; ++fs) {
-          auto [m0, m1] = layerRange(fs, from.pp);
+        for (int64_t fs = 0; fs < f.pp; ++fs) {
+          auto [m0, m1] = rlhf::stageLayers(fs, L, f.pp);
           double layers = double(std::max<int64_t>(0, std::min(l1, m1) - std::max(l0, m0)));
-          double need = layers * (sharded / to.tp + repl);
+          double need = layers * (sharded / t.tp + repl);
           if (st == 0 && fs == 0)
-            need += a.embedParams / to.tp;
-          if (st == to.pp - 1 && fs == from.pp - 1)
-            need += a.headParams / (a.shape.valueHead ? 1 : to.tp) + h;
+            need += a.embedParams / t.tp;
+          if (st == t.pp - 1 && fs == f.pp - 1)
+            need += a.headParams / (a.shape.valueHead ? 1 : t.tp) + h;
           if (need <= 0)
             continue;
           double local = 0;
-          if (fs == fsOwn) {
+          if (own && fs == own->s) {
             local = layers * (sharded * frac + repl);
             if (st == 0 && fs == 0)
               local += a.embedParams * frac;
-            if (st == to.pp - 1 && fs == from.pp - 1)
+            if (st == t.pp - 1 && fs == f.pp - 1)
               local += (a.shape.valueHead ? a.headParams : a.headParams * frac) + h;
           }
           double bytes = 2.0 * std::max(0.0, need - local);
           m.localBytes += 2.0 * std::min(local, need);
-          (stageOnNode(fs, g / gpn) ? intra : inter) += bytes;
+          bool sameNode = stageOnNode(fs, g / gpn);
+          (sameNode ? intra : inter) += bytes;
           // The stage's dp replicas share the sending, round-robin.
-          for (int64_t rd = 0; rd < from.dp; ++rd)
-            sendLoad[from.firstGpu + (rd * from.pp + fs) * from.tp] +=
-                bytes / from.dp / (stageOnNode(fs, g / gpn) ? nv.bw : net.bw);
+          for (int64_t rd = 0; rd < f.dp; ++rd)
+            sendLoad[f.gpu(rd, fs, 0)] +=
+                bytes / f.dp / (sameNode ? nv.bw : net.bw);
         }
         m.intraNodeBytes += intra;
         m.interNodeBytes += inter;
@@ -395,7 +391,7 @@ MoveEstimate rlhfc::cost::estimateReallocFast(const Arch &a, const Hardware &hw,
   // A source shard's sends spread over its tp ranks too.
   double worstSend = 0;
   for (double v : sendLoad)
-    worstSend = std::max(worstSend, v / from.tp);
+    worstSend = std::max(worstSend, v / f.tp);
   double worst = std::max(worstRecv, worstSend);
   if (m.intraNodeBytes + m.interNodeBytes > 0)
     worst += m.interNodeBytes > 0 ? net.latency : nv.latency;

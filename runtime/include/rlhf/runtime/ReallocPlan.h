@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rlhf {
@@ -70,6 +71,11 @@ struct Layout {
 
 /// The stage holding `layer` (-1: first stage, -2: last stage).
 int64_t stageOf(int layer, int64_t layers, int64_t pp);
+
+/// The decoder layers [first, second) that `stage` of `pp` holds: the
+/// inverse of stageOf.
+std::pair<int64_t, int64_t> stageLayers(int64_t stage, int64_t layers,
+                                        int64_t pp);
 
 /// Fraction [lo, hi) of the sharded dimension tp rank `t` holds.
 struct Range {
