@@ -240,6 +240,9 @@ int main(int argc, char **argv) {
           formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gens[gi],
           sec(heur), sec(colo), sec(sep), sec(search), best / search,
           heur / search, wall, space, optimum, gap, exactWall);
+      // Rows can be minutes apart (--exact-seconds); show each as it ends
+      // even when stdout is a file.
+      llvm::outs().flush();
       if (std::isfinite(heur) && std::isfinite(search)) {
         logSum += std::log(heur / search);
         ++count;
@@ -262,6 +265,7 @@ int main(int argc, char **argv) {
         }
         llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
                                 heur / floor);
+        llvm::outs().flush();
         logCeiling += std::log(heur / floor);
       }
     }
