@@ -343,10 +343,10 @@ MoveEstimate rlhfc::cost::estimateReallocFast(const Arch &a, const Hardware &hw,
       size_t(std::max(f.firstGpu + f.size(), t.firstGpu + t.size())), 0);
   double worstRecv = 0;
   for (int64_t d = 0; d < t.dp; ++d)
-    for (int64_t st = 0; st < t.pp; ++st)
+    for (int64_t st = 0; st < t.pp; ++st) {
+      auto [l0, l1] = rlhf::stageLayers(st, L, t.pp);
       for (int64_t tr = 0; tr < t.tp; ++tr) {
         int64_t g = t.gpu(d, st, tr);
-        auto [l0, l1] = rlhf::stageLayers(st, L, t.pp);
         // The share of this GPU's sharded slice it already holds.
         std::optional<rlhf::Layout::Coords> own = f.coordsOf(g);
         double frac = 0;
@@ -388,6 +388,7 @@ MoveEstimate rlhfc::cost::estimateReallocFast(const Arch &a, const Hardware &hw,
         m.interNodeBytes += inter;
         worstRecv = std::max(worstRecv, intra / nv.bw + inter / net.bw);
       }
+    }
   // A source shard's sends spread over its tp ranks too.
   double worstSend = 0;
   for (double v : sendLoad)
