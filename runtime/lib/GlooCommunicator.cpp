@@ -16,6 +16,18 @@ using namespace rlhf;
 
 namespace {
 
+/// Gloo moves host memory. A device tensor goes through a host copy, so
+/// several ranks can share one GPU (tests of multi-rank layouts on one GPU);
+/// NCCL is the backend that moves device memory directly.
+at::Tensor onHost(const at::Tensor &t) {
+  return t.is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
+}
+/// Copies a staged result back into `t` (a no-op when `host` is `t`).
+void fromHost(at::Tensor &t, const at::Tensor &host) {
+  if (!host.is_same(t))
+    t.copy_(host);
+}
+
 // c10::Error appends a C++ backtrace; users need the first line only.
 std::string firstLine(std::string msg) {
   if (auto nl = msg.find('\n'); nl != std::string::npos)
@@ -26,8 +38,10 @@ std::string firstLine(std::string msg) {
 class GlooCommunicator final : public Communicator {
 public:
   /// A subgroup: `rank`/`size` within it, sharing the parent's store.
-  GlooCommunicator(const RendezvousConfig &cfg, c10::intrusive_ptr<c10d::Store> store,
-                   const std::string &prefix, int rank, int size, int globalRank)
+  GlooCommunicator(const RendezvousConfig &cfg,
+                   c10::intrusive_ptr<c10d::Store> store,
+                   const std::string &prefix, int rank, int size,
+                   int globalRank)
       : cfg(cfg), store(store), globalRank(globalRank) {
     this->cfg.rank = rank;
     this->cfg.worldSize = size;
@@ -36,13 +50,15 @@ public:
       pgOpts->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname(deviceHost()));
       pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, pgOpts);
+          c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size,
+          pgOpts);
     } catch (const std::exception &e) {
       throw Error(where("subgroup " + prefix) + firstLine(e.what()));
     }
   }
 
-  GlooCommunicator(const RendezvousConfig &cfg) : cfg(cfg), globalRank(cfg.rank) {
+  GlooCommunicator(const RendezvousConfig &cfg)
+      : cfg(cfg), globalRank(cfg.rank) {
     try {
       store = openStore(cfg);
       auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
@@ -64,15 +80,17 @@ public:
   const char *backendName() const override { return "gloo"; }
 
   void allReduceSum(at::Tensor &t) override {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{onHost(t)};
     run("all_reduce", [&] { return pg->allreduce(ts); });
+    fromHost(t, ts[0]);
   }
 
   void broadcast(at::Tensor &t, int root) override {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{onHost(t)};
     c10d::BroadcastOptions o;
     o.rootRank = root;
     run("broadcast", [&] { return pg->broadcast(ts, o); });
+    fromHost(t, ts[0]);
   }
 
   void barrier() override {
@@ -80,41 +98,38 @@ public:
   }
 
   at::Tensor allGather(const at::Tensor &input) override {
-    std::vector<at::Tensor> in{input.contiguous()};
+    std::vector<at::Tensor> in{onHost(input)};
     std::vector<std::vector<at::Tensor>> out(1);
     for (int r = 0; r < cfg.worldSize; ++r)
       out[0].push_back(at::empty_like(in[0]));
     run("all_gather", [&] { return pg->allgather(out, in); });
-    return at::cat(out[0], 0);
+    return at::cat(out[0], 0).to(input.device());
   }
 
-  // Gloo in LibTorch 1.13 has no reduce_scatter; an all-to-all moves the
-  // same bytes as a ring reduce-scatter, and the sum is then local.
   at::Tensor reduceScatterSum(const at::Tensor &input) override {
     if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
       throw Error(where("reduce_scatter") + why);
-    at::Tensor in = input.contiguous();
-    at::Tensor out = at::empty_like(in);
-    std::vector<int64_t> even;
-    run("reduce_scatter",
-        [&] { return pg->alltoall_base(out, in, even, even); });
+    at::Tensor in = onHost(input);
     std::vector<int64_t> shape = in.sizes().vec();
     shape[0] /= cfg.worldSize;
-    shape.insert(shape.begin(), cfg.worldSize);
-    return out.view(shape).sum(0);
+    at::Tensor out = at::empty(shape, in.options());
+    run("reduce_scatter", [&] { return pg->_reduce_scatter_base(out, in); });
+    return out.to(input.device());
   }
 
   void send(const at::Tensor &t, int dst) override {
-    std::vector<at::Tensor> ts{t.contiguous()};
+    std::vector<at::Tensor> ts{onHost(t)};
     run("send", [&] { return pg->send(ts, dst, /*tag=*/0); });
   }
 
   void recv(at::Tensor &t, int src) override {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{onHost(t)};
     run("recv", [&] { return pg->recv(ts, src, /*tag=*/0); });
+    fromHost(t, ts[0]);
   }
 
-  void exchange(const std::vector<Peer> &sends, std::vector<Peer> &recvs) override {
+  void exchange(const std::vector<Peer> &sends,
+                std::vector<Peer> &recvs) override {
     std::vector<std::vector<at::Tensor>> bufs;
     bufs.reserve(sends.size() + recvs.size());
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
@@ -122,17 +137,19 @@ public:
     try {
       for (const Peer &s : sends) {
         peer = s.rank;
-        bufs.push_back({s.tensor.contiguous()});
+        bufs.push_back({onHost(s.tensor)});
         works.push_back(pg->send(bufs.back(), s.rank, /*tag=*/1));
       }
       for (Peer &r : recvs) {
         peer = r.rank;
-        bufs.push_back({r.tensor});
+        bufs.push_back({onHost(r.tensor)});
         works.push_back(pg->recv(bufs.back(), r.rank, /*tag=*/1));
       }
       for (auto &w : works)
         if (!w->wait(cfg.timeout))
           throw Error("timed out");
+      for (size_t i = 0; i < recvs.size(); ++i)
+        fromHost(recvs[i].tensor, bufs[sends.size() + i][0]);
     } catch (const std::exception &e) {
       throw Error(where("exchange") + firstLine(e.what()) + " (timeout " +
                   std::to_string(cfg.timeout.count()) +
@@ -141,7 +158,8 @@ public:
     (void)peer;
   }
 
-  std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) override {
+  std::unique_ptr<Communicator>
+  subgroup(const std::vector<int> &ranks) override {
     // Every call needs a fresh store prefix; members agree on it because
     // they create their subgroups in the same order.
     std::string prefix = "rlhf/sub" + std::to_string(subgroupCount++);
@@ -173,10 +191,11 @@ private:
   std::string where(const std::string &op) const {
     std::string who = "rank " + std::to_string(globalRank);
     if (cfg.rank != globalRank)
-      who += " (" + std::to_string(cfg.rank) + "/" + std::to_string(cfg.worldSize) +
-             " in its group)";
+      who += " (" + std::to_string(cfg.rank) + "/" +
+             std::to_string(cfg.worldSize) + " in its group)";
     else
-      who = "rank " + std::to_string(cfg.rank) + "/" + std::to_string(cfg.worldSize);
+      who = "rank " + std::to_string(cfg.rank) + "/" +
+            std::to_string(cfg.worldSize);
     return who + ": " + op + " failed: ";
   }
 
@@ -207,6 +226,8 @@ private:
 
 std::unique_ptr<Communicator>
 rlhf::createGlooCommunicator(const RendezvousConfig &cfg) {
+  // Every worker joins its job here, so the thread policy lives here too.
+  setHostThreads(cfg);
   return std::make_unique<GlooCommunicator>(cfg);
 }
 

@@ -3,11 +3,14 @@
 #include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Error.h"
 
+#include <ATen/core/grad_mode.h>
+
 using namespace rlhf;
 
 GaeResult rlhf::gae(const at::Tensor &score, const at::Tensor &values,
                     const at::Tensor &logprobs, const at::Tensor &refLogprobs,
-                    const at::Tensor &mask, double gamma, double lam, double kl) {
+                    const at::Tensor &mask, double gamma, double lam,
+                    double kl) {
   at::NoGradGuard ng;
   const int64_t N = mask.size(0), T = mask.size(1);
   at::Tensor m = mask.to(at::kFloat);
@@ -15,7 +18,8 @@ GaeResult rlhf::gae(const at::Tensor &score, const at::Tensor &values,
   // generated token of each row.
   at::Tensor reward = -kl * (logprobs - refLogprobs) * m;
   at::Tensor idx = at::arange(T, at::kLong).unsqueeze(0).expand({N, T});
-  at::Tensor last = (idx * mask.to(at::kLong)).argmax(1); // last masked position
+  at::Tensor last =
+      (idx * mask.to(at::kLong)).argmax(1); // last masked position
   reward.scatter_add_(1, last.unsqueeze(1), score.to(at::kFloat).unsqueeze(1));
   at::Tensor v = values * m;
   at::Tensor adv = at::zeros({N, T});
@@ -39,7 +43,8 @@ namespace {
 at::Tensor grouped(const at::Tensor &score, int64_t group) {
   if (group < 1 || score.size(0) % group)
     throw Error("batch of " + std::to_string(score.size(0)) +
-                " scores does not split into groups of " + std::to_string(group));
+                " scores does not split into groups of " +
+                std::to_string(group));
   return score.to(at::kFloat).view({-1, group});
 }
 } // namespace
@@ -47,7 +52,8 @@ at::Tensor grouped(const at::Tensor &score, int64_t group) {
 at::Tensor rlhf::grpoAdvantages(const at::Tensor &score, int64_t group) {
   at::Tensor g = grouped(score, group);
   at::Tensor mean = g.mean(1, true);
-  at::Tensor std = group > 1 ? g.std(1, /*unbiased=*/true, true) : at::zeros_like(mean);
+  at::Tensor std =
+      group > 1 ? g.std(1, /*unbiased=*/true, true) : at::zeros_like(mean);
   return ((g - mean) / (std + 1e-6)).view({-1});
 }
 
@@ -59,15 +65,16 @@ at::Tensor rlhf::rlooAdvantages(const at::Tensor &score, int64_t group) {
   return (g - others).view({-1});
 }
 
-at::Tensor rlhf::remaxAdvantages(const at::Tensor &score, const at::Tensor &baseline) {
+at::Tensor rlhf::remaxAdvantages(const at::Tensor &score,
+                                 const at::Tensor &baseline) {
   if (score.sizes() != baseline.sizes())
     throw Error("ReMax needs one baseline score per sample");
   return score.to(at::kFloat) - baseline.to(at::kFloat);
 }
 
 at::Tensor rlhf::klPenalty(const at::Tensor &score, const at::Tensor &logprobs,
-                           const at::Tensor &refLogprobs, const at::Tensor &mask,
-                           double coef) {
+                           const at::Tensor &refLogprobs,
+                           const at::Tensor &mask, double coef) {
   return score.to(at::kFloat) -
          coef * ((logprobs - refLogprobs) * mask.to(at::kFloat)).sum(1);
 }
@@ -76,8 +83,9 @@ at::Tensor rlhf::exactMatch(const at::Tensor &seq, const at::Tensor &mask,
                             const at::Tensor &answer, int64_t pad) {
   const int64_t N = seq.size(0), A = answer.size(0);
   if (A == 0 || N % A)
-    throw Error("exact_match: " + std::to_string(N) + " sequences do not pair with " +
-                std::to_string(A) + " answers");
+    throw Error("exact_match: " + std::to_string(N) +
+                " sequences do not pair with " + std::to_string(A) +
+                " answers");
   const int64_t n = N / A;
   at::Tensor out = at::zeros({N});
   auto s = seq.accessor<int64_t, 2>();

@@ -25,6 +25,7 @@
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

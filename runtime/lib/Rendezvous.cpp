@@ -3,9 +3,13 @@
 #include "rlhf/runtime/Rendezvous.h"
 #include "rlhf/runtime/Error.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 using namespace rlhf;
 
@@ -35,6 +39,8 @@ RendezvousConfig RendezvousConfig::fromEnv() {
   c.worldSize = readIntEnv("WORLD_SIZE", 1, false, 1, 1 << 20);
   c.rank = readIntEnv("RANK", 0, distributed, 0, c.worldSize - 1);
   c.localRank = readIntEnv("LOCAL_RANK", c.rank, false, 0, 1 << 20);
+  c.localWorldSize =
+      readIntEnv("LOCAL_WORLD_SIZE", c.worldSize, false, 1, 1 << 20);
   if (const char *a = std::getenv("MASTER_ADDR"); a && *a)
     c.masterAddr = a;
   else if (distributed && c.worldSize > 1)
@@ -49,8 +55,17 @@ RendezvousConfig RendezvousConfig::fromEnv() {
         "environment variable MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE, "
         "where rank 0 publishes the port it takes (rlhf-run sets both); "
         "otherwise give a port");
+  if (const char *a = std::getenv("TORCHELASTIC_USE_AGENT_STORE"))
+    c.agentStore = std::string(a) == "True" || std::string(a) == "1";
   c.timeout = std::chrono::milliseconds(
       readIntEnv("RLHF_COMM_TIMEOUT_MS", c.timeout.count(), false, 1,
                  std::numeric_limits<int>::max()));
   return c;
+}
+
+void rlhf::setHostThreads(const RendezvousConfig &cfg) {
+  if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp)
+    return;
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / std::max(1, cfg.localWorldSize)));
 }

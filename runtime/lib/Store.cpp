@@ -45,7 +45,7 @@ uint16_t awaitPort(const std::string &file, std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10d::TCPStore>
 rlhf::openStore(const RendezvousConfig &cfg) {
   c10d::TCPStoreOptions opts;
-  opts.isServer = cfg.rank == 0;
+  opts.isServer = cfg.rank == 0 && !cfg.agentStore;
   opts.numWorkers = cfg.worldSize;
   opts.timeout = cfg.timeout;
   opts.port = cfg.masterPort;

@@ -39,12 +39,20 @@ const Shim &shim() {
     std::string path = dir + "/librlhf_spm.so";
     sh.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!sh.lib)
-      throw Error("cannot load the tokenizer library '" + path + "': " + dlerror());
-    sh.load = reinterpret_cast<decltype(sh.load)>(dlsym(sh.lib, "rlhf_spm_load"));
-    sh.free = reinterpret_cast<decltype(sh.free)>(dlsym(sh.lib, "rlhf_spm_free"));
-    sh.encode = reinterpret_cast<decltype(sh.encode)>(dlsym(sh.lib, "rlhf_spm_encode"));
-    sh.decode = reinterpret_cast<decltype(sh.decode)>(dlsym(sh.lib, "rlhf_spm_decode"));
-    sh.info = reinterpret_cast<decltype(sh.info)>(dlsym(sh.lib, "rlhf_spm_info"));
+      throw Error("cannot load the tokenizer library '" + path +
+                  "': " + dlerror() +
+                  " (a runtime built without sentencepiece has none: install "
+                  "libsentencepiece-dev and rebuild)");
+    sh.load =
+        reinterpret_cast<decltype(sh.load)>(dlsym(sh.lib, "rlhf_spm_load"));
+    sh.free =
+        reinterpret_cast<decltype(sh.free)>(dlsym(sh.lib, "rlhf_spm_free"));
+    sh.encode =
+        reinterpret_cast<decltype(sh.encode)>(dlsym(sh.lib, "rlhf_spm_encode"));
+    sh.decode =
+        reinterpret_cast<decltype(sh.decode)>(dlsym(sh.lib, "rlhf_spm_decode"));
+    sh.info =
+        reinterpret_cast<decltype(sh.info)>(dlsym(sh.lib, "rlhf_spm_info"));
     if (!sh.load || !sh.free || !sh.encode || !sh.decode || !sh.info)
       throw Error("tokenizer library '" + path + "' lacks its entry points");
     return sh;
@@ -74,7 +82,8 @@ Tokenizer::~Tokenizer() {
     shim().free(handle);
 }
 
-std::vector<int64_t> Tokenizer::encode(const std::string &text, bool addBos) const {
+std::vector<int64_t> Tokenizer::encode(const std::string &text,
+                                       bool addBos) const {
   std::vector<int> ids(text.size() + 8);
   int n = shim().encode(handle, text.c_str(), ids.data(), int(ids.size()));
   if (n > int(ids.size())) {
@@ -94,7 +103,8 @@ std::string Tokenizer::decode(const std::vector<int64_t> &ids) const {
     if (i >= 0 && i < vocabSize() && i != bos() && i != eos() && i != pad())
       v.push_back(int(i));
   std::string buf(v.size() * 16 + 16, '\0');
-  int n = shim().decode(handle, v.data(), int(v.size()), buf.data(), int(buf.size()));
+  int n = shim().decode(handle, v.data(), int(v.size()), buf.data(),
+                        int(buf.size()));
   if (n >= int(buf.size())) {
     buf.assign(n + 1, '\0');
     shim().decode(handle, v.data(), int(v.size()), buf.data(), int(buf.size()));

@@ -23,14 +23,26 @@ struct RendezvousConfig {
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
+  /// torchrun's agent already hosts the store at MASTER_ADDR:MASTER_PORT
+  /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 too, joins it.
+  bool agentStore = false;
   /// Every collective and store wait gives up after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+
+  /// Ranks on this host (LOCAL_WORLD_SIZE, else WORLD_SIZE).
+  int localWorldSize = 1;
 
   /// Builds the config from the environment. Throws rlhf::Error naming the
   /// variable when one is missing or malformed. RLHF_COMM_TIMEOUT_MS, when
   /// set, overrides the timeout. MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE.
   static RendezvousConfig fromEnv();
 };
+
+/// Gives this rank its share of the host's cores for intra-op threads:
+/// cores / localWorldSize, at least 1, unless OMP_NUM_THREADS says otherwise.
+/// LibTorch's default (every core in every rank) oversubscribes a host that
+/// runs several ranks, and its spinning threads then slow a step several-fold.
+void setHostThreads(const RendezvousConfig &cfg);
 
 } // namespace rlhf
 

@@ -1,0 +1,52 @@
+//===- Device.cpp - the device a rank computes on -------------------------===//
+
+#include "rlhf/runtime/Device.h"
+#include "rlhf/runtime/Error.h"
+
+#include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <cstdlib>
+#include <string>
+
+using namespace rlhf;
+
+int rlhf::cudaDeviceCount() {
+  // The hooks answer 0 without a driver; they never throw for that.
+  return at::globalContext().hasCUDA()
+             ? int(at::detail::getCUDAHooks().deviceCount())
+             : 0;
+}
+
+c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
+  std::string want = "auto";
+  if (const char *v = std::getenv("RLHF_DEVICE"); v && *v)
+    want = v;
+  const std::string who = "rank " + std::to_string(cfg.rank) + ": ";
+  if (want != "auto" && want != "cpu" && want != "cuda")
+    throw Error(who + "environment variable RLHF_DEVICE='" + want +
+                "' is not one of cpu, cuda, auto");
+  if (want == "cpu")
+    return c10::Device(c10::kCPU);
+  int n = cudaDeviceCount();
+  if (n == 0) {
+    if (want == "cuda")
+      throw Error(
+          who + "RLHF_DEVICE=cuda, but no CUDA device is visible (check "
+                "nvidia-smi and CUDA_VISIBLE_DEVICES, or set RLHF_DEVICE=cpu)");
+    return c10::Device(c10::kCPU);
+  }
+  c10::Device dev(c10::kCUDA, c10::DeviceIndex(cfg.localRank % n));
+  // Later allocations and kernels without an explicit device go there too.
+  c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(dev);
+  return dev;
+}
+
+double rlhf::devicePeakBytes(c10::Device device) {
+  if (!device.is_cuda())
+    return 0;
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  using c10::CachingAllocator::StatType;
+  return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].peak);
+}

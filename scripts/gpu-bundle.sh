@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Gathers, on a build machine, what scripts/gpu-check.sh needs on a GPU node
+# that has CUDA, CMake and the torch wheel but no Debian packages and no
+# network: header-only and static dependencies of the runtime-only build, and
+# the example programs compiled by rlhfc to objects (a GPU node has no MLIR).
+#
+#   scripts/gpu-bundle.sh [DIR]      (default DIR: .gpu-deps, git-ignored)
+#
+# Carried: Gloo's headers (c10d's ProcessGroupGloo.hpp includes them),
+# nlohmann-json, GoogleTest/GoogleMock (headers and static libraries), and
+# examples/*.rlhf compiled with `rlhfc --emit=obj`. Not carried: sentencepiece
+# (optional there), LLVM (so no rlhf-run; torchrun launches the workers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-.gpu-deps}
+scripts/build.sh rlhfc >/dev/null
+rm -rf "$dir"
+mkdir -p "$dir/include" "$dir/lib" "$dir/obj"
+cp -r /usr/include/gloo /usr/include/nlohmann /usr/include/gtest /usr/include/gmock \
+  "$dir/include/"
+cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a \
+  /usr/lib/x86_64-linux-gnu/libgmock.a /usr/lib/x86_64-linux-gnu/libgmock_main.a "$dir/lib/"
+for prog in tiny_grpo tiny_ppo; do
+  build/bin/rlhfc "examples/$prog.rlhf" --emit=obj -o "$dir/obj/$prog.o"
+done
+git rev-parse HEAD >"$dir/commit"
+echo "gpu-bundle: wrote $dir ($(du -sh "$dir" | cut -f1)); carry it to the GPU node"
