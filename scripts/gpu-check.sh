@@ -76,7 +76,7 @@ link_and_train() {
     -Wl,-rpath,"$lib" || return 1
   rm -rf "$out/tiny_grpo-run"
   RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    "$build/tiny_grpo" --steps 150 --data sums=examples/data/sums.jsonl \
+    --no-python "$build/tiny_grpo" --steps 150 --data sums=examples/data/sums.jsonl \
     --out "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json"
 }
 step tiny-grpo link_and_train

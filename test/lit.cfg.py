@@ -16,6 +16,8 @@ config.test_exec_root = os.path.join(config.rlhf_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%rlhf_src", config.rlhf_src_root))
+# The python whose torch the runtime links: its torchrun launches workers.
+config.substitutions.append(("%torchrun", config.torch_python + " -m torch.distributed.run"))
 config.substitutions.append(("%stdlib", os.path.join(config.rlhf_src_root, "stdlib")))
 config.substitutions.append(("%examples", os.path.join(config.rlhf_src_root, "examples")))
 

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/cuda/Cuda.h"
-#include "rlhf/cuda/NcclCommunicator.h"
+#include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
 
 #include <cstdio>

@@ -32,8 +32,8 @@ ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
     const auto &src = second ? const_cast<Adam *>(opt)->moments2()
                              : const_cast<Adam *>(opt)->moments1();
     auto it = src.find(n);
-    out[n] = it != src.end() && it->second.defined() ? it->second
-                                                     : at::zeros_like(p.detach());
+    out[n] = it != src.end() && it->second.defined() ? it->second.cpu()
+                                                     : at::zeros_like(p);
   }
   return out;
 }
@@ -43,9 +43,11 @@ ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
 void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
                           const ParamMap &mine, const Adam *opt, const Layout &layout,
                           Communicator &world, int64_t step) {
+  // Gathered through host memory: a whole model's weights and moments need
+  // not fit on rank 0's GPU.
   ParamMap detached;
   for (auto &[n, p] : mine)
-    detached[n] = p.detach();
+    detached[n] = p.detach().cpu();
   ParamMap full = reallocate(cfg, detached, layout, kRankZero, world);
   ParamMap m, v;
   if (opt) {
@@ -93,6 +95,8 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir, const ModelConfig &
     st.step = state["step"].get<int64_t>();
     st.adamSteps = state.value("adam_steps", int64_t(0));
     full = loadSafetensors(dir + "/model.safetensors");
+    for (auto &[n, t] : full)
+      t = t.to(at::kFloat);
     std::ifstream optFile(dir + "/optimizer.safetensors");
     if (optFile) {
       hasOpt = true;

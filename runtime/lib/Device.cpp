@@ -7,6 +7,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -49,4 +50,39 @@ double rlhf::devicePeakBytes(c10::Device device) {
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   using c10::CachingAllocator::StatType;
   return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].peak);
+}
+
+std::unique_ptr<Communicator>
+rlhf::createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device) {
+  std::string want;
+  if (const char *v = std::getenv("RLHF_BACKEND"); v && *v)
+    want = v;
+  if (!want.empty() && want != "gloo" && want != "nccl")
+    throw Error("rank " + std::to_string(cfg.rank) +
+                ": environment variable RLHF_BACKEND='" + want +
+                "' is not one of gloo, nccl");
+  if (want.empty())
+    want = device.is_cuda() && cfg.localWorldSize <= cudaDeviceCount() ? "nccl"
+                                                                       : "gloo";
+  return want == "nccl" ? createNcclCommunicator(cfg)
+                        : createGlooCommunicator(cfg);
+}
+
+int rlhf::runWorker(
+    const std::function<int(Communicator &, c10::Device)> &body) {
+  int rank = -1;
+  try {
+    RendezvousConfig cfg = RendezvousConfig::fromEnv();
+    rank = cfg.rank;
+    c10::Device device = selectDevice(cfg);
+    std::unique_ptr<Communicator> world = createWorldCommunicator(cfg, device);
+    return body(*world, device);
+  } catch (const c10::Error &e) {
+    std::fprintf(stderr, "rank %d: error: %s\n", rank,
+                 e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+    return 1;
+  }
 }

@@ -125,6 +125,13 @@ ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed) {
   return out;
 }
 
+ParamMap rlhf::toDevice(ParamMap params, c10::Device device) {
+  for (auto &[n, t] : params)
+    if (t.defined())
+      t = t.to(device);
+  return params;
+}
+
 ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
                            int tpSize) {
   ParamMap out;
@@ -170,6 +177,8 @@ LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
                 " does not divide the heads, kv heads, ffn and vocab of the model");
   if (tp.size > 1 && !tp.comm)
     throw Error("tensor parallel size > 1 needs a communicator");
+  if (!params_.empty())
+    device_ = params_.begin()->second.device();
 }
 
 const at::Tensor &LlamaModel::p(const std::string &name) const {
@@ -263,7 +272,7 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
   // Rotary tables for these positions: [B, 1, S, headDim].
   const int64_t headDim = m.hidden / m.heads;
   at::Tensor inv = 1.0 / at::pow(cfg.ropeTheta,
-                                 at::arange(0, headDim, 2, at::kFloat) / double(headDim));
+                                 at::arange(0, headDim, 2, on(at::kFloat)) / double(headDim));
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos(), sin = angles.sin();
@@ -292,32 +301,35 @@ namespace {
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 } // namespace
 
-at::Tensor LlamaModel::forward(const at::Tensor &tokens,
+at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
                                const c10::optional<at::Tensor> &positionsIn) {
+  const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
   if (S > cfg.maxSeq)
     throw Error("sequence of " + std::to_string(S) + " tokens exceeds max_seq " +
                 std::to_string(cfg.maxSeq));
   at::Tensor positions =
-      positionsIn ? *positionsIn : at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
+      positionsIn ? positionsIn->to(device_)
+                  : at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (pp.stages > 1) {
     StageActivations a = stageForward(tokens);
     return lastStage() ? a.output : at::Tensor();
   }
-  at::Tensor mask = at::full({S, S}, kMasked, at::kFloat).triu(1).view({1, 1, S, S});
+  at::Tensor mask = at::full({S, S}, kMasked, on(at::kFloat)).triu(1).view({1, 1, S, S});
   return head(hidden(tokens, positions, mask, nullptr));
 }
 
-StageActivations LlamaModel::stageForward(const at::Tensor &tokens) {
+StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {
+  const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
-  at::Tensor positions = at::arange(S, at::kLong).unsqueeze(0).expand({B, S});
-  at::Tensor mask = at::full({S, S}, kMasked, at::kFloat).triu(1).view({1, 1, S, S});
+  at::Tensor positions = at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  at::Tensor mask = at::full({S, S}, kMasked, on(at::kFloat)).triu(1).view({1, 1, S, S});
   StageActivations a;
   at::Tensor x;
   if (firstStage()) {
     x = embed(tokens);
   } else {
-    a.input = at::empty({B, S, cfg.shape.hidden}, at::kFloat);
+    a.input = at::empty({B, S, cfg.shape.hidden}, on(at::kFloat));
     pp.comm->recv(a.input, pp.stage - 1);
     a.input.set_requires_grad(at::GradMode::is_enabled());
     x = a.input;
@@ -361,31 +373,35 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     throw Error("prompt of " + std::to_string(P) + " tokens plus " + std::to_string(G) +
                 " new tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
   // Left-pad so every row's last prompt token is at P-1.
+  // Built on the host, then moved in one copy each.
   at::Tensor seq = at::full({B, T}, o.padToken, at::kLong);
   at::Tensor real = at::zeros({B, T}, at::kLong);
   for (int64_t b = 0; b < B; ++b) {
     int64_t n = int64_t(prompts[b].size());
+    auto *row = seq[b].data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i)
-      seq[b][P - n + i] = prompts[b][i];
+      row[P - n + i] = prompts[b][i];
     real.narrow(0, b, 1).narrow(1, P - n, n).fill_(1);
   }
+  seq = seq.to(device_);
+  real = real.to(device_);
   // Positions count real tokens; pads attend nowhere and are never attended.
   auto positionsOf = [&](int64_t upto) {
     return (real.narrow(1, 0, upto).cumsum(1) - 1).clamp_min(0);
   };
   auto maskOf = [&](int64_t q0, int64_t q1) {
     at::Tensor keys = real.narrow(1, 0, q1).to(at::kBool); // [B, q1]
-    at::Tensor causal = at::ones({q1 - q0, q1}, at::kBool).tril(q0);
+    at::Tensor causal = at::ones({q1 - q0, q1}, on(at::kBool)).tril(q0);
     at::Tensor allowed = causal.unsqueeze(0) & keys.unsqueeze(1); // [B, q, k]
     // A left-pad query row would attend to nothing; let it see itself.
-    at::Tensor self = at::eye(q1, at::kBool).narrow(0, q0, q1 - q0).unsqueeze(0);
+    at::Tensor self = at::eye(q1, on(at::kBool)).narrow(0, q0, q1 - q0).unsqueeze(0);
     allowed = allowed | self;
-    return at::where(allowed, at::zeros({}, at::kFloat), at::full({}, kMasked))
+    return at::where(allowed, at::zeros({}, on(at::kFloat)), at::full({}, kMasked, on(at::kFloat)))
         .unsqueeze(1);
   };
 
-  at::Tensor logprobs = at::zeros({B, G}, at::kFloat);
-  at::Tensor done = at::zeros({B}, at::kBool);
+  at::Tensor logprobs = at::zeros({B, G}, on(at::kFloat));
+  at::Tensor done = at::zeros({B}, on(at::kBool));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   if (!o.rowSeeds.empty() && int64_t(o.rowSeeds.size()) != B)
     throw Error("generate: " + std::to_string(o.rowSeeds.size()) +
@@ -405,7 +421,7 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     if (firstStage()) {
       x = embed(tokens);
     } else {
-      x = at::empty({B, S, cfg.shape.hidden}, at::kFloat);
+      x = at::empty({B, S, cfg.shape.hidden}, on(at::kFloat));
       pp.comm->recv(x, pp.stage - 1);
     }
     x = layers(x, positions, mask, &cache, /*finalNorm=*/lastStage());
@@ -433,11 +449,15 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
         probs = at::zeros_like(probs).scatter(-1, idx, sorted);
       }
       if (o.rowSeeds.empty()) {
-        next = at::multinomial(probs, 1, false, gen).squeeze(-1);
+        // The generator is a host one (the same stream on every device).
+        next = at::multinomial(probs.cpu(), 1, false, gen).squeeze(-1).to(device_);
       } else {
+        // One host draw per row, then the inverse CDF on the device.
         at::Tensor u = at::empty({B}, at::kDouble);
+        auto *ud = u.data_ptr<double>();
         for (int64_t b = 0; b < B; ++b)
-          u[b] = at::rand({1}, rowGens[size_t(b)], at::kDouble).item<double>();
+          ud[b] = at::rand({1}, rowGens[size_t(b)], at::kDouble).item<double>();
+        u = u.to(device_);
         at::Tensor cum = probs.to(at::kDouble).cumsum(-1);
         at::Tensor target = u * cum.select(1, cum.size(1) - 1);
         next = (cum < target.unsqueeze(1)).sum(-1).clamp_max(probs.size(1) - 1);
@@ -455,15 +475,16 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     if (pp.stages > 1) { // the last stage's samples, on every stage
       at::Tensor both =
           lastStage() ? at::stack({next.to(at::kDouble), lp.to(at::kDouble)})
-                      : at::empty({2, B}, at::kDouble);
+                      : at::empty({2, B}, on(at::kDouble));
       pp.comm->broadcast(both, pp.stages - 1);
       next = both[0].to(at::kLong);
       lp = both[1].to(at::kFloat);
     }
-    next = at::where(done, at::full({}, o.padToken, at::kLong), next);
+    next = at::where(done, at::full({}, o.padToken, on(at::kLong)), next);
     seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
     real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
-    logprobs.narrow(1, step, 1).copy_(at::where(done, at::zeros({}), lp).unsqueeze(1));
+    logprobs.narrow(1, step, 1).copy_(
+        at::where(done, at::zeros({}, on(at::kFloat)), lp).unsqueeze(1));
     if (o.eosToken >= 0)
       done = done | (next == o.eosToken);
     if (done.all().item<bool>() || step + 1 == G)

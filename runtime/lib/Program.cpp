@@ -15,6 +15,7 @@
 #include "rlhf/runtime/CharTokenizer.h"
 #include "rlhf/runtime/Checkpoint.h"
 #include "rlhf/runtime/Dataset.h"
+#include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/HostCompute.h"
@@ -174,6 +175,11 @@ struct rlhf_prog {
 
   std::unique_ptr<Communicator> world;
   int rank = -1;
+  /// Where model state lives (RLHF_DEVICE); batch values stay on the host.
+  c10::Device device = c10::kCPU;
+  at::TensorOptions stateOpts() const {
+    return at::TensorOptions().dtype(at::kFloat).device(device);
+  }
   std::vector<ModelState> models;
   std::vector<DatasetState> datasets;
   std::string tokenizerPath; ///< a sentencepiece model, or "" for characters
@@ -416,10 +422,10 @@ void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
     return;
   }
   m.opt->unshard();
-  m.opt->moments1() =
-      reallocate(m.cfg, m.opt->moments1(), m.optLayout, to, *p->world);
-  m.opt->moments2() =
-      reallocate(m.cfg, m.opt->moments2(), m.optLayout, to, *p->world);
+  m.opt->moments1() = reallocate(m.cfg, m.opt->moments1(), m.optLayout, to,
+                                 *p->world, nullptr, p->stateOpts());
+  m.opt->moments2() = reallocate(m.cfg, m.opt->moments2(), m.optLayout, to,
+                                 *p->world, nullptr, p->stateOpts());
   m.optLayout = to;
 }
 
@@ -602,7 +608,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                   " GPUs but the job has " + std::to_string(cfg.worldSize) +
                   " workers; run it with rlhf-run -n " +
                   std::to_string(p->gpus));
-    p->world = createGlooCommunicator(cfg);
+    p->device = selectDevice(cfg);
+    p->world = createWorldCommunicator(cfg, p->device);
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
 
@@ -645,19 +652,22 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       if (resumed >= 0 && fs::exists(ckpt / "state.json")) {
         CheckpointState s =
             loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
-        m.params = std::move(s.params);
+        m.params = toDevice(std::move(s.params), p->device);
         m.changed = true;
         if (m.trainable) {
           m.opt = std::make_unique<Adam>(m.adam);
-          m.opt->restore(std::move(s.adamM), std::move(s.adamV), s.adamSteps);
+          m.opt->restore(toDevice(std::move(s.adamM), p->device),
+                         toDevice(std::move(s.adamV), p->device), s.adamSteps);
           m.trainCalls = 1;
         }
       } else {
         // Same seed for every model: models of one architecture start equal,
         // as a policy and its reference do.
-        m.params = initialShard(m.cfg, m.layout, *p->world, uint64_t(p->seed),
-                                m.checkpoint);
+        m.params = toDevice(initialShard(m.cfg, m.layout, *p->world,
+                                         uint64_t(p->seed), m.checkpoint),
+                            p->device);
       }
+      m.workDevice = p->device;
       if (m.trainable && !m.opt)
         m.opt = std::make_unique<Adam>(m.adam);
       m.optLayout = m.layout;
@@ -683,8 +693,10 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       for (const std::string &l : keep)
         out << l << "\n";
       std::printf(
-          "%s: %lld workers, steps %lld..%lld, output in %s%s\n",
-          p->name.c_str(), (long long)p->gpus, (long long)p->firstStep + 1,
+          "%s: %lld workers on %s (%s), steps %lld..%lld, output in %s%s\n",
+          p->name.c_str(), (long long)p->gpus,
+          p->device.is_cuda() ? "CUDA" : "the CPU", p->world->backendName(),
+          (long long)p->firstStep + 1,
           (long long)p->steps, p->outDir.c_str(),
           resumed >= 0
               ? (" (resumed after step " + std::to_string(resumed + 1) + ")")
@@ -772,8 +784,10 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
 
 int rlhf_prog_finish(rlhf_prog *p) {
   return guarded(p, "finish", [&] {
-    at::Tensor rss = at::full({1, 1}, peakRssBytes(), at::kDouble);
-    at::Tensor all = p->world->allGather(rss);
+    at::Tensor peaks = at::tensor({peakRssBytes(), devicePeakBytes(p->device)},
+                                  at::kDouble)
+                           .view({1, 2});
+    at::Tensor all = p->world->allGather(peaks);
     if (p->rank == 0) {
       double wall =
           std::chrono::duration<double>(Clock::now() - p->runStart).count();
@@ -781,17 +795,25 @@ int rlhf_prog_finish(rlhf_prog *p) {
           "done: %lld steps in %.1f s (plan predicted %.3g s/step on the "
           "planned hardware)\n",
           (long long)(p->steps - p->firstStep), wall, p->predictedIteration);
-      std::printf(
-          "memory per worker: planned peak (model state and activations on "
-          "its GPU) vs measured peak RSS (the whole process)\n");
+      const bool gpu = p->device.is_cuda();
+      std::printf("memory per worker: planned peak (model state and "
+                  "activations on its GPU) vs measured peak %s\n",
+                  gpu ? "of the CUDA caching allocator (and RSS)"
+                      : "RSS (the whole process)");
       for (int64_t r = 0; r < p->gpus; ++r) {
         double pred = r < int64_t(p->predictedMemory.size())
                           ? p->predictedMemory[size_t(r)]
                           : 0;
-        std::printf(
-            "  rank %lld: predicted %.2f MiB, measured peak RSS %.1f MiB\n",
-            (long long)r, pred / (1 << 20),
-            all[r][0].item<double>() / (1 << 20));
+        double rss = all[r][0].item<double>(), dev = all[r][1].item<double>();
+        if (gpu)
+          std::printf("  rank %lld: predicted %.2f MiB, measured GPU peak %.1f "
+                      "MiB (%.0f%% of predicted), peak RSS %.1f MiB\n",
+                      (long long)r, pred / (1 << 20), dev / (1 << 20),
+                      pred > 0 ? 100.0 * dev / pred : 0.0, rss / (1 << 20));
+        else
+          std::printf(
+              "  rank %lld: predicted %.2f MiB, measured peak RSS %.1f MiB\n",
+              (long long)r, pred / (1 << 20), rss / (1 << 20));
       }
       std::fflush(stdout);
     }
@@ -863,7 +885,8 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
       throw Error("the plan reallocates '" + m.name + "' from " + layoutStr(f) +
                   " but it is laid out as " + layoutStr(m.layout));
     timed(p, "realloc " + m.name, {"realloc", {f, t}}, [&] {
-      m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world);
+      m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world,
+                            nullptr, p->stateOpts());
       return 0;
     });
     m.layout = t;
@@ -968,6 +991,9 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
         o.rowSeeds = std::move(seeds);
         LlamaModel model = makeModel(p, m, l);
         Generation gen = model.generate(rows, o);
+        gen.seq = gen.seq.cpu();
+        gen.logprobs = gen.logprobs.cpu();
+        gen.mask = gen.mask.cpu();
         // Pad the prompt part to the dataset's width so every rank agrees.
         const int64_t P = full->t.size(1);
         if (gen.promptLen < P) {
@@ -1016,9 +1042,10 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           if (!value)
             shape.push_back(m.cfg.shape.vocab);
           if (!model.lastStage())
-            y = at::empty(shape, at::kFloat);
+            y = at::empty(shape, p->stateOpts());
           g.pp->broadcast(y, int(l.pp - 1));
         }
+        y = y.cpu();
         if (!mask.defined())
           mask = predictedTokens(seq, p->tokenizer->pad());
         if (value) {
@@ -1229,7 +1256,8 @@ void rlhf_ema(rlhf_prog *p, int64_t ti, int64_t si, double decay) {
     ParamMap src = s.params;
     for (auto &[n, x] : src)
       x = x.detach().clone();
-    src = reallocate(s.cfg, std::move(src), s.layout, t.layout, *p->world);
+    src = reallocate(s.cfg, std::move(src), s.layout, t.layout, *p->world,
+                     nullptr, p->stateOpts());
     at::NoGradGuard noGrad;
     for (auto &[n, x] : t.params)
       if (auto it = src.find(n); it != src.end())

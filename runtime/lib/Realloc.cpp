@@ -78,19 +78,28 @@ ParamMap rlhf::initialShard(const ModelConfig &cfg, const Layout &layout,
   if (path.empty())
     return layoutShard(cfg, initParams(cfg, seed), layout, world.rank());
   ParamMap full = world.rank() == 0 ? loadSafetensors(path) : ParamMap{};
+  for (auto &[n, t] : full) // a bf16 or fp16 file becomes fp32 weights
+    t = t.to(at::kFloat);
   return reallocate(cfg, std::move(full), {0, 1, 1, 1}, layout, world);
 }
 
 ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
-                          const Layout &to, Communicator &world, ReallocStats *stats) {
+                          const Layout &to, Communicator &world, ReallocStats *stats,
+                          const at::TensorOptions &opts) {
   const int64_t me = world.rank();
   checkLayout(from, world, "source");
   checkLayout(to, world, "target");
+  for (const auto &[name, t] : mine)
+    if (t.scalar_type() != opts.dtype())
+      throw Error("rank " + std::to_string(me) + ": reallocation of '" + name +
+                  "': the shard holds " + std::string(at::toString(t.scalar_type())) +
+                  " but the target is " + std::string(opts.dtype().name()));
+  const int64_t elemBytes = int64_t(opts.dtype().itemsize());
   std::vector<ParamSpec> params = llamaParams(cfg.shape);
   // Every rank computes the same plan; GPUs are world ranks, all on one
   // "node" for planning purposes (the execution does not depend on it).
   ReallocPlan plan = planRealloc(params, from, to, cfg.shape.layers,
-                                 std::max<int64_t>(world.size(), 1), 4);
+                                 std::max<int64_t>(world.size(), 1), elemBytes);
   ReallocStats local;
   ReallocStats &st = stats ? *stats : local;
 
@@ -108,8 +117,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
         cols /= to.tp;
       // Norm weights are the only vectors.
       out[p.name] = p.name.find("norm") != std::string::npos
-                        ? at::empty({rows}, at::kFloat)
-                        : at::empty({rows, cols}, at::kFloat);
+                        ? at::empty({rows}, opts)
+                        : at::empty({rows, cols}, opts);
     }
   auto myFrom = from.coordsOf(me);
 
@@ -155,17 +164,17 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
         st.bytesLocal += mv->bytes;
       }
     } else if (src == me) {
-      at::Tensor buf = at::empty({bucketNumel(moves)}, at::kFloat);
+      at::Tensor buf = at::empty({bucketNumel(moves)}, opts);
       int64_t off = 0;
       for (const SliceMove *mv : moves) {
         at::Tensor v = srcView(*mv);
         buf.narrow(0, off, v.numel()).copy_(v.reshape({-1}));
         off += v.numel();
       }
-      st.bytesSent += buf.numel() * 4;
+      st.bytesSent += buf.numel() * elemBytes;
       sends.push_back({buf, int(dst)});
     } else if (dst == me) {
-      recvs.push_back({at::empty({bucketNumel(moves)}, at::kFloat), int(src)});
+      recvs.push_back({at::empty({bucketNumel(moves)}, opts), int(src)});
       recvMoves.push_back(&moves);
     }
   }
@@ -178,7 +187,7 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
       v.copy_(recvs[i].tensor.narrow(0, off, v.numel()).view(v.sizes()));
       off += v.numel();
     }
-    st.bytesReceived += recvs[i].tensor.numel() * 4;
+    st.bytesReceived += recvs[i].tensor.numel() * elemBytes;
   }
   return out; // the source shard is dropped: no redundant copy remains
 }

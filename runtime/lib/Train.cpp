@@ -273,11 +273,16 @@ at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &
       .sum();
 }
 
+/// `f` applied to every defined tensor of `b`.
+template <typename F> TrainBatch mapBatch(const TrainBatch &b, F f) {
+  auto g = [&](const at::Tensor &t) { return t.defined() ? f(t) : t; };
+  return {g(b.seq),        g(b.lossMask),  g(b.oldLogprobs), g(b.refLogprobs),
+          g(b.advantages), g(b.oldValues), g(b.returns),     g(b.rejected),
+          g(b.rejectedMask), g(b.refRejected)};
+}
+
 TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
-  auto cut = [&](const at::Tensor &t) { return t.defined() ? t.narrow(0, lo, n) : t; };
-  return {cut(b.seq),        cut(b.lossMask),  cut(b.oldLogprobs),  cut(b.refLogprobs),
-          cut(b.advantages), cut(b.oldValues), cut(b.returns),      cut(b.rejected),
-          cut(b.rejectedMask), cut(b.refRejected)};
+  return mapBatch(b, [&](const at::Tensor &t) { return t.narrow(0, lo, n); });
 }
 
 double tokenCount(const TrainBatch &b, LossKind k) {
@@ -288,8 +293,12 @@ double tokenCount(const TrainBatch &b, LossKind k) {
 
 } // namespace
 
-TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch,
+TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &hostBatch,
                            const TrainOptions &o) {
+  // The batch comes from the executor's host values; the losses run where
+  // the model is.
+  const TrainBatch batch =
+      mapBatch(hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
   const int64_t N = batch.seq.size(0);
   if (o.minibatches < 1 || N % o.minibatches)
     throw Error("batch of " + std::to_string(N) + " rows does not split into " +

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Realloc.h"
@@ -31,7 +32,8 @@ double maxDiff(const at::Tensor &a, const at::Tensor &b) {
 } // namespace
 
 int main() {
-  return runGlooWorker([](Communicator &world) {
+  // RLHF_DEVICE=cuda runs it all with CUDA tensors (the gpu ctest label).
+  return runWorker([](Communicator &world, c10::Device dev) {
     const int rank = world.rank();
     int tpSize = std::atoi(std::getenv("RLHF_TP") ? std::getenv("RLHF_TP") : "1");
     int ppSize = std::atoi(std::getenv("RLHF_PP") ? std::getenv("RLHF_PP") : "1");
@@ -43,13 +45,15 @@ int main() {
     // Grouped-query attention (2 kv heads) where tp allows it; tp = 4 needs
     // as many kv heads as ranks.
     cfg.shape = ModelShape{4, 64, 4, tpSize > 2 ? 4 : 2, 176, 512, false, valueHead};
-    ParamMap full = initParams(cfg, 7);
+    ParamMap full = toDevice(initParams(cfg, 7), dev);
     const int64_t B = 4 * dp, S = 12;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
     at::Tensor tokens = at::randint(0, cfg.shape.vocab, {B, S}, gen, at::kLong);
     at::Tensor weights = at::randn(valueHead ? std::vector<int64_t>{B, S}
                                              : std::vector<int64_t>{B, S, cfg.shape.vocab},
-                                   gen, at::kFloat);
+                                   gen, at::kFloat)
+                             .to(dev);
+    tokens = tokens.to(dev);
 
     // Reference: one process, tp = 1, gradients of a fixed linear loss.
     ParamMap ref = full;

@@ -67,6 +67,13 @@ inline std::string unevenRows(const at::Tensor &t, int64_t parts) {
 /// it) and builds a Gloo process group over loopback or the host's address.
 std::unique_ptr<Communicator> createGlooCommunicator(const RendezvousConfig &cfg);
 
+/// The NCCL backend, for ranks that each own a GPU (cuda:LOCAL_RANK mod the
+/// visible devices). Rendezvous goes through the same TCPStore (rank 0
+/// publishes the NCCL id). Host tensors go through a device copy. Throws
+/// rlhf::Error when no device is visible, or when this runtime was built
+/// without NCCL.
+std::unique_ptr<Communicator> createNcclCommunicator(const RendezvousConfig &cfg);
+
 /// Runs `body` as one rank of a job started by rlhf-run: joins the rendezvous
 /// the environment describes over Gloo and returns body's exit code. An
 /// exception becomes "rank R: error: ..." on stderr and exit code 1, so the

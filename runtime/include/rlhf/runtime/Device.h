@@ -9,9 +9,13 @@
 #ifndef RLHF_RUNTIME_DEVICE_H
 #define RLHF_RUNTIME_DEVICE_H
 
+#include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Rendezvous.h"
 
 #include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
 
 namespace rlhf {
 
@@ -22,6 +26,20 @@ namespace rlhf {
 /// Throws rlhf::Error naming the rank and the variable on a bad value, or
 /// when `cuda` is asked for and no device is visible.
 c10::Device selectDevice(const RendezvousConfig &cfg);
+
+/// The job's communicator for a rank computing on `device`: NCCL where every
+/// rank of this host owns a GPU, else Gloo (on the CPU, or with several ranks
+/// sharing a GPU, staged through host memory). RLHF_BACKEND=gloo|nccl
+/// overrides the choice; a bad value is an error naming the rank.
+std::unique_ptr<Communicator>
+createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device);
+
+/// Runs `body` as one rank of a job (rlhf-run, torchrun or the tests'
+/// harness): picks the device (selectDevice) and joins the job over
+/// createWorldCommunicator. An exception becomes "rank R: error: ..." on
+/// stderr and exit code 1, so the launcher can name the failing rank.
+int runWorker(
+    const std::function<int(Communicator &world, c10::Device device)> &body);
 
 /// CUDA devices visible to this process (0 without a driver or a device).
 int cudaDeviceCount();

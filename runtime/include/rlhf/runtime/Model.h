@@ -85,6 +85,9 @@ struct StageActivations {
 /// layout can be built from the same numbers.
 ParamMap initParams(const ModelConfig &cfg, uint64_t seed);
 
+/// `params` with every tensor on `device` (the same tensors when there).
+ParamMap toDevice(ParamMap params, c10::Device device);
+
 /// The slice of `full` that tensor rank `tp.rank` of `tp.size` holds.
 ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
                      int tpSize);
@@ -131,6 +134,9 @@ public:
 
   ParamMap &params() { return params_; }
   const ModelConfig &config() const { return cfg; }
+  /// Where the parameters live; inputs are moved there and outputs (logits,
+  /// values, generations) are returned there.
+  c10::Device device() const { return device_; }
   int tpSize() const { return tp.size; }
   Communicator *tpComm() const { return tp.comm; }
 
@@ -150,6 +156,10 @@ private:
   TensorParallel tp;
   PipelineParallel pp;
   int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
+  c10::Device device_ = c10::kCPU;
+  at::TensorOptions on(at::ScalarType t) const {
+    return at::TensorOptions().dtype(t).device(device_);
+  }
   bool recompute = false;
 };
 

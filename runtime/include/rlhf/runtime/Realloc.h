@@ -35,11 +35,14 @@ struct ReallocStats {
 };
 
 /// Reallocates `mine` (this rank's shard under `from`) into its shard under
-/// `to`. `world` must span every GPU of both meshes, its rank being the GPU
-/// id. Throws rlhf::Error (naming the peer) when a transfer fails.
+/// `to`, whose tensors are made with `opts` (dtype and device; the source
+/// must have that dtype, and the bytes moved are its element size each).
+/// `world` must span every GPU of both meshes, its rank being the GPU id.
+/// Throws rlhf::Error (naming the peer) when a transfer fails.
 ParamMap reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
                     const Layout &to, Communicator &world,
-                    ReallocStats *stats = nullptr);
+                    ReallocStats *stats = nullptr,
+                    const at::TensorOptions &opts = at::kFloat);
 
 /// Moves a batch between meshes. Under `from`, the data-parallel head of
 /// each dp group (its last pipeline stage, tensor rank 0) holds that group's

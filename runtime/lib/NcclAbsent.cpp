@@ -1,0 +1,11 @@
+//===- NcclAbsent.cpp - the NCCL backend of a build without CUDA ----------===//
+
+#include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Error.h"
+
+std::unique_ptr<rlhf::Communicator>
+rlhf::createNcclCommunicator(const RendezvousConfig &cfg) {
+  throw Error("rank " + std::to_string(cfg.rank) +
+              ": this runtime was built without NCCL (RLHF_ENABLE_CUDA=OFF); "
+              "rebuild with CUDA, or set RLHF_BACKEND=gloo");
+}

@@ -1,0 +1,269 @@
+//===- NcclCommunicator.cpp - the NCCL backend ----------------------------===//
+//
+// The Communicator interface over NCCL, for ranks that each own a GPU. Every
+// operation runs on the current CUDA stream of this rank's device, so it is
+// ordered after the kernels that produced its inputs and before those that
+// use its outputs. CUDA tensors are used in place; host tensors (counters,
+// norms) go through a device copy. The host then polls the stream against
+// the timeout and, when a peer dies, aborts the communicator and throws an
+// rlhf::Error naming the rank: never a hang.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <thread>
+
+using namespace rlhf;
+
+namespace {
+
+ncclDataType_t ncclType(const at::Tensor &t) {
+  switch (t.scalar_type()) {
+  case at::kFloat:
+    return ncclFloat32;
+  case at::kDouble:
+    return ncclFloat64;
+  case at::kHalf:
+    return ncclFloat16;
+  case at::kBFloat16:
+    return ncclBfloat16;
+  case at::kInt:
+    return ncclInt32;
+  case at::kLong:
+    return ncclInt64;
+  case at::kByte:
+    return ncclUint8;
+  case at::kChar:
+    return ncclInt8;
+  case at::kBool:
+    return ncclUint8;
+  default:
+    throw Error("NCCL cannot move tensors of type " +
+                std::string(at::toString(t.scalar_type())));
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(const RendezvousConfig &cfg, ncclComm_t comm, int rank,
+                   int size, int globalRank, c10::Device device)
+      : cfg(cfg), comm(comm), globalRank(globalRank), device(device) {
+    this->cfg.rank = rank;
+    this->cfg.worldSize = size;
+  }
+
+  static std::unique_ptr<Communicator> create(const RendezvousConfig &cfg) {
+    setHostThreads(cfg);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+      throw Error(
+          "rank " + std::to_string(cfg.rank) +
+          ": the NCCL backend needs a CUDA device, and none is visible");
+    c10::Device device(c10::kCUDA, c10::DeviceIndex(cfg.localRank % devices));
+    if (cudaSetDevice(device.index()) != cudaSuccess)
+      throw Error("rank " + std::to_string(cfg.rank) +
+                  ": cannot select CUDA device " +
+                  std::to_string(device.index()));
+    auto store = openStore(cfg);
+    ncclUniqueId id;
+    if (cfg.rank == 0) {
+      if (ncclGetUniqueId(&id) != ncclSuccess)
+        throw Error("rank 0: ncclGetUniqueId failed");
+      store->set(
+          "rlhf/nccl-id",
+          std::vector<uint8_t>(reinterpret_cast<uint8_t *>(&id),
+                               reinterpret_cast<uint8_t *>(&id) + sizeof(id)));
+    }
+    std::vector<uint8_t> bytes =
+        store->get("rlhf/nccl-id"); // waits, with timeout
+    std::memcpy(&id, bytes.data(), sizeof(id));
+    ncclComm_t comm;
+    if (ncclResult_t r = ncclCommInitRank(&comm, cfg.worldSize, id, cfg.rank);
+        r != ncclSuccess)
+      throw Error("rank " + std::to_string(cfg.rank) +
+                  ": ncclCommInitRank failed: " + ncclGetErrorString(r));
+    auto c = std::make_unique<NcclCommunicator>(
+        cfg, comm, cfg.rank, cfg.worldSize, cfg.rank, device);
+    c->store = std::move(store);
+    return c;
+  }
+
+  ~NcclCommunicator() override {
+    if (comm)
+      ncclCommDestroy(comm);
+  }
+
+  int rank() const override { return cfg.rank; }
+  int size() const override { return cfg.worldSize; }
+  const char *backendName() const override { return "nccl"; }
+
+  void allReduceSum(at::Tensor &t) override {
+    at::Tensor d = onDevice(t);
+    run("all_reduce", [&](cudaStream_t s) {
+      return ncclAllReduce(d.data_ptr(), d.data_ptr(), d.numel(), ncclType(d),
+                           ncclSum, comm, s);
+    });
+    back(t, d);
+  }
+
+  void broadcast(at::Tensor &t, int root) override {
+    at::Tensor d = onDevice(t);
+    run("broadcast", [&](cudaStream_t s) {
+      return ncclBroadcast(d.data_ptr(), d.data_ptr(), d.numel(), ncclType(d),
+                           root, comm, s);
+    });
+    back(t, d);
+  }
+
+  at::Tensor allGather(const at::Tensor &input) override {
+    at::Tensor in = onDevice(input);
+    std::vector<int64_t> shape = in.sizes().vec();
+    if (shape.empty())
+      shape.push_back(1);
+    shape[0] *= cfg.worldSize;
+    at::Tensor out = at::empty(shape, in.options());
+    run("all_gather", [&](cudaStream_t s) {
+      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(),
+                           ncclType(in), comm, s);
+    });
+    return out.to(input.device());
+  }
+
+  at::Tensor reduceScatterSum(const at::Tensor &input) override {
+    if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
+      throw Error(where("reduce_scatter") + why);
+    at::Tensor in = onDevice(input);
+    std::vector<int64_t> shape = in.sizes().vec();
+    shape[0] /= cfg.worldSize;
+    at::Tensor out = at::empty(shape, in.options());
+    run("reduce_scatter", [&](cudaStream_t s) {
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
+                               ncclType(in), ncclSum, comm, s);
+    });
+    return out.to(input.device());
+  }
+
+  void send(const at::Tensor &t, int dst) override {
+    std::vector<Peer> sends{{t, dst}}, recvs;
+    exchange(sends, recvs);
+  }
+
+  void recv(at::Tensor &t, int src) override {
+    std::vector<Peer> sends, recvs{{t, src}};
+    exchange(sends, recvs);
+  }
+
+  void exchange(const std::vector<Peer> &sends,
+                std::vector<Peer> &recvs) override {
+    std::vector<at::Tensor> sd, rd;
+    for (const Peer &p : sends)
+      sd.push_back(onDevice(p.tensor));
+    for (Peer &p : recvs)
+      rd.push_back(onDevice(p.tensor));
+    run("exchange", [&](cudaStream_t s) {
+      ncclGroupStart();
+      for (size_t i = 0; i < sd.size(); ++i)
+        ncclSend(sd[i].data_ptr(), sd[i].numel(), ncclType(sd[i]),
+                 sends[i].rank, comm, s);
+      for (size_t i = 0; i < rd.size(); ++i)
+        ncclRecv(rd[i].data_ptr(), rd[i].numel(), ncclType(rd[i]),
+                 recvs[i].rank, comm, s);
+      return ncclGroupEnd();
+    });
+    for (size_t i = 0; i < rd.size(); ++i)
+      back(recvs[i].tensor, rd[i]);
+  }
+
+  void barrier() override {
+    at::Tensor one = at::ones({1}, at::TensorOptions().device(device));
+    allReduceSum(one);
+  }
+
+  std::unique_ptr<Communicator>
+  subgroup(const std::vector<int> &ranks) override {
+    // ncclCommSplit is collective over this communicator: every rank calls
+    // subgroup for every group (makeGroups does), non-members without a color.
+    auto it = std::find(ranks.begin(), ranks.end(), cfg.rank);
+    int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : ranks.front();
+    ncclComm_t sub = nullptr;
+    if (ncclResult_t r = ncclCommSplit(comm, color, cfg.rank, &sub, nullptr);
+        r != ncclSuccess)
+      throw Error(where("subgroup") +
+                  "ncclCommSplit: " + ncclGetErrorString(r));
+    if (it == ranks.end())
+      return nullptr;
+    return std::make_unique<NcclCommunicator>(cfg, sub, int(it - ranks.begin()),
+                                              int(ranks.size()), globalRank,
+                                              device);
+  }
+
+private:
+  std::string where(const std::string &op) const {
+    return "rank " + std::to_string(globalRank) + ": " + op + " failed: ";
+  }
+
+  /// `t` as contiguous memory on this rank's device: `t` itself when it is
+  /// a contiguous tensor there, else a copy.
+  at::Tensor onDevice(const at::Tensor &t) const {
+    return t.to(device).contiguous();
+  }
+  /// Copies an op's result back into `t` when it worked on a copy.
+  static void back(at::Tensor &t, const at::Tensor &d) {
+    if (!d.is_same(t))
+      t.copy_(d);
+  }
+
+  /// Issues an op on the current stream, then polls the stream with the
+  /// timeout: a dead peer leaves NCCL spinning, so abort the communicator
+  /// and report instead of hanging.
+  template <typename F> void run(const std::string &op, F &&issue) {
+    if (!comm)
+      throw Error(where(op) + "the communicator was aborted earlier");
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+    if (ncclResult_t r = issue(s); r != ncclSuccess)
+      throw Error(where(op) + ncclGetErrorString(r));
+    auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
+    for (;;) {
+      cudaError_t e = cudaStreamQuery(s);
+      if (e == cudaSuccess)
+        return;
+      if (e != cudaErrorNotReady)
+        throw Error(where(op) + cudaGetErrorString(e));
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
+        ncclCommAbort(comm);
+        comm = nullptr;
+        throw Error(
+            where(op) +
+            (async != ncclSuccess ? ncclGetErrorString(async) : "timed out") +
+            " (timeout " + std::to_string(cfg.timeout.count()) +
+            " ms); a peer rank is likely dead or stuck");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  RendezvousConfig cfg;
+  c10::intrusive_ptr<c10d::Store> store; ///< the world's; subgroups need none
+  ncclComm_t comm = nullptr;
+  int globalRank = 0;
+  c10::Device device;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator>
+rlhf::createNcclCommunicator(const RendezvousConfig &cfg) {
+  return NcclCommunicator::create(cfg);
+}
