@@ -17,7 +17,8 @@ namespace {
 
 const Layout kRankZero{0, 1, 1, 1};
 
-void writeAtomically(const std::string &path, const std::function<void(const std::string &)> &w) {
+void writeAtomically(const std::string &path,
+                     const std::function<void(const std::string &)> &w) {
   std::string tmp = path + ".tmp";
   w(tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -29,8 +30,7 @@ void writeAtomically(const std::string &path, const std::function<void(const std
 ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
   ParamMap out;
   for (auto &[n, p] : params) {
-    const auto &src = second ? const_cast<Adam *>(opt)->moments2()
-                             : const_cast<Adam *>(opt)->moments1();
+    const auto &src = second ? opt->moments2() : opt->moments1();
     auto it = src.find(n);
     out[n] = it != src.end() && it->second.defined() ? it->second.cpu()
                                                      : at::zeros_like(p);
@@ -41,17 +41,26 @@ ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
 } // namespace
 
 void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
-                          const ParamMap &mine, const Adam *opt, const Layout &layout,
-                          Communicator &world, int64_t step) {
+                          const ParamMap &mine, const Adam *opt,
+                          const Layout &layout, Communicator &world,
+                          int64_t step) {
   // Gathered through host memory: a whole model's weights and moments need
-  // not fit on rank 0's GPU.
+  // not fit on rank 0's GPU. The weights saved are fp32: the master weights
+  // where Adam keeps them (bf16 runs), so a resumed run continues exactly.
   ParamMap detached;
-  for (auto &[n, p] : mine)
-    detached[n] = p.detach().cpu();
+  for (auto &[n, p] : mine) {
+    at::Tensor w = p.detach();
+    if (opt)
+      if (auto it = opt->masterWeights().find(n);
+          it != opt->masterWeights().end() && it->second.defined())
+        w = it->second;
+    detached[n] = w.to(at::kCPU, at::kFloat);
+  }
   ParamMap full = reallocate(cfg, detached, layout, kRankZero, world);
   ParamMap m, v;
   if (opt) {
-    m = reallocate(cfg, moments(detached, opt, false), layout, kRankZero, world);
+    m = reallocate(cfg, moments(detached, opt, false), layout, kRankZero,
+                   world);
     v = reallocate(cfg, moments(detached, opt, true), layout, kRankZero, world);
   }
   if (world.rank() == 0) {
@@ -59,26 +68,30 @@ void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
     writeAtomically(dir + "/model.safetensors",
                     [&](const std::string &p) { saveSafetensors(p, full); });
     if (opt)
-      writeAtomically(dir + "/optimizer.safetensors", [&](const std::string &p) {
-        ParamMap both;
-        for (auto &[n, t] : m)
-          both["exp_avg." + n] = t;
-        for (auto &[n, t] : v)
-          both["exp_avg_sq." + n] = t;
-        saveSafetensors(p, both);
-      });
+      writeAtomically(dir + "/optimizer.safetensors",
+                      [&](const std::string &p) {
+                        ParamMap both;
+                        for (auto &[n, t] : m)
+                          both["exp_avg." + n] = t;
+                        for (auto &[n, t] : v)
+                          both["exp_avg_sq." + n] = t;
+                        saveSafetensors(p, both);
+                      });
     nlohmann::json state{{"step", step},
                          {"adam_steps", opt ? opt->steps() : 0},
                          {"layers", cfg.shape.layers},
                          {"hidden", cfg.shape.hidden}};
-    writeAtomically(dir + "/state.json",
-                    [&](const std::string &p) { std::ofstream(p) << state.dump(2); });
+    writeAtomically(dir + "/state.json", [&](const std::string &p) {
+      std::ofstream(p) << state.dump(2);
+    });
   }
   world.barrier();
 }
 
-CheckpointState rlhf::loadCheckpoint(const std::string &dir, const ModelConfig &cfg,
-                                     const Layout &layout, Communicator &world) {
+CheckpointState rlhf::loadCheckpoint(const std::string &dir,
+                                     const ModelConfig &cfg,
+                                     const Layout &layout,
+                                     Communicator &world) {
   CheckpointState st;
   ParamMap full, m, v;
   bool hasOpt = false;
@@ -109,8 +122,8 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir, const ModelConfig &
     }
   }
   // Everyone learns the step and whether there is optimizer state.
-  at::Tensor meta = at::tensor({double(st.step), double(st.adamSteps), hasOpt ? 1.0 : 0.0},
-                               at::kDouble);
+  at::Tensor meta = at::tensor(
+      {double(st.step), double(st.adamSteps), hasOpt ? 1.0 : 0.0}, at::kDouble);
   world.broadcast(meta, 0);
   st.step = int64_t(meta[0].item<double>());
   st.adamSteps = int64_t(meta[1].item<double>());

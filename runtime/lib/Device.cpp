@@ -86,3 +86,16 @@ int rlhf::runWorker(
     return 1;
   }
 }
+
+at::ScalarType rlhf::selectPrecision(const RendezvousConfig &cfg,
+                                     c10::Device device) {
+  const char *v = std::getenv("RLHF_PRECISION");
+  std::string want = v && *v ? v : (device.is_cuda() ? "bf16" : "fp32");
+  if (want == "bf16")
+    return at::kBFloat16;
+  if (want == "fp32")
+    return at::kFloat;
+  throw Error("rank " + std::to_string(cfg.rank) +
+              ": environment variable RLHF_PRECISION='" + want +
+              "' is not one of bf16, fp32");
+}

@@ -23,7 +23,8 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
     return x.view_as(x);
   }
   static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    auto *comm = reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
+    auto *comm =
+        reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
     at::Tensor grad = g[0].contiguous().clone();
     comm->allReduceSum(grad);
     return {grad, at::Tensor()};
@@ -48,8 +49,8 @@ struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
                             int64_t rank, int64_t size) {
     ctx->saved_data["rank"] = rank;
     ctx->saved_data["width"] = x.size(-1);
-    at::Tensor all =
-        reinterpret_cast<Communicator *>(comm)->allGather(x.unsqueeze(0)); // [tp, ...]
+    at::Tensor all = reinterpret_cast<Communicator *>(comm)->allGather(
+        x.unsqueeze(0)); // [tp, ...]
     std::vector<at::Tensor> parts = all.unbind(0);
     return at::cat(parts, -1);
   }
@@ -67,18 +68,17 @@ int64_t handle(Communicator *c) { return reinterpret_cast<int64_t>(c); }
 /// input; backward runs the layer again with gradients on and backpropagates
 /// through that (parameter gradients accumulate into the leaves as usual).
 /// Tensor-parallel ranks replay the same collectives in the same order.
+/// Only whole sequences are trained, so the attention is plain causal.
 struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor cos,
-                            at::Tensor sin, at::Tensor mask, int64_t model,
-                            int64_t l) {
+                            at::Tensor sin, int64_t model, int64_t l) {
     ctx->save_for_backward({x});
     ctx->saved_data["cos"] = cos;
     ctx->saved_data["sin"] = sin;
-    ctx->saved_data["mask"] = mask;
     ctx->saved_data["model"] = model;
     ctx->saved_data["layer"] = l;
     return reinterpret_cast<LlamaModel *>(model)->layer(int(l), x, cos, sin,
-                                                        mask, nullptr);
+                                                        at::Tensor(), nullptr);
   }
   static tensor_list backward(AutogradContext *ctx, tensor_list g) {
     at::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
@@ -89,18 +89,20 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
       at::AutoGradMode on(true);
       y = model->layer(int(ctx->saved_data["layer"].toInt()), x,
                        ctx->saved_data["cos"].toTensor(),
-                       ctx->saved_data["sin"].toTensor(),
-                       ctx->saved_data["mask"].toTensor(), nullptr);
+                       ctx->saved_data["sin"].toTensor(), at::Tensor(),
+                       nullptr);
     }
     torch::autograd::backward({y}, {g[0]});
-    return {x.grad(),     at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    return {x.grad(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
+/// In fp32 whatever the compute dtype (as Megatron and HF LLaMA do), then
+/// back to it for the weight.
 at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
-  at::Tensor var = x.pow(2).mean(-1, /*keepdim=*/true);
-  return x * at::rsqrt(var + eps) * w;
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return (xf * at::rsqrt(var + eps)).to(x.scalar_type()) * w;
 }
 
 at::Tensor rotateHalf(const at::Tensor &x) {
@@ -125,15 +127,16 @@ ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed) {
   return out;
 }
 
-ParamMap rlhf::toDevice(ParamMap params, c10::Device device) {
+ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
+                        std::optional<at::ScalarType> dtype) {
   for (auto &[n, t] : params)
     if (t.defined())
-      t = t.to(device);
+      t = t.to(device, dtype.value_or(t.scalar_type()));
   return params;
 }
 
-ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
-                           int tpSize) {
+ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full,
+                           int tpRank, int tpSize) {
   ParamMap out;
   for (const ParamSpec &p : llamaParams(cfg.shape)) {
     const at::Tensor &t = full.at(p.name);
@@ -173,12 +176,15 @@ LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
   const ModelShape &m = cfg.shape;
   if (m.heads % tp.size || m.kvHeads % tp.size || m.vocab % tp.size ||
       m.ffn % tp.size)
-    throw Error("tensor parallel size " + std::to_string(tp.size) +
-                " does not divide the heads, kv heads, ffn and vocab of the model");
+    throw Error(
+        "tensor parallel size " + std::to_string(tp.size) +
+        " does not divide the heads, kv heads, ffn and vocab of the model");
   if (tp.size > 1 && !tp.comm)
     throw Error("tensor parallel size > 1 needs a communicator");
-  if (!params_.empty())
+  if (!params_.empty()) {
     device_ = params_.begin()->second.device();
+    dtype_ = params_.begin()->second.scalar_type();
+  }
 }
 
 const at::Tensor &LlamaModel::p(const std::string &name) const {
@@ -204,7 +210,8 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     return tp.size > 1 ? ReduceFromTp::apply(v, handle(tp.comm)) : v;
   };
 
-  at::Tensor h = colIn(rmsNorm(x, p(pre + "input_layernorm.weight"), cfg.normEps));
+  at::Tensor h =
+      colIn(rmsNorm(x, p(pre + "input_layernorm.weight"), cfg.normEps));
   at::Tensor q = at::linear(h, p(pre + "self_attn.q_proj.weight"))
                      .view({B, S, heads, headDim})
                      .transpose(1, 2);
@@ -233,22 +240,30 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     k = k.repeat_interleave(rep, 1);
     v = v.repeat_interleave(rep, 1);
   }
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(headDim));
-  scores = scores + mask;
-  at::Tensor attn = at::matmul(at::softmax(scores, -1), v)
-                        .transpose(1, 2)
-                        .reshape({B, S, heads * headDim});
-  at::Tensor x2 = x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));
+  // Scaled dot-product attention (flash where the device has it): causal
+  // when no mask is given (whole sequences), else the additive mask of
+  // left-padded generation. LibTorch accumulates the softmax in fp32.
+  at::Tensor attn =
+      (mask.defined()
+           ? at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()))
+           : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
+                                              /*is_causal=*/true))
+          .transpose(1, 2)
+          .reshape({B, S, heads * headDim});
+  at::Tensor x2 =
+      x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));
 
-  at::Tensor h2 =
-      colIn(rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
+  at::Tensor h2 = colIn(
+      rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
   at::Tensor gate = at::linear(h2, p(pre + "mlp.gate_proj.weight"));
   at::Tensor up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
-  at::Tensor mlp = at::linear(at::silu(gate) * up, p(pre + "mlp.down_proj.weight"));
+  at::Tensor mlp =
+      at::linear(at::silu(gate) * up, p(pre + "mlp.down_proj.weight"));
   return x2 + rowOut(mlp);
 }
 
-at::Tensor LlamaModel::hidden(const at::Tensor &tokens, const at::Tensor &positions,
+at::Tensor LlamaModel::hidden(const at::Tensor &tokens,
+                              const at::Tensor &positions,
                               const at::Tensor &mask, KvCache *cache) {
   return layers(embed(tokens), positions, mask, cache, /*finalNorm=*/true);
 }
@@ -260,25 +275,29 @@ at::Tensor LlamaModel::embed(const at::Tensor &tokens) {
   at::Tensor local = tokens - lo;
   at::Tensor inRange = (local >= 0) & (local < rows);
   at::Tensor x = at::embedding(emb, local.clamp(0, rows - 1)) *
-                 inRange.unsqueeze(-1).to(at::kFloat);
+                 inRange.unsqueeze(-1).to(emb.scalar_type());
   if (tp.size > 1)
     x = ReduceFromTp::apply(x, handle(tp.comm));
   return x;
 }
 
 at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
-                              const at::Tensor &mask, KvCache *cache, bool finalNorm) {
+                              const at::Tensor &mask, KvCache *cache,
+                              bool finalNorm) {
   const ModelShape &m = cfg.shape;
   // Rotary tables for these positions: [B, 1, S, headDim].
   const int64_t headDim = m.hidden / m.heads;
-  at::Tensor inv = 1.0 / at::pow(cfg.ropeTheta,
-                                 at::arange(0, headDim, 2, on(at::kFloat)) / double(headDim));
+  at::Tensor inv =
+      1.0 / at::pow(cfg.ropeTheta, at::arange(0, headDim, 2, on(at::kFloat)) /
+                                       double(headDim));
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
-  at::Tensor cos = angles.cos(), sin = angles.sin();
-  const bool replay = recompute && !cache && at::GradMode::is_enabled();
+  at::Tensor cos = angles.cos().to(dtype_), sin = angles.sin().to(dtype_);
+  // Replay only whole sequences (no cache, causal mask): training.
+  const bool replay =
+      recompute && !cache && !mask.defined() && at::GradMode::is_enabled();
   for (int l = layerBegin; l < layerEnd; ++l)
-    x = replay ? RecomputedLayer::apply(x, cos, sin, mask,
+    x = replay ? RecomputedLayer::apply(x, cos, sin,
                                         reinterpret_cast<int64_t>(this), l)
                : layer(l, x, cos, sin, mask, cache);
   return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
@@ -286,15 +305,16 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
 
 at::Tensor LlamaModel::head(const at::Tensor &x) {
   const ModelShape &m = cfg.shape;
+  // Logits and values leave in fp32: log-softmax and losses need it.
   if (m.valueHead)
-    return at::linear(x, p("value_head.weight")).squeeze(-1);
+    return at::linear(x, p("value_head.weight")).squeeze(-1).to(at::kFloat);
   const at::Tensor &w =
       m.tieEmbeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
   at::Tensor logits =
       at::linear(tp.size > 1 ? CopyToTp::apply(x, handle(tp.comm)) : x, w);
   if (tp.size > 1)
     logits = GatherLastDim::apply(logits, handle(tp.comm), tp.rank, tp.size);
-  return logits;
+  return logits.to(at::kFloat);
 }
 
 namespace {
@@ -306,8 +326,8 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
   if (S > cfg.maxSeq)
-    throw Error("sequence of " + std::to_string(S) + " tokens exceeds max_seq " +
-                std::to_string(cfg.maxSeq));
+    throw Error("sequence of " + std::to_string(S) +
+                " tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
   at::Tensor positions =
       positionsIn ? positionsIn->to(device_)
                   : at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
@@ -315,21 +335,22 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
     StageActivations a = stageForward(tokens);
     return lastStage() ? a.output : at::Tensor();
   }
-  at::Tensor mask = at::full({S, S}, kMasked, on(at::kFloat)).triu(1).view({1, 1, S, S});
-  return head(hidden(tokens, positions, mask, nullptr));
+  return head(
+      hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
 }
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
-  at::Tensor positions = at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
-  at::Tensor mask = at::full({S, S}, kMasked, on(at::kFloat)).triu(1).view({1, 1, S, S});
+  at::Tensor positions =
+      at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  const at::Tensor mask; // causal
   StageActivations a;
   at::Tensor x;
   if (firstStage()) {
     x = embed(tokens);
   } else {
-    a.input = at::empty({B, S, cfg.shape.hidden}, on(at::kFloat));
+    a.input = at::empty({B, S, cfg.shape.hidden}, on(dtype_));
     pp.comm->recv(a.input, pp.stage - 1);
     a.input.set_requires_grad(at::GradMode::is_enabled());
     x = a.input;
@@ -356,8 +377,9 @@ void LlamaModel::stageBackward(const StageActivations &a) {
   }
 }
 
-Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
-                                const GenerateOptions &o) {
+Generation
+LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
+                     const GenerateOptions &o) {
   at::NoGradGuard noGrad;
   if (cfg.shape.valueHead)
     throw Error("cannot generate with a value-head model");
@@ -370,8 +392,9 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
   }
   const int64_t G = o.maxNewTokens, T = P + G;
   if (T > cfg.maxSeq)
-    throw Error("prompt of " + std::to_string(P) + " tokens plus " + std::to_string(G) +
-                " new tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
+    throw Error("prompt of " + std::to_string(P) + " tokens plus " +
+                std::to_string(G) + " new tokens exceeds max_seq " +
+                std::to_string(cfg.maxSeq));
   // Left-pad so every row's last prompt token is at P-1.
   // Built on the host, then moved in one copy each.
   at::Tensor seq = at::full({B, T}, o.padToken, at::kLong);
@@ -394,9 +417,11 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     at::Tensor causal = at::ones({q1 - q0, q1}, on(at::kBool)).tril(q0);
     at::Tensor allowed = causal.unsqueeze(0) & keys.unsqueeze(1); // [B, q, k]
     // A left-pad query row would attend to nothing; let it see itself.
-    at::Tensor self = at::eye(q1, on(at::kBool)).narrow(0, q0, q1 - q0).unsqueeze(0);
+    at::Tensor self =
+        at::eye(q1, on(at::kBool)).narrow(0, q0, q1 - q0).unsqueeze(0);
     allowed = allowed | self;
-    return at::where(allowed, at::zeros({}, on(at::kFloat)), at::full({}, kMasked, on(at::kFloat)))
+    return at::where(allowed, at::zeros({}, on(at::kFloat)),
+                     at::full({}, kMasked, on(at::kFloat)))
         .unsqueeze(1);
   };
 
@@ -421,7 +446,7 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     if (firstStage()) {
       x = embed(tokens);
     } else {
-      x = at::empty({B, S, cfg.shape.hidden}, on(at::kFloat));
+      x = at::empty({B, S, cfg.shape.hidden}, on(dtype_));
       pp.comm->recv(x, pp.stage - 1);
     }
     x = layers(x, positions, mask, &cache, /*finalNorm=*/lastStage());
@@ -450,7 +475,8 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
       }
       if (o.rowSeeds.empty()) {
         // The generator is a host one (the same stream on every device).
-        next = at::multinomial(probs.cpu(), 1, false, gen).squeeze(-1).to(device_);
+        next =
+            at::multinomial(probs.cpu(), 1, false, gen).squeeze(-1).to(device_);
       } else {
         // One host draw per row, then the inverse CDF on the device.
         at::Tensor u = at::empty({B}, at::kDouble);
@@ -483,8 +509,8 @@ Generation LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts
     next = at::where(done, at::full({}, o.padToken, on(at::kLong)), next);
     seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
     real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
-    logprobs.narrow(1, step, 1).copy_(
-        at::where(done, at::zeros({}, on(at::kFloat)), lp).unsqueeze(1));
+    logprobs.narrow(1, step, 1)
+        .copy_(at::where(done, at::zeros({}, on(at::kFloat)), lp).unsqueeze(1));
     if (o.eosToken >= 0)
       done = done | (next == o.eosToken);
     if (done.all().item<bool>() || step + 1 == G)

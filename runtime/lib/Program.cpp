@@ -177,7 +177,13 @@ struct rlhf_prog {
   int rank = -1;
   /// Where model state lives (RLHF_DEVICE); batch values stay on the host.
   c10::Device device = c10::kCPU;
-  at::TensorOptions stateOpts() const {
+  /// The weights' dtype (RLHF_PRECISION); master weights and Adam's moments
+  /// are fp32 whatever it is.
+  at::ScalarType weightDtype = at::kFloat;
+  at::TensorOptions weightOpts() const {
+    return at::TensorOptions().dtype(weightDtype).device(device);
+  }
+  at::TensorOptions fp32Opts() const {
     return at::TensorOptions().dtype(at::kFloat).device(device);
   }
   std::vector<ModelState> models;
@@ -415,17 +421,21 @@ double meanKl(const at::Tensor &lp, const at::Tensor &ref,
   return n > 0 ? ((lp - ref) * m).sum().item<double>() / n : 0.0;
 }
 
-/// Reallocates `m`'s Adam moments to `to` (collective; a no-op when there).
+/// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
+/// a no-op when there).
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
   if (!m.opt || sameLayout(m.optLayout, to) || m.trainCalls == 0) {
     m.optLayout = to;
     return;
   }
   m.opt->unshard();
-  m.opt->moments1() = reallocate(m.cfg, m.opt->moments1(), m.optLayout, to,
-                                 *p->world, nullptr, p->stateOpts());
-  m.opt->moments2() = reallocate(m.cfg, m.opt->moments2(), m.optLayout, to,
-                                 *p->world, nullptr, p->stateOpts());
+  std::vector<ParamMap *> states{&m.opt->moments1(), &m.opt->moments2()};
+  // Every rank knows the precision, so all take part in the same calls.
+  if (p->weightDtype != at::kFloat)
+    states.push_back(&m.opt->masterWeights());
+  for (ParamMap *s : states)
+    *s = reallocate(m.cfg, std::move(*s), m.optLayout, to, *p->world, nullptr,
+                    p->fp32Opts());
   m.optLayout = to;
 }
 
@@ -609,6 +619,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                   " workers; run it with rlhf-run -n " +
                   std::to_string(p->gpus));
     p->device = selectDevice(cfg);
+    p->weightDtype = selectPrecision(cfg, p->device);
     p->world = createWorldCommunicator(cfg, p->device);
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
@@ -652,12 +663,16 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       if (resumed >= 0 && fs::exists(ckpt / "state.json")) {
         CheckpointState s =
             loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
-        m.params = toDevice(std::move(s.params), p->device);
+        // The checkpoint holds fp32 weights (the master weights when
+        // there were any); low-precision runs compute with a cast.
+        ParamMap weights = toDevice(std::move(s.params), p->device);
+        m.params = toDevice(weights, p->device, p->weightDtype);
         m.changed = true;
         if (m.trainable) {
           m.opt = std::make_unique<Adam>(m.adam);
           m.opt->restore(toDevice(std::move(s.adamM), p->device),
-                         toDevice(std::move(s.adamV), p->device), s.adamSteps);
+                         toDevice(std::move(s.adamV), p->device), s.adamSteps,
+                         p->weightDtype != at::kFloat ? std::move(weights) : ParamMap{});
           m.trainCalls = 1;
         }
       } else {
@@ -665,7 +680,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
         // as a policy and its reference do.
         m.params = toDevice(initialShard(m.cfg, m.layout, *p->world,
                                          uint64_t(p->seed), m.checkpoint),
-                            p->device);
+                            p->device, p->weightDtype);
       }
       m.workDevice = p->device;
       if (m.trainable && !m.opt)
@@ -886,7 +901,7 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
                   " but it is laid out as " + layoutStr(m.layout));
     timed(p, "realloc " + m.name, {"realloc", {f, t}}, [&] {
       m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world,
-                            nullptr, p->stateOpts());
+                            nullptr, p->weightOpts());
       return 0;
     });
     m.layout = t;
@@ -1042,7 +1057,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           if (!value)
             shape.push_back(m.cfg.shape.vocab);
           if (!model.lastStage())
-            y = at::empty(shape, p->stateOpts());
+            y = at::empty(shape, p->fp32Opts()); // logits and values are fp32
           g.pp->broadcast(y, int(l.pp - 1));
         }
         y = y.cpu();
@@ -1257,7 +1272,7 @@ void rlhf_ema(rlhf_prog *p, int64_t ti, int64_t si, double decay) {
     for (auto &[n, x] : src)
       x = x.detach().clone();
     src = reallocate(s.cfg, std::move(src), s.layout, t.layout, *p->world,
-                     nullptr, p->stateOpts());
+                     nullptr, p->weightOpts());
     at::NoGradGuard noGrad;
     for (auto &[n, x] : t.params)
       if (auto it = src.find(n); it != src.end())

@@ -9,7 +9,8 @@
 
 using namespace rlhf;
 
-at::Tensor rlhf::tokenLogprobs(const at::Tensor &logits, const at::Tensor &seq) {
+at::Tensor rlhf::tokenLogprobs(const at::Tensor &logits,
+                               const at::Tensor &seq) {
   int64_t S = seq.size(1);
   at::Tensor lp = at::log_softmax(logits.narrow(1, 0, S - 1), -1);
   return lp.gather(-1, seq.narrow(1, 1, S - 1).unsqueeze(-1)).squeeze(-1);
@@ -144,15 +145,21 @@ void Adam::step(ParamMap &params,
   if (zeroGroup && zeroGroup != zero)
     unshard();
   ++t;
-  double bc1 = 1 - std::pow(s.beta1, double(t)), bc2 = 1 - std::pow(s.beta2, double(t));
+  double bc1 = 1 - std::pow(s.beta1, double(t)),
+         bc2 = 1 - std::pow(s.beta2, double(t));
   // Under ZeRO, the updated slices, gathered into the parameters at the end.
   std::vector<at::Tensor> whole, slices;
   for (auto &[name, param] : params) {
     auto git = grads.find(name);
     if (git == grads.end() || !git->second.defined())
       continue;
-    at::Tensor p = param, g = git->second;
+    at::Tensor p = param, g = git->second.to(at::kFloat);
     at::Tensor &m1 = m[name], &m2 = v[name];
+    // Low-precision weights are updated through an fp32 master copy (made
+    // from the weights at the first step, as Megatron does), sliced under
+    // ZeRO like the moments.
+    const bool mixed = param.scalar_type() != at::kFloat;
+    at::Tensor *mw = mixed ? &master[name] : nullptr;
     if (zero) {
       if (!param.is_contiguous())
         throw Error("ZeRO: parameter '" + name + "' is not contiguous");
@@ -162,21 +169,27 @@ void Adam::step(ParamMap &params,
                     "' is not this rank's slice");
       p = param.view({-1}).narrow(0, sl.lo, sl.len);
       if (m1.defined() && !shapes.count(name)) { // whole: keep this slice
-        m1 = m1.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
-        m2 = m2.reshape({-1}).narrow(0, sl.lo, sl.len).clone();
+        for (at::Tensor *t : {&m1, &m2, mw})
+          if (t && t->defined())
+            *t = t->reshape({-1}).narrow(0, sl.lo, sl.len).clone();
       }
       shapes[name] = param.sizes().vec();
     }
+    if (mw && !mw->defined())
+      *mw = p.to(at::kFloat);
+    at::Tensor w = mw ? *mw : p; // what the update changes, in fp32
     if (!m1.defined()) {
-      m1 = at::zeros_like(p);
-      m2 = at::zeros_like(p);
+      m1 = at::zeros_like(w);
+      m2 = at::zeros_like(w);
     }
     m1.mul_(s.beta1).add_(g, 1 - s.beta1);
     m2.mul_(s.beta2).addcmul_(g, g, 1 - s.beta2);
     at::Tensor denom = (m2 / bc2).sqrt_().add_(s.eps);
     if (s.weightDecay > 0)
-      p.mul_(1 - s.lr * s.weightDecay);
-    p.addcdiv_(m1, denom, -s.lr / bc1);
+      w.mul_(1 - s.lr * s.weightDecay);
+    w.addcdiv_(m1, denom, -s.lr / bc1);
+    if (mw)
+      p.copy_(w);
     if (zero) {
       whole.push_back(param.view({-1}));
       slices.push_back(p);
@@ -199,7 +212,10 @@ void Adam::unshard() {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    for (at::Tensor *mom : {&m[name], &v[name]}) {
+    std::vector<at::Tensor *> states{&m[name], &v[name]};
+    if (auto it = master.find(name); it != master.end())
+      states.push_back(&it->second);
+    for (at::Tensor *mom : states) {
       moms.push_back(mom);
       shapeOf.push_back(&shape);
       slices.push_back(*mom);
@@ -219,7 +235,8 @@ bool perToken(LossKind k) { return k != LossKind::Dpo && k != LossKind::Rm; }
 
 /// Sum of the token losses of a per-token loss given the model's output
 /// (logits or values) on the micro-batch's sequences.
-at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainOptions &o) {
+at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b,
+                        const TrainOptions &o) {
   const LossSettings &ls = o.settings;
   auto masked = [&](const at::Tensor &x) { return (x * b.lossMask).sum(); };
   switch (o.loss) {
@@ -232,8 +249,8 @@ at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainO
                          ? b.advantages.unsqueeze(1).expand_as(lp)
                          : b.advantages;
     at::Tensor ratio = (lp - b.oldLogprobs).exp();
-    at::Tensor loss = -at::min(ratio * adv,
-                               ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
+    at::Tensor loss =
+        -at::min(ratio * adv, ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
     if (ls.kl > 0 && b.refLogprobs.defined()) {
       // k3 estimator of KL(policy || reference), always >= 0 (GRPO's term;
       // PPO may use it too instead of shaping the reward).
@@ -245,7 +262,8 @@ at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainO
   case LossKind::PpoValue: {
     at::Tensor v = out.narrow(1, 0, b.seq.size(1) - 1);
     at::Tensor vc = b.oldValues + (v - b.oldValues).clamp(-ls.clip, ls.clip);
-    return masked(0.5 * at::max((v - b.returns).pow(2), (vc - b.returns).pow(2)));
+    return masked(0.5 *
+                  at::max((v - b.returns).pow(2), (vc - b.returns).pow(2)));
   }
   default:
     throw Error("not a per-token loss");
@@ -253,12 +271,15 @@ at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b, const TrainO
 }
 
 /// Sum of the losses of one micro-batch of a pair loss (DPO, reward model).
-at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &o) {
+at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b,
+                    const TrainOptions &o) {
   const LossSettings &ls = o.settings;
   if (o.loss == LossKind::Dpo) {
-    at::Tensor lpc = (tokenLogprobs(model.forward(b.seq), b.seq) * b.lossMask).sum(1);
+    at::Tensor lpc =
+        (tokenLogprobs(model.forward(b.seq), b.seq) * b.lossMask).sum(1);
     at::Tensor lpr =
-        (tokenLogprobs(model.forward(b.rejected), b.rejected) * b.rejectedMask).sum(1);
+        (tokenLogprobs(model.forward(b.rejected), b.rejected) * b.rejectedMask)
+            .sum(1);
     at::Tensor rc = (b.refLogprobs * b.lossMask).sum(1);
     at::Tensor rr = (b.refRejected * b.rejectedMask).sum(1);
     return (-at::log_sigmoid(ls.beta * ((lpc - rc) - (lpr - rr)))).sum();
@@ -269,16 +290,18 @@ at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &
     at::Tensor last = (mask.cumsum(1) == mask.sum(1, true)) & (mask > 0);
     return (v * last.to(at::kFloat)).sum(1);
   };
-  return (-at::log_sigmoid(reward(b.seq, b.lossMask) - reward(b.rejected, b.rejectedMask)))
+  return (-at::log_sigmoid(reward(b.seq, b.lossMask) -
+                           reward(b.rejected, b.rejectedMask)))
       .sum();
 }
 
 /// `f` applied to every defined tensor of `b`.
 template <typename F> TrainBatch mapBatch(const TrainBatch &b, F f) {
   auto g = [&](const at::Tensor &t) { return t.defined() ? f(t) : t; };
-  return {g(b.seq),        g(b.lossMask),  g(b.oldLogprobs), g(b.refLogprobs),
-          g(b.advantages), g(b.oldValues), g(b.returns),     g(b.rejected),
-          g(b.rejectedMask), g(b.refRejected)};
+  return {g(b.seq),         g(b.lossMask),   g(b.oldLogprobs),
+          g(b.refLogprobs), g(b.advantages), g(b.oldValues),
+          g(b.returns),     g(b.rejected),   g(b.rejectedMask),
+          g(b.refRejected)};
 }
 
 TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
@@ -293,20 +316,21 @@ double tokenCount(const TrainBatch &b, LossKind k) {
 
 } // namespace
 
-TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &hostBatch,
-                           const TrainOptions &o) {
+TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
+                           const TrainBatch &hostBatch, const TrainOptions &o) {
   // The batch comes from the executor's host values; the losses run where
   // the model is.
-  const TrainBatch batch =
-      mapBatch(hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
+  const TrainBatch batch = mapBatch(
+      hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
   const int64_t N = batch.seq.size(0);
   if (o.minibatches < 1 || N % o.minibatches)
     throw Error("batch of " + std::to_string(N) + " rows does not split into " +
                 std::to_string(o.minibatches) + " minibatches");
   const int64_t perMini = N / o.minibatches;
   if (o.microBatches < 1 || perMini % o.microBatches)
-    throw Error("minibatch of " + std::to_string(perMini) + " rows does not split into " +
-                std::to_string(o.microBatches) + " micro-batches");
+    throw Error("minibatch of " + std::to_string(perMini) +
+                " rows does not split into " + std::to_string(o.microBatches) +
+                " micro-batches");
   const int64_t perMicro = perMini / o.microBatches;
   const int tpSize = model.tpSize();
   Communicator *zero = o.zero && o.dp && o.dp->size() > 1 ? o.dp : nullptr;
@@ -322,13 +346,26 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &hostB
     for (auto &[n, p] : model.params())
       if (p.grad().defined())
         p.mutable_grad().zero_();
+    // Gradients of low-precision weights accumulate over micro-batches in
+    // fp32 (Megatron's main_grad); fp32 weights accumulate in place.
+    std::map<std::string, at::Tensor> acc;
+    auto accumulate = [&] {
+      for (auto &[n, p] : model.params()) {
+        if (p.scalar_type() == at::kFloat || !p.grad().defined())
+          continue;
+        at::Tensor &a = acc[n];
+        a = a.defined() ? a.add_(p.grad()) : p.grad().to(at::kFloat);
+        p.mutable_grad().zero_();
+      }
+    };
     double total = 0;
     for (int64_t u = 0; u < o.microBatches; ++u) {
       TrainBatch micro = rows(mini, u * perMicro, perMicro);
       if (model.stages() > 1) {
         if (!perToken(o.loss))
-          throw Error("DPO and reward-model losses with pipeline stages are not "
-                      "supported yet; train them with pp = 1");
+          throw Error(
+              "DPO and reward-model losses with pipeline stages are not "
+              "supported yet; train them with pp = 1");
         // Every stage runs its part; the last computes the loss.
         StageActivations acts = model.stageForward(micro.seq);
         if (model.lastStage()) {
@@ -337,11 +374,14 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &hostB
           total += sum.item<double>();
         }
         model.stageBackward(acts);
+        accumulate();
         continue;
       }
-      at::Tensor sum = perToken(o.loss) ? perTokenLoss(model.forward(micro.seq), micro, o)
-                                        : pairLoss(model, micro, o);
+      at::Tensor sum = perToken(o.loss)
+                           ? perTokenLoss(model.forward(micro.seq), micro, o)
+                           : pairLoss(model, micro, o);
       (sum / denom).backward();
+      accumulate();
       total += sum.item<double>();
     }
     // Sum gradients over dp (under ZeRO, each rank only its slices); global
@@ -354,7 +394,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt, const TrainBatch &hostB
       if (it == model.params().end() || !it->second.grad().defined())
         continue;
       specs.push_back(&spec);
-      local.push_back(it->second.grad().detach());
+      auto a = acc.find(spec.name);
+      local.push_back(a != acc.end() ? a->second : it->second.grad().detach());
     }
     std::vector<at::Tensor> reduced;
     if (zero)

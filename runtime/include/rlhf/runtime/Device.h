@@ -13,6 +13,7 @@
 #include "rlhf/runtime/Rendezvous.h"
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <functional>
 #include <memory>
@@ -26,6 +27,12 @@ namespace rlhf {
 /// Throws rlhf::Error naming the rank and the variable on a bad value, or
 /// when `cuda` is asked for and no device is visible.
 c10::Device selectDevice(const RendezvousConfig &cfg);
+
+/// The weights' dtype from RLHF_PRECISION: `bf16` (bf16 weights and
+/// activations, fp32 master weights, Adam state, norms, softmax, logits and
+/// losses: Megatron's mixed precision) or `fp32`. Default: bf16 on CUDA,
+/// fp32 on the CPU. A bad value is an error naming the rank.
+at::ScalarType selectPrecision(const RendezvousConfig &cfg, c10::Device device);
 
 /// The job's communicator for a rank computing on `device`: NCCL where every
 /// rank of this host owns a GPU, else Gloo (on the CPU, or with several ranks

@@ -19,6 +19,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ struct GenerateOptions {
   double topP = 1.0;
   int64_t eosToken = -1; ///< -1: never stop early
   int64_t padToken = 0;
-  uint64_t seed = 0;     ///< identical on every tensor-parallel rank
+  uint64_t seed = 0; ///< identical on every tensor-parallel rank
   /// When set, one random stream per row (by inverse-CDF sampling) instead
   /// of `seed`: a row's sample then does not depend on how the batch is
   /// split over data-parallel ranks.
@@ -85,8 +86,10 @@ struct StageActivations {
 /// layout can be built from the same numbers.
 ParamMap initParams(const ModelConfig &cfg, uint64_t seed);
 
-/// `params` with every tensor on `device` (the same tensors when there).
-ParamMap toDevice(ParamMap params, c10::Device device);
+/// `params` with every tensor on `device`, and of `dtype` when given (the
+/// same tensors when they already are).
+ParamMap toDevice(ParamMap params, c10::Device device,
+                  std::optional<at::ScalarType> dtype = std::nullopt);
 
 /// The slice of `full` that tensor rank `tp.rank` of `tp.size` holds.
 ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
@@ -137,6 +140,9 @@ public:
   /// Where the parameters live; inputs are moved there and outputs (logits,
   /// values, generations) are returned there.
   c10::Device device() const { return device_; }
+  /// The weights' dtype, which activations and the KV cache share (bf16 in
+  /// mixed precision); norms, softmax, logits and losses run in fp32.
+  at::ScalarType dtype() const { return dtype_; }
   int tpSize() const { return tp.size; }
   Communicator *tpComm() const { return tp.comm; }
 
@@ -157,6 +163,8 @@ private:
   PipelineParallel pp;
   int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
   c10::Device device_ = c10::kCPU;
+  at::ScalarType dtype_ = at::kFloat; ///< the compute dtype: the weights'
+
   at::TensorOptions on(at::ScalarType t) const {
     return at::TensorOptions().dtype(t).device(device_);
   }

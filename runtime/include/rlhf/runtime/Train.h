@@ -19,23 +19,24 @@ namespace rlhf {
 enum class LossKind { Sft, PpoActor, PpoValue, Grpo, Dpo, Rm };
 
 struct LossSettings {
-  double clip = 0.2;  ///< PPO ratio / value clip
-  double kl = 0.0;    ///< KL-to-reference coefficient (GRPO, optionally PPO)
-  double beta = 0.1;  ///< DPO temperature
+  double clip = 0.2; ///< PPO ratio / value clip
+  double kl = 0.0;   ///< KL-to-reference coefficient (GRPO, optionally PPO)
+  double beta = 0.1; ///< DPO temperature
 };
 
 /// Inputs of the losses; which fields a loss reads is documented on it.
 /// Per-token tensors are aligned with the predicted tokens: index t is the
 /// prediction of token t+1 of `seq`, so they have S-1 columns.
 struct TrainBatch {
-  at::Tensor seq;          ///< [N, S] token ids (all losses; DPO/RM: chosen)
-  at::Tensor lossMask;     ///< [N, S-1] 1 where a token is trained on
-  at::Tensor oldLogprobs;  ///< [N, S-1] PPO/GRPO: behaviour policy
-  at::Tensor refLogprobs;  ///< [N, S-1] GRPO: reference; DPO: reference of chosen
-  at::Tensor advantages;   ///< [N, S-1] or [N] PPO/GRPO
-  at::Tensor oldValues;    ///< [N, S-1] value loss: values at rollout
-  at::Tensor returns;      ///< [N, S-1] value loss targets
-  at::Tensor rejected;     ///< [N, S] DPO/RM: rejected sequences
+  at::Tensor seq;         ///< [N, S] token ids (all losses; DPO/RM: chosen)
+  at::Tensor lossMask;    ///< [N, S-1] 1 where a token is trained on
+  at::Tensor oldLogprobs; ///< [N, S-1] PPO/GRPO: behaviour policy
+  at::Tensor
+      refLogprobs;       ///< [N, S-1] GRPO: reference; DPO: reference of chosen
+  at::Tensor advantages; ///< [N, S-1] or [N] PPO/GRPO
+  at::Tensor oldValues;  ///< [N, S-1] value loss: values at rollout
+  at::Tensor returns;    ///< [N, S-1] value loss targets
+  at::Tensor rejected;   ///< [N, S] DPO/RM: rejected sequences
   at::Tensor rejectedMask; ///< [N, S-1]
   at::Tensor refRejected;  ///< [N, S-1] DPO: reference of rejected
 };
@@ -65,12 +66,22 @@ public:
   const AdamSettings &settings() const { return s; }
   std::map<std::string, at::Tensor> &moments1() { return m; }
   std::map<std::string, at::Tensor> &moments2() { return v; }
+  /// fp32 master copies of low-precision (bf16) weights; empty for fp32 ones,
+  /// which Adam updates in place.
+  std::map<std::string, at::Tensor> &masterWeights() { return master; }
+  const std::map<std::string, at::Tensor> &moments1() const { return m; }
+  const std::map<std::string, at::Tensor> &moments2() const { return v; }
+  const std::map<std::string, at::Tensor> &masterWeights() const {
+    return master;
+  }
   int64_t steps() const { return t; }
   /// Restores state from a checkpoint.
-  void restore(std::map<std::string, at::Tensor> m1, std::map<std::string, at::Tensor> m2,
-               int64_t steps) {
+  void restore(std::map<std::string, at::Tensor> m1,
+               std::map<std::string, at::Tensor> m2, int64_t steps,
+               std::map<std::string, at::Tensor> masterWeights = {}) {
     m = std::move(m1);
     v = std::move(m2);
+    master = std::move(masterWeights);
     t = steps;
     zeroGroup = nullptr;
     shapes.clear();
@@ -78,7 +89,7 @@ public:
 
 private:
   AdamSettings s;
-  std::map<std::string, at::Tensor> m, v;
+  std::map<std::string, at::Tensor> m, v, master;
   int64_t t = 0;
   /// The group whose slices m and v hold (null: all whole), and the
   /// shapes of the parameters whose moments are slices.
@@ -101,7 +112,7 @@ struct TrainOptions {
   LossKind loss = LossKind::Sft;
   LossSettings settings;
   int64_t minibatches = 1;
-  int64_t microBatches = 1; ///< per minibatch on this rank
+  int64_t microBatches = 1;   ///< per minibatch on this rank
   Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
   bool recompute = false;     ///< recompute decoder layers in backward
   bool zero = false;          ///< shard Adam's moments over dp (ZeRO-1)
