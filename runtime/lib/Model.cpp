@@ -228,12 +228,20 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
       cache->keys.resize(l + 1);
       cache->values.resize(l + 1);
     }
-    if (cache->keys[l].defined()) {
-      k = at::cat({cache->keys[l], k}, 2);
-      v = at::cat({cache->values[l], v}, 2);
+    const int64_t t0 = cache->length;
+    if (t0 + S > cache->capacity)
+      throw Error("KV cache of " + std::to_string(cache->capacity) +
+                  " positions cannot take " + std::to_string(t0 + S));
+    if (!cache->keys[l].defined()) {
+      cache->keys[l] =
+          at::empty({B, kvHeads, cache->capacity, headDim}, k.options());
+      cache->values[l] =
+          at::empty({B, kvHeads, cache->capacity, headDim}, v.options());
     }
-    cache->keys[l] = k;
-    cache->values[l] = v;
+    cache->keys[l].narrow(2, t0, S).copy_(k);
+    cache->values[l].narrow(2, t0, S).copy_(v);
+    k = cache->keys[l].narrow(2, 0, t0 + S);
+    v = cache->values[l].narrow(2, 0, t0 + S);
   }
   if (kvHeads != heads) {
     int64_t rep = heads / kvHeads;
@@ -300,6 +308,8 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
     x = replay ? RecomputedLayer::apply(x, cos, sin,
                                         reinterpret_cast<int64_t>(this), l)
                : layer(l, x, cos, sin, mask, cache);
+  if (cache) // every layer wrote these positions
+    cache->length += x.size(1);
   return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
 }
 
@@ -435,6 +445,7 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
   for (uint64_t s : o.rowSeeds)
     rowGens.push_back(at::make_generator<at::CPUGeneratorImpl>(s));
   KvCache cache;
+  cache.capacity = T;
   // Logits at the last position, on the last stage (undefined on others).
   // With pipeline stages, the stages run one after another on the whole
   // batch: the first embeds, each later one receives its predecessor's

@@ -61,9 +61,14 @@ struct Generation {
   int64_t promptLen = 0;
 };
 
-/// Per-layer keys and values of the sequences so far, for decoding.
+/// Per-layer keys and values of the sequences so far, for decoding: one
+/// buffer per layer of the whole generation's length, allocated at the first
+/// step and filled in place (no copy of the cache per token).
 struct KvCache {
-  std::vector<at::Tensor> keys, values; ///< [B, kv heads/tp, T, head dim]
+  int64_t capacity = 0; ///< positions each buffer holds (prompt + new tokens)
+  int64_t length = 0;   ///< positions filled so far, in every layer
+  std::vector<at::Tensor> keys,
+      values; ///< [B, kv heads/tp, capacity, head dim]
 };
 
 /// This rank's pipeline stage; `comm` spans the stages of its pipeline in
