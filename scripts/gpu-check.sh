@@ -74,6 +74,10 @@ link_and_train() {
   lib=$(cd "$build/lib" && pwd)
   cc "$deps/obj/tiny_grpo.o" -o "$build/tiny_grpo" -L"$lib" -lrlhf_runtime \
     -Wl,-rpath,"$lib" || return 1
+  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
+    echo "linked $build/tiny_grpo; SKIP: no CUDA device to train it on"
+    return 77
+  fi
   rm -rf "$out/tiny_grpo-run"
   RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
     --no-python "$build/tiny_grpo" --steps 150 --data sums=examples/data/sums.jsonl \
