@@ -27,27 +27,32 @@ using namespace llvm;
 using Clock = std::chrono::steady_clock;
 
 static cl::OptionCategory runCat("rlhf-run options");
-static cl::opt<unsigned> numWorkers("n", cl::desc("Number of worker processes (one per device)"),
-                                    cl::value_desc("N"), cl::init(1), cl::cat(runCat));
-static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers), cl::desc("Alias for -n"),
-                                cl::cat(runCat));
-static cl::opt<std::string> masterAddr("master-addr",
-                                       cl::desc("Address rank 0 listens on (default 127.0.0.1)"),
-                                       cl::init("127.0.0.1"), cl::cat(runCat));
+static cl::opt<unsigned>
+    numWorkers("n", cl::desc("Number of worker processes (one per device)"),
+               cl::value_desc("N"), cl::init(1), cl::cat(runCat));
+static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers),
+                                cl::desc("Alias for -n"), cl::cat(runCat));
+static cl::opt<std::string>
+    masterAddr("master-addr",
+               cl::desc("Address rank 0 listens on (default 127.0.0.1)"),
+               cl::init("127.0.0.1"), cl::cat(runCat));
 static cl::opt<unsigned> masterPort(
     "master-port",
     cl::desc("Rendezvous port (default 0: rank 0 takes a free one and "
              "tells the others through a file in /tmp)"),
     cl::init(0), cl::cat(runCat));
 static cl::opt<unsigned> graceSeconds(
-    "grace", cl::desc("Seconds the other workers get to exit after one fails "
-                      "or a signal arrives, before SIGKILL (default 10)"),
+    "grace",
+    cl::desc("Seconds the other workers get to exit after one fails "
+             "or a signal arrives, before SIGKILL (default 10)"),
     cl::init(10), cl::cat(runCat));
-static cl::opt<bool> noPrefix("no-prefix", cl::desc("Do not prefix output lines with the rank"),
-                              cl::cat(runCat));
-static cl::opt<std::string> program(cl::Positional, cl::desc("<program>"), cl::Required,
-                                    cl::cat(runCat));
-static cl::list<std::string> programArgs(cl::ConsumeAfter, cl::desc("<program arguments>..."),
+static cl::opt<bool>
+    noPrefix("no-prefix", cl::desc("Do not prefix output lines with the rank"),
+             cl::cat(runCat));
+static cl::opt<std::string> program(cl::Positional, cl::desc("<program>"),
+                                    cl::Required, cl::cat(runCat));
+static cl::list<std::string> programArgs(cl::ConsumeAfter,
+                                         cl::desc("<program arguments>..."),
                                          cl::cat(runCat));
 
 namespace {
@@ -176,8 +181,8 @@ bool spawn(Worker &w, unsigned port, const std::string &portFile) {
       argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
     execvp(program.c_str(), argv.data());
-    dprintf(STDERR_FILENO, "rlhf-run: cannot execute '%s': %s\n", program.c_str(),
-            strerror(errno));
+    dprintf(STDERR_FILENO, "rlhf-run: cannot execute '%s': %s\n",
+            program.c_str(), strerror(errno));
     _exit(127);
   }
   setpgid(pid, pid);
@@ -207,11 +212,14 @@ int main(int argc, char **argv) {
       argc, argv,
       "rlhf-run: launch N local workers of an rlhfc-compiled program\n\n"
       "  rlhf-run -n 4 ./ppo --steps 20\n\n"
-      "Each worker gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK\n"
-      "and LOCAL_WORLD_SIZE, the same variables torchrun and Slurm wrappers set,\n"
+      "Each worker gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
+      "LOCAL_RANK\n"
+      "and LOCAL_WORLD_SIZE, the same variables torchrun and Slurm wrappers "
+      "set,\n"
       "so a compiled program runs unchanged on a cluster. Output lines are\n"
       "prefixed with '[rank R]'. When a worker fails, the others get SIGTERM,\n"
-      "then SIGKILL after --grace seconds, and rlhf-run exits with the failing\n"
+      "then SIGKILL after --grace seconds, and rlhf-run exits with the "
+      "failing\n"
       "worker's code. Options after <program> go to the program.\n");
   if (numWorkers == 0) {
     errs() << "rlhf-run: error: -n must be at least 1\n";
@@ -245,13 +253,16 @@ int main(int argc, char **argv) {
   for (unsigned r = 0; r < numWorkers; ++r) {
     workers[r].rank = r;
     if (!spawn(workers[r], masterPort, portFile ? portFile->path : "")) {
-      errs() << "rlhf-run: error: cannot start rank " << r << ": " << strerror(errno) << "\n";
+      errs() << "rlhf-run: error: cannot start rank " << r << ": "
+             << strerror(errno) << "\n";
       signalAll(workers, SIGKILL);
       return 1;
     }
   }
 
   int failedRank = -1, failedStatus = 0, forwardedSignal = 0;
+  std::vector<Worker *> failures; ///< failed before the stop, in reap order
+  Clock::time_point settleAt;
   bool stopping = false;
   Clock::time_point killAt;
   auto beginStop = [&] {
@@ -306,20 +317,39 @@ int main(int argc, char **argv) {
         w.running = false;
         w.status = status;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && failedRank < 0 && !forwardedSignal) {
-          failedRank = w.rank;
-          failedStatus = status;
-          unsigned others = 0;
-          for (auto &o : workers)
-            others += o.running;
-          errs() << "rlhf-run: error: rank " << w.rank << " " << describe(status);
-          if (others)
-            errs() << "; stopping the other " << others << " worker"
-                   << (others == 1 ? "" : "s");
-          errs() << "\n";
-          beginStop();
+        if (failed && failedRank < 0 && !forwardedSignal && !stopping) {
+          if (failures.empty())
+            settleAt = Clock::now() + std::chrono::milliseconds(300);
+          failures.push_back(&w);
         }
       }
+    }
+    // A dead rank makes its peers fail too, often first: a short wait, then
+    // the rank killed by a signal is named before ranks that exited with an
+    // error, as the cause.
+    bool anyLeft = false;
+    for (auto &w : workers)
+      anyLeft |= w.running;
+    if (!failures.empty() && failedRank < 0 &&
+        (Clock::now() >= settleAt || !anyLeft)) {
+      Worker *cause = failures.front();
+      for (Worker *f : failures)
+        if (WIFSIGNALED(f->status)) {
+          cause = f;
+          break;
+        }
+      failedRank = cause->rank;
+      failedStatus = cause->status;
+      unsigned others = 0;
+      for (auto &o : workers)
+        others += o.running;
+      errs() << "rlhf-run: error: rank " << cause->rank << " "
+             << describe(cause->status);
+      if (others)
+        errs() << "; stopping the other " << others << " worker"
+               << (others == 1 ? "" : "s");
+      errs() << "\n";
+      beginStop();
     }
     if (stopping && Clock::now() >= killAt)
       signalAll(workers, SIGKILL);
