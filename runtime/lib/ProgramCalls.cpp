@@ -1,0 +1,412 @@
+//===- ProgramCalls.cpp - model calls, moves and host functions -----------===//
+//
+// The rlhf_program.h entry points a step is made of: generate, inference and
+// train on a model's layout; reallocations, offloads and loads of its
+// parameters; transfers of batch values; host functions (advantages,
+// rewards, KL penalties) and EMA.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+
+extern "C" {
+
+void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
+                  const int64_t *to) {
+  guarded(p, "realloc", [&] {
+    ModelState &m = modelAt(p, mi);
+    Layout f = layoutFrom(from), t = layoutFrom(to);
+    if (m.offloaded)
+      throw Error("the plan reallocates '" + m.name +
+                  "', which rests in host memory; offloaded models keep "
+                  "their call's layout");
+    if (!sameLayout(m.layout, f))
+      throw Error("the plan reallocates '" + m.name + "' from " + layoutStr(f) +
+                  " but it is laid out as " + layoutStr(m.layout));
+    timed(p, "realloc " + m.name, {"realloc", {f, t}}, [&] {
+      m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world,
+                            nullptr, p->weightOpts());
+      return 0;
+    });
+    m.layout = t;
+    p->groupsOf(t);
+    return 0;
+  });
+}
+
+/// Checks that `m` may rest in host memory in layout `l`.
+void checkOffloadable(const ModelState &m, const Layout &l, const char *what) {
+  if (m.trainable)
+    throw Error(
+        std::string("the plan ") + what + " '" + m.name +
+        "', which is trainable; only frozen models rest in host memory");
+  if (!sameLayout(m.layout, l))
+    throw Error(std::string("the plan ") + what + " '" + m.name + "' as " +
+                layoutStr(l) + " but it is laid out as " + layoutStr(m.layout));
+}
+
+void rlhf_offload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
+  guarded(p, "offload", [&] {
+    ModelState &m = modelAt(p, mi);
+    checkOffloadable(m, layoutFrom(lay), "offloads");
+    if (m.offloaded)
+      return 0;
+    // Frozen weights never change, so the host copy is made once.
+    if (m.host.empty())
+      for (auto &[n, t] : m.params) {
+        m.workDevice = t.device();
+        auto opts = t.options().device(at::kCPU).pinned_memory(t.is_cuda());
+        m.host[n] = at::empty(t.sizes(), opts).copy_(t);
+      }
+    for (auto &[n, t] : m.params)
+      t = at::Tensor(); // frees the working copy
+    m.offloaded = true;
+    return 0;
+  });
+}
+
+void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
+  guarded(p, "onload", [&] {
+    ModelState &m = modelAt(p, mi);
+    checkOffloadable(m, layoutFrom(lay), "loads");
+    if (!m.offloaded)
+      return 0;
+    timed(p, "onload " + m.name, {"load", {layoutFrom(lay)}}, [&] {
+      for (auto &[n, t] : m.params)
+        t = m.host.at(n).to(m.workDevice, /*non_blocking=*/false,
+                            /*copy=*/true);
+      return 0;
+    });
+    m.offloaded = false;
+    return 0;
+  });
+}
+
+rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to) {
+  return guarded(p, "transfer", [&] {
+    Layout l = layoutFrom(to);
+    TraceOn on{"transfer", {l}};
+    if (v->layout)
+      on.layouts.push_back(*v->layout);
+    return timed(p, "transfer", on, [&] { return relayout(p, v, l); });
+  });
+}
+
+rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
+                          const int64_t *lay, int64_t maxNew, int64_t n,
+                          double temperature, double topP, int64_t greedy,
+                          const char *label) {
+  return guarded(p, label, [&] {
+    ModelState &m = modelAt(p, mi);
+    Layout l = layoutFrom(lay);
+    return timed(p, label, {"call", {l}}, [&] {
+      // n samples per prompt, adjacent, so row r samples prompt r / n.
+      rlhf_value *full = gathered(p, prompt);
+      const int64_t B = full->rows, N = B * n, pad = p->tokenizer->pad();
+      ParallelGroups &g = p->groupsOf(l);
+      at::Tensor seq, lp, mask, prompts;
+      if (g.member) {
+        auto [a, b] = rowSlice(g.dpRank, l.dp, N);
+        std::vector<std::vector<int64_t>> rows;
+        std::vector<uint64_t> seeds;
+        for (int64_t r = a; r < b; ++r) {
+          at::Tensor pr = full->t[r / n];
+          std::vector<int64_t> ids;
+          for (int64_t i = 0; i < pr.size(0); ++i)
+            if (int64_t id = pr[i].item<int64_t>(); id != pad)
+              ids.push_back(id);
+          rows.push_back(std::move(ids));
+          // Per-row streams: samples do not depend on the layout.
+          seeds.push_back(
+              mix(mix(uint64_t(p->seed), uint64_t(p->stepIndex)), uint64_t(r)));
+        }
+        GenerateOptions o;
+        o.maxNewTokens = maxNew;
+        o.greedy = greedy != 0;
+        o.temperature = temperature;
+        o.topP = topP;
+        o.eosToken = p->tokenizer->eos();
+        o.padToken = pad;
+        o.rowSeeds = std::move(seeds);
+        LlamaModel model = makeModel(p, m, l);
+        Generation gen = model.generate(rows, o);
+        gen.seq = gen.seq.cpu();
+        gen.logprobs = gen.logprobs.cpu();
+        gen.mask = gen.mask.cpu();
+        // Pad the prompt part to the dataset's width so every rank agrees.
+        const int64_t P = full->t.size(1);
+        if (gen.promptLen < P) {
+          int64_t extra = P - gen.promptLen;
+          gen.seq =
+              at::cat({at::full({b - a, extra}, pad, at::kLong), gen.seq}, 1);
+          gen.mask = at::cat(
+              {at::zeros({b - a, extra}, gen.mask.options()), gen.mask}, 1);
+          gen.promptLen = P;
+        }
+        const int64_t T = gen.seq.size(1), G = T - P;
+        seq = gen.seq;
+        lp = at::zeros({b - a, T - 1}, at::kFloat);
+        lp.narrow(1, P - 1, G).copy_(gen.logprobs.narrow(1, 0, G));
+        mask = at::zeros({b - a, T - 1}, at::kBool);
+        mask.narrow(1, P - 1, G).copy_(gen.mask.narrow(1, P, G).to(at::kBool));
+        prompts = full->t.repeat_interleave(n, 0).narrow(0, a, b - a);
+      }
+      std::map<std::string, rlhf_value *> f;
+      f["prompt"] = tensorValue(p, prompts, at::Tensor(), N, l);
+      f["seq"] = tensorValue(p, seq, mask, N, l);
+      f["logprobs"] = tensorValue(p, lp, mask, N, l);
+      f["mask"] = tensorValue(p, mask, mask, N, l);
+      return recordValue(p, std::move(f));
+    });
+  });
+}
+
+rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
+                           const int64_t *lay, const char *label) {
+  return guarded(p, label, [&] {
+    ModelState &m = modelAt(p, mi);
+    Layout l = layoutFrom(lay);
+    return timed(p, label, {"call", {l}}, [&] {
+      at::Tensor mask;
+      at::Tensor seq = rowsOn(p, seqV, l, &mask);
+      ParallelGroups &g = p->groupsOf(l);
+      const bool value = m.cfg.shape.valueHead;
+      at::Tensor out, score;
+      if (g.member) {
+        at::NoGradGuard noGrad;
+        LlamaModel model = makeModel(p, m, l);
+        at::Tensor y = model.forward(seq);
+        if (l.pp > 1) { // the last stage has the result; the others take it
+          std::vector<int64_t> shape{seq.size(0), seq.size(1)};
+          if (!value)
+            shape.push_back(m.cfg.shape.vocab);
+          if (!model.lastStage())
+            y = at::empty(shape, p->fp32Opts()); // logits and values are fp32
+          g.pp->broadcast(y, int(l.pp - 1));
+        }
+        y = y.cpu();
+        if (!mask.defined())
+          mask = predictedTokens(seq, p->tokenizer->pad());
+        if (value) {
+          out = y.narrow(1, 0, y.size(1) - 1).contiguous();
+          // A sequence's score is the value at its last real token.
+          at::Tensor real = (seq != p->tokenizer->pad()).to(at::kLong);
+          at::Tensor pos =
+              at::arange(seq.size(1), at::kLong).unsqueeze(0).expand_as(real);
+          at::Tensor last = (pos * real).argmax(1, true);
+          score = y.gather(1, last).squeeze(1);
+        } else {
+          out = tokenLogprobs(y, seq);
+        }
+      }
+      std::map<std::string, rlhf_value *> f;
+      f["seq"] = tensorValue(p, seq, mask, seqV->rows, l);
+      f[value ? "values" : "logprobs"] =
+          tensorValue(p, out, mask, seqV->rows, l);
+      if (value)
+        f["score"] = tensorValue(p, score, at::Tensor(), seqV->rows, l);
+      return recordValue(p, std::move(f));
+    });
+  });
+}
+
+rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
+                       rlhf_value *const *ins, const int64_t *lay,
+                       int64_t minibatches, int64_t epochs,
+                       const char *settings, const char *label) {
+  return guarded(p, label, [&] {
+    ModelState &m = modelAt(p, mi);
+    if (!m.trainable)
+      throw Error("model '" + m.name + "' is not trainable");
+    Layout l = layoutFrom(lay);
+    Settings s(settings);
+    TrainOptions o;
+    o.minibatches = minibatches;
+    o.settings.clip = s.get("clip", o.settings.clip);
+    o.settings.kl = s.get("kl", o.settings.kl);
+    o.settings.beta = s.get("beta", o.settings.beta);
+    o.recompute = s.get("recompute", 0.0) != 0.0;
+    o.zero = s.get("zero", 0.0) != 0.0;
+    static const std::pair<LossKind, int64_t> kinds[] = {
+        {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
+        {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};
+    if (loss < 0 || loss > 5 || kinds[loss].second != nin)
+      throw Error("train: loss " + std::to_string(loss) + " with " +
+                  std::to_string(nin) +
+                  " inputs does not match the runtime's losses");
+    o.loss = kinds[loss].first;
+    double kl = 0;
+    bool hasKl = false;
+    // Adam moments follow the parameters when the train layout changed
+    // (collective, so every rank takes part).
+    moveMoments(p, m, l);
+    double lossValue = timed(p, label, {"call", {l}}, [&] {
+      std::vector<at::Tensor> x(static_cast<size_t>(nin)),
+          masks(static_cast<size_t>(nin));
+      for (int64_t i = 0; i < nin; ++i)
+        x[size_t(i)] = trainRows(p, ins[i], l, minibatches, &masks[size_t(i)]);
+      ParallelGroups &g = p->groupsOf(l);
+      if (!g.member)
+        return 0.0;
+      TrainBatch b;
+      b.seq = x[0];
+      // Whole sequences without a generation mask train on every real token.
+      auto lossMask = [&](size_t i) {
+        return (masks[i].defined() ? masks[i]
+                                   : predictedTokens(x[i], p->tokenizer->pad()))
+            .to(at::kFloat);
+      };
+      b.lossMask = lossMask(0);
+      switch (o.loss) {
+      case LossKind::PpoActor:
+        b.oldLogprobs = x[1];
+        b.advantages = x[2];
+        break;
+      case LossKind::PpoValue:
+        b.oldValues = x[1];
+        b.returns = x[2];
+        break;
+      case LossKind::Grpo:
+        b.oldLogprobs = x[1];
+        b.advantages = x[2];
+        b.refLogprobs = x[3];
+        kl = meanKl(x[1], x[3], b.lossMask);
+        hasKl = true;
+        break;
+      case LossKind::Dpo:
+        b.rejected = x[1];
+        b.refLogprobs = x[2];
+        b.refRejected = x[3];
+        b.rejectedMask = lossMask(1);
+        break;
+      case LossKind::Rm:
+        b.rejected = x[1];
+        b.rejectedMask = lossMask(1);
+        break;
+      case LossKind::Sft:
+        break;
+      }
+      o.microBatches = std::max<int64_t>(1, lay[4]);
+      o.dp = g.dp.get();
+      for (auto &[n, t] : m.params)
+        t = t.detach().requires_grad_(true);
+      LlamaModel model = makeModel(p, m, l);
+      double total = 0;
+      for (int64_t e = 0; e < epochs; ++e)
+        total += trainStep(model, *m.opt, b, o).loss;
+      m.params = model.params();
+      for (auto &[n, t] : m.params)
+        t = t.detach();
+      return total / double(std::max<int64_t>(1, epochs));
+    });
+    m.changed = true;
+    ++m.trainCalls;
+    bool member = p->groupsOf(l).member;
+    p->record("loss/" + m.name, lossValue, member);
+    if (o.loss == LossKind::Grpo)
+      p->record("kl", kl, member && hasKl);
+    at::Tensor lt = at::full({}, lossValue, at::kFloat);
+    return recordValue(
+        p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
+  });
+}
+
+rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
+                         rlhf_value *const *ins, const char *settings,
+                         const char *label) {
+  return guarded(p, label, [&] {
+    Settings s(settings);
+    return timed(p, label, {"host", {}}, [&] {
+      std::vector<rlhf_value *> x;
+      for (int64_t i = 0; i < nin; ++i)
+        x.push_back(gathered(p, ins[i]));
+      auto need = [&](int64_t n) {
+        if (nin != n)
+          throw Error(std::string(label) + " takes " + std::to_string(n) +
+                      " inputs, got " + std::to_string(nin));
+      };
+      auto one = [&](const char *name, at::Tensor t, at::Tensor mask,
+                     int64_t rows) {
+        return recordValue(
+            p, {{name, tensorValue(p, t, mask, rows, std::nullopt)}});
+      };
+      switch (kind) {
+      case RLHF_COMPUTE_EXACT_MATCH: {
+        need(2);
+        at::Tensor seq = x[0]->t, mask = x[0]->mask;
+        if (!mask.defined())
+          throw Error(
+              "exact_match needs generated sequences (a generate's seq)");
+        at::Tensor score =
+            exactMatch(seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong),
+                       x[1]->t, p->tokenizer->pad());
+        p->record("reward", score.mean().item<double>(), true);
+        return one("score", score, at::Tensor(), x[0]->rows);
+      }
+      case RLHF_COMPUTE_GRPO_ADV:
+        need(1);
+        return one("advantages",
+                   grpoAdvantages(x[0]->t, int64_t(s.need("group"))),
+                   at::Tensor(), x[0]->rows);
+      case RLHF_COMPUTE_RLOO_ADV:
+        need(1);
+        return one("advantages",
+                   rlooAdvantages(x[0]->t, int64_t(s.need("group"))),
+                   at::Tensor(), x[0]->rows);
+      case RLHF_COMPUTE_REMAX_ADV:
+        need(2);
+        return one("advantages", remaxAdvantages(x[0]->t, x[1]->t),
+                   at::Tensor(), x[0]->rows);
+      case RLHF_COMPUTE_KL_PENALTY: {
+        need(3);
+        at::Tensor mask = x[1]->mask.defined() ? x[1]->mask : x[2]->mask;
+        p->record("kl", meanKl(x[1]->t, x[2]->t, mask), true);
+        return one(
+            "score",
+            klPenalty(x[0]->t, x[1]->t, x[2]->t, mask, s.get("coef", 0.1)),
+            at::Tensor(), x[0]->rows);
+      }
+      case RLHF_COMPUTE_GAE: {
+        need(4);
+        at::Tensor mask = x[2]->mask.defined() ? x[2]->mask : x[1]->mask;
+        if (!mask.defined())
+          throw Error(
+              "gae needs the generated tokens' mask (logprobs of a generate)");
+        p->record("kl", meanKl(x[2]->t, x[3]->t, mask), true);
+        GaeResult r =
+            gae(x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
+                s.get("gamma", 1.0), s.get("lam", 0.95), s.get("kl", 0.0));
+        return recordValue(
+            p, {{"advantages",
+                 tensorValue(p, r.advantages, mask, x[0]->rows, std::nullopt)},
+                {"returns",
+                 tensorValue(p, r.returns, mask, x[0]->rows, std::nullopt)}});
+      }
+      default:
+        throw Error("unknown host function " + std::to_string(kind));
+      }
+    });
+  });
+}
+
+void rlhf_ema(rlhf_prog *p, int64_t ti, int64_t si, double decay) {
+  guarded(p, "ema", [&] {
+    ModelState &t = modelAt(p, ti), &s = modelAt(p, si);
+    ParamMap src = s.params;
+    for (auto &[n, x] : src)
+      x = x.detach().clone();
+    src = reallocate(s.cfg, std::move(src), s.layout, t.layout, *p->world,
+                     nullptr, p->weightOpts());
+    at::NoGradGuard noGrad;
+    for (auto &[n, x] : t.params)
+      if (auto it = src.find(n); it != src.end())
+        x.mul_(decay).add_(it->second, 1.0 - decay);
+    t.changed = true;
+    return 0;
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,327 @@
+//===- ProgramState.h - the executor's state, shared by its parts -*- C++
+//-*-===//
+//
+// Private to runtime/lib: the executor behind rlhf_program.h is split by
+// concern into Program.cpp (a run's life: start, steps, metrics,
+// checkpoints, datasets), ProgramValues.cpp (where batch values live and how
+// they move between layouts) and ProgramCalls.cpp (model calls,
+// reallocations, transfers and host functions). They share this state.
+//
+// Batch values are either replicated on every rank (dataset batches,
+// host-computed tensors) or split by rows over the data-parallel groups of
+// the layout that produced them (model call results). Per-token tensors
+// follow the runtime's convention: S-1 columns aligned with the predicted
+// tokens, with a loss mask carried beside them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_LIB_PROGRAMSTATE_H
+#define RLHF_RUNTIME_LIB_PROGRAMSTATE_H
+
+#include "rlhf/runtime/rlhf_program.h"
+
+#include "rlhf/runtime/CharTokenizer.h"
+#include "rlhf/runtime/Checkpoint.h"
+#include "rlhf/runtime/Dataset.h"
+#include "rlhf/runtime/Device.h"
+#include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Groups.h"
+#include "rlhf/runtime/HostCompute.h"
+#include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Realloc.h"
+#include "rlhf/runtime/Tokenizer.h"
+#include "rlhf/runtime/Trace.h"
+#include "rlhf/runtime/Train.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <getopt.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <sys/resource.h>
+
+// A private header of three files: the executor's structs are global (the
+// C API's opaque types) and name the runtime's types unqualified.
+using namespace rlhf;
+
+namespace rlhf::exec {
+using Clock = std::chrono::steady_clock;
+} // namespace rlhf::exec
+
+struct rlhf_value {
+  // A record, or one tensor.
+  std::map<std::string, rlhf_value *> fields;
+  bool isRecord = false;
+  at::Tensor t;     ///< this rank's rows (all rows when replicated)
+  at::Tensor mask;  ///< [rows, S-1] loss mask of a token tensor, if any
+  int64_t rows = 0; ///< rows over all ranks
+  std::optional<rlhf::Layout> layout; ///< unset: replicated on every rank
+};
+
+namespace rlhf::exec {
+
+struct ModelState {
+  std::string name;
+  ModelConfig cfg;
+  bool trainable = false;
+  AdamSettings adam;
+  std::string checkpoint;
+  Layout layout, initial;
+  ParamMap params;
+  std::unique_ptr<Adam> opt;
+  Layout optLayout;
+  bool changed = false;   ///< trained or moved by ema: saved in checkpoints
+  ParamMap host;          ///< host copy of an offloaded model's shard
+  bool offloaded = false; ///< params freed; `host` holds the weights
+  at::Device workDevice = at::kCPU; ///< where the params go when loaded
+  int64_t trainCalls = 0; ///< counted on every rank: moments exist once > 0
+};
+
+struct DatasetState {
+  std::string name, path;
+  int64_t batch = 0, promptLen = 0, responseLen = 0;
+  std::vector<std::string> fields;
+  std::unique_ptr<JsonlDataset> data;
+};
+
+/// One number of the progress line and metrics file. Every rank records
+/// the same slots in the same order (the program is the same everywhere).
+struct Metric {
+  std::string key;
+  double value = 0;
+  bool valid = false;
+  bool isTime =
+      false; ///< max over ranks; others are averaged over ranks that have them
+};
+
+inline bool sameLayout(const Layout &a, const Layout &b) {
+  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp &&
+         a.pp == b.pp;
+}
+
+inline std::string layoutStr(const Layout &l) {
+  return "gpus [" + std::to_string(l.firstGpu) + ", " +
+         std::to_string(l.firstGpu + l.size()) +
+         ") dp=" + std::to_string(l.dp) + " tp=" + std::to_string(l.tp) +
+         " pp=" + std::to_string(l.pp);
+}
+
+/// The "key=value,..." settings of a call, as code generation writes them.
+class Settings {
+public:
+  explicit Settings(const char *text) {
+    std::stringstream ss(text ? text : "");
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (auto eq = item.find('='); eq != std::string::npos)
+        values[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
+  }
+  double get(const std::string &key, double fallback) const {
+    auto it = values.find(key);
+    return it == values.end() ? fallback : it->second;
+  }
+  double need(const std::string &key) const {
+    auto it = values.find(key);
+    if (it == values.end())
+      throw Error("setting '" + key + "' is missing");
+    return it->second;
+  }
+
+private:
+  std::map<std::string, double> values;
+};
+
+inline std::vector<std::string> splitList(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+/// Where a whole sequence [N, S] has real tokens to predict: [N, S-1],
+/// aligned with per-token logprobs (the loss mask of text without a
+/// generation mask).
+inline at::Tensor predictedTokens(const at::Tensor &seq, int64_t pad) {
+  return seq.narrow(1, 1, seq.size(1) - 1) != pad;
+}
+
+inline uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t x = a * 0x9E3779B97F4A7C15ull ^
+               (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 29);
+}
+
+inline double peakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) * 1024.0; // Linux reports KiB
+}
+
+} // namespace rlhf::exec
+
+using namespace rlhf::exec;
+
+struct rlhf_prog {
+  // Settings from the generated constants and the command line.
+  std::string name;
+  int64_t steps = 0, seed = 0, saveInterval = 0, gpus = 0;
+  double predictedIteration = 0;
+  std::vector<double> predictedMemory;
+  std::string outDir, resumeFrom, tracePath;
+  std::unique_ptr<MeasuredTrace> trace; ///< with --trace
+  bool resume = false, quiet = false;
+  std::map<std::string, std::string> dataOverride;
+
+  std::unique_ptr<Communicator> world;
+  int rank = -1;
+  /// Where model state lives (RLHF_DEVICE); batch values stay on the host.
+  c10::Device device = c10::kCPU;
+  /// The weights' dtype (RLHF_PRECISION); master weights and Adam's moments
+  /// are fp32 whatever it is.
+  at::ScalarType weightDtype = at::kFloat;
+  at::TensorOptions weightOpts() const {
+    return at::TensorOptions().dtype(weightDtype).device(device);
+  }
+  at::TensorOptions fp32Opts() const {
+    return at::TensorOptions().dtype(at::kFloat).device(device);
+  }
+  std::vector<ModelState> models;
+  std::vector<DatasetState> datasets;
+  std::string tokenizerPath; ///< a sentencepiece model, or "" for characters
+  std::unique_ptr<TextTokenizer> tokenizer;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
+      groups;
+  Layout replicated; ///< every rank, all rows
+
+  std::deque<rlhf_value> values; ///< this step's values
+  std::vector<Metric> metrics;
+  size_t metricCursor = 0;
+  Clock::time_point stepStart, runStart;
+  int64_t firstStep = 0, stepIndex = 0;
+
+  ParallelGroups &groupsOf(const Layout &l) {
+    auto key = std::make_tuple(l.firstGpu, l.dp, l.tp, l.pp);
+    auto it = groups.find(key);
+    if (it == groups.end())
+      it = groups.emplace(key, makeGroups(*world, l)).first;
+    return it->second;
+  }
+
+  rlhf_value *newValue() { return &values.emplace_back(); }
+
+  void record(const std::string &key, double v, bool valid,
+              bool isTime = false) {
+    if (metricCursor == metrics.size())
+      metrics.push_back({key, 0, false, isTime});
+    Metric &m = metrics[metricCursor++];
+    m.key = key;
+    m.value = v;
+    m.valid = valid;
+    m.isTime = isTime;
+  }
+};
+
+namespace rlhf::exec {
+
+[[noreturn]] inline void die(const rlhf_prog *p, const std::string &msg) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "rank %d: error: %s\n", p ? p->rank : -1, msg.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+/// Runs an entry point; a failure ends this rank (and so the job).
+template <typename F> auto guarded(rlhf_prog *p, const char *what, F &&f) {
+  try {
+    return f();
+  } catch (const c10::Error &e) { // without LibTorch's C++ backtrace
+    die(p, std::string(what) + ": " + e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    die(p, std::string(what) + ": " + e.what());
+  }
+}
+
+inline Layout layoutFrom(const int64_t *l) { return {l[0], l[1], l[2], l[3]}; }
+
+ModelState &modelAt(rlhf_prog *p, int64_t i);
+
+/// Row range of data-parallel rank `d` of `dp` over `rows`.
+std::pair<int64_t, int64_t> rowSlice(int64_t d, int64_t dp, int64_t rows);
+
+/// `v`'s tensor (and mask) moved to `to`: ranks of `to` end up holding their
+/// data-parallel rows (all rows when `to` is the replicated layout).
+rlhf_value *relayout(rlhf_prog *p, rlhf_value *v, const Layout &to);
+
+rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask,
+                        int64_t rows, std::optional<Layout> layout);
+rlhf_value *recordValue(rlhf_prog *p,
+                        std::map<std::string, rlhf_value *> fields);
+
+/// This rank's tensor of `v` when the call runs on `l` (undefined off-mesh).
+at::Tensor rowsOn(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                  at::Tensor *mask = nullptr);
+
+/// A tensor gathered on every rank (host functions run replicated).
+rlhf_value *gathered(rlhf_prog *p, rlhf_value *v);
+
+/// This rank's rows of a train call on `l`: its data-parallel share of
+/// every minibatch, so that minibatch m holds the same global rows whatever
+/// the layout (a contiguous split of the whole batch would not).
+at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                     int64_t minibatches, at::Tensor *mask);
+
+/// The model of `m` as laid out for a call on `l` (an error when the plan
+/// left it elsewhere or in host memory).
+LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l);
+
+/// Where a timed op is drawn in the measured trace: on the ranks of
+/// `layouts` (every rank when empty), as category `cat`. Ranks outside them
+/// pass through the op without work of their own.
+struct TraceOn {
+  const char *cat;
+  std::vector<Layout> layouts;
+};
+
+/// Times a call and records it under `label` (max over ranks), and with
+/// --trace as a span of this rank.
+template <typename F>
+auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
+  auto t0 = Clock::now();
+  auto r = f();
+  auto t1 = Clock::now();
+  p->record("time/" + label, std::chrono::duration<double>(t1 - t0).count(),
+            true, true);
+  if (p->trace &&
+      (on.layouts.empty() ||
+       std::any_of(on.layouts.begin(), on.layouts.end(),
+                   [&](const Layout &l) { return l.contains(p->rank); })))
+    p->trace->add(label, on.cat, t0, t1, p->stepIndex);
+  return r;
+}
+
+/// Mean over masked tokens of logprobs - ref logprobs (an estimate of the KL).
+double meanKl(const at::Tensor &lp, const at::Tensor &ref,
+              const at::Tensor &mask);
+
+/// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
+/// a no-op when there).
+void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to);
+
+} // namespace rlhf::exec
+
+#endif // RLHF_RUNTIME_LIB_PROGRAMSTATE_H

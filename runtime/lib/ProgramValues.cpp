@@ -1,0 +1,178 @@
+//===- ProgramValues.cpp - where batch values live, and how they move
+//------===//
+//
+// A batch value is replicated on every rank or split by rows over the
+// data-parallel groups of the layout that produced it; a call that needs it
+// in another layout moves its rows with transferBatch, and host functions
+// first gather their inputs everywhere. Also the model state helpers the
+// calls share.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+
+namespace rlhf::exec {
+
+ModelState &modelAt(rlhf_prog *p, int64_t i) {
+  if (i < 0 || i >= int64_t(p->models.size()))
+    throw Error("model index " + std::to_string(i) + " out of range");
+  return p->models[size_t(i)];
+}
+
+std::pair<int64_t, int64_t> rowSlice(int64_t d, int64_t dp, int64_t rows) {
+  return {d * rows / dp, (d + 1) * rows / dp};
+}
+
+rlhf_value *relayout(rlhf_prog *p, rlhf_value *v, const Layout &to) {
+  if (v->isRecord)
+    throw Error("cannot move a whole record; take a field first");
+  if (v->layout && sameLayout(*v->layout, to))
+    return v;
+  rlhf_value *out = p->newValue();
+  out->rows = v->rows;
+  out->layout = to;
+  ParallelGroups &g = p->groupsOf(to);
+  if (!v->layout) {
+    // Replicated: every rank cuts its own rows.
+    if (g.member) {
+      auto [a, b] = rowSlice(g.dpRank, to.dp, v->rows);
+      out->t = v->t.narrow(0, a, b - a);
+      if (v->mask.defined())
+        out->mask = v->mask.narrow(0, a, b - a);
+    }
+    return out;
+  }
+  // Every rank learns the row shape from the producer's first head (all
+  // ranks must agree on it to size the receive buffers).
+  const Layout &from = *v->layout;
+  auto move = [&](const at::Tensor &mine, bool hasIt) -> at::Tensor {
+    // Shape of one row, broadcast from the producer's first data-parallel head.
+    int64_t head = from.gpu(0, from.pp - 1, 0);
+    at::Tensor meta = at::zeros({9}, at::kLong);
+    if (p->rank == head) {
+      meta[0] = hasIt ? 1 : 0;
+      meta[1] = mine.dim();
+      for (int64_t i = 1; i < mine.dim() && i < 8; ++i)
+        meta[1 + i] = mine.size(i);
+      meta[8] = int64_t(mine.scalar_type());
+    }
+    p->world->broadcast(meta, int(head));
+    if (meta[0].item<int64_t>() == 0)
+      return at::Tensor();
+    std::vector<int64_t> shape{1};
+    for (int64_t i = 1; i < meta[1].item<int64_t>(); ++i)
+      shape.push_back(meta[1 + i].item<int64_t>());
+    at::Tensor like = at::empty(shape, at::ScalarType(meta[8].item<int64_t>()));
+    at::Tensor t = transferBatch(mine.defined() ? mine : like, v->rows, like,
+                                 from, to, *p->world);
+    // transferBatch fills stage 0 of each pipeline; later stages copy it.
+    if (to.pp > 1 && g.member) {
+      if (!t.defined()) {
+        auto [a, b] = rowSlice(g.dpRank, to.dp, v->rows);
+        shape[0] = b - a;
+        t = at::empty(shape, like.options());
+      }
+      g.pp->broadcast(t, 0);
+    }
+    return t;
+  };
+  out->t = move(v->t, true);
+  out->mask = move(v->mask, v->mask.defined());
+  return out;
+}
+
+rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask,
+                        int64_t rows, std::optional<Layout> layout) {
+  rlhf_value *v = p->newValue();
+  v->t = std::move(t);
+  v->mask = std::move(mask);
+  v->rows = rows;
+  v->layout = layout;
+  return v;
+}
+
+rlhf_value *recordValue(rlhf_prog *p,
+                        std::map<std::string, rlhf_value *> fields) {
+  rlhf_value *v = p->newValue();
+  v->isRecord = true;
+  v->fields = std::move(fields);
+  return v;
+}
+
+at::Tensor rowsOn(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                  at::Tensor *mask) {
+  rlhf_value *m = relayout(p, v, l);
+  if (mask)
+    *mask = m->mask;
+  return m->t;
+}
+
+rlhf_value *gathered(rlhf_prog *p, rlhf_value *v) {
+  return relayout(p, v, p->replicated);
+}
+
+at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
+                     int64_t minibatches, at::Tensor *mask) {
+  rlhf_value *full = gathered(p, v);
+  ParallelGroups &g = p->groupsOf(l);
+  if (!g.member)
+    return at::Tensor();
+  const int64_t N = full->rows;
+  if (minibatches < 1 || N % minibatches)
+    throw Error("batch of " + std::to_string(N) + " rows does not split into " +
+                std::to_string(minibatches) + " minibatches");
+  const int64_t per = N / minibatches;
+  std::vector<int64_t> rows;
+  for (int64_t m = 0; m < minibatches; ++m) {
+    auto [a, b] = rowSlice(g.dpRank, l.dp, per);
+    for (int64_t r = a; r < b; ++r)
+      rows.push_back(m * per + r);
+  }
+  at::Tensor idx = at::tensor(rows, at::kLong);
+  if (mask)
+    *mask =
+        full->mask.defined() ? full->mask.index_select(0, idx) : at::Tensor();
+  return full->t.index_select(0, idx);
+}
+
+LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
+  if (m.offloaded)
+    throw Error("model '" + m.name +
+                "' rests in host memory; the plan is missing an rlhf.onload "
+                "before this call");
+  if (!sameLayout(m.layout, l))
+    throw Error("model '" + m.name + "' is laid out as " + layoutStr(m.layout) +
+                " but the call runs as " + layoutStr(l) +
+                "; the plan is missing a reallocation");
+  ParallelGroups &g = p->groupsOf(l);
+  return LlamaModel(m.cfg, m.params, {g.tp.get(), g.tpRank, int(l.tp)},
+                    {g.pp.get(), g.stage, int(l.pp)});
+}
+
+double meanKl(const at::Tensor &lp, const at::Tensor &ref,
+              const at::Tensor &mask) {
+  at::Tensor m = mask.to(at::kFloat);
+  double n = m.sum().item<double>();
+  return n > 0 ? ((lp - ref) * m).sum().item<double>() / n : 0.0;
+}
+
+void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
+  if (!m.opt || sameLayout(m.optLayout, to) || m.trainCalls == 0) {
+    m.optLayout = to;
+    return;
+  }
+  m.opt->unshard();
+  std::vector<ParamMap *> states{&m.opt->moments1(), &m.opt->moments2()};
+  // Every rank knows the precision, so all take part in the same calls.
+  if (p->weightDtype != at::kFloat)
+    states.push_back(&m.opt->masterWeights());
+  for (ParamMap *s : states)
+    *s = reallocate(m.cfg, std::move(*s), m.optLayout, to, *p->world, nullptr,
+                    p->fp32Opts());
+  m.optLayout = to;
+}
+
+} // namespace rlhf::exec
