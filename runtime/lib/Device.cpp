@@ -68,15 +68,17 @@ rlhf::createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device) {
                         : createGlooCommunicator(cfg);
 }
 
-int rlhf::runWorker(
-    const std::function<int(Communicator &, c10::Device)> &body) {
+namespace {
+
+/// One rank of a job: `join` builds its world from the environment, `body`
+/// runs on it. An exception becomes "rank R: error: ..." on stderr and exit
+/// code 1, so the launcher can name the failing rank.
+int asRank(const std::function<int(const RendezvousConfig &)> &join) {
   int rank = -1;
   try {
     RendezvousConfig cfg = RendezvousConfig::fromEnv();
     rank = cfg.rank;
-    c10::Device device = selectDevice(cfg);
-    std::unique_ptr<Communicator> world = createWorldCommunicator(cfg, device);
-    return body(*world, device);
+    return join(cfg);
   } catch (const c10::Error &e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rank,
                  e.what_without_backtrace());
@@ -85,6 +87,24 @@ int rlhf::runWorker(
     std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
     return 1;
   }
+}
+
+} // namespace
+
+int rlhf::runWorker(
+    const std::function<int(Communicator &, c10::Device)> &body) {
+  return asRank([&](const RendezvousConfig &cfg) {
+    c10::Device device = selectDevice(cfg);
+    std::unique_ptr<Communicator> world = createWorldCommunicator(cfg, device);
+    return body(*world, device);
+  });
+}
+
+int rlhf::runGlooWorker(const std::function<int(Communicator &world)> &body) {
+  return asRank([&](const RendezvousConfig &cfg) {
+    std::unique_ptr<Communicator> world = createGlooCommunicator(cfg);
+    return body(*world);
+  });
 }
 
 at::ScalarType rlhf::selectPrecision(const RendezvousConfig &cfg,

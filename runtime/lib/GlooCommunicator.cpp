@@ -230,16 +230,3 @@ rlhf::createGlooCommunicator(const RendezvousConfig &cfg) {
   setHostThreads(cfg);
   return std::make_unique<GlooCommunicator>(cfg);
 }
-
-int rlhf::runGlooWorker(const std::function<int(Communicator &world)> &body) {
-  int rank = -1;
-  try {
-    RendezvousConfig cfg = RendezvousConfig::fromEnv();
-    rank = cfg.rank;
-    std::unique_ptr<Communicator> world = createGlooCommunicator(cfg);
-    return body(*world);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
-    return 1;
-  }
-}
