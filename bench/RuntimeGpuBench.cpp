@@ -9,8 +9,17 @@
 // measured-h100.csv's columns, for rlhf-cost-validate to set beside the
 // cost model.
 //
-//   rlhf-bench-gpu-runtime --out DIR            on a GPU (exits 77 without)
+// A GPU node may lack LLVM, so the cost model's predictions travel as a
+// file made beforehand (scripts/gpu-bundle.sh): --list-points writes the
+// points, `rlhf-cost-validate POINTS --emit-predictions FILE` predicts them,
+// and --predicted FILE sets each row beside its prediction: tokens/s ratio
+// and allocator peak against the plan's memory. The last line is
+// `runtime/cost-model geomean: X.XX`.
+//
+//   rlhf-bench-gpu-runtime --out DIR [--predicted F] [--pytorch CSV]
+//                                               on a GPU (exits 77 without)
 //   rlhf-bench-gpu-runtime --out DIR --smoke    tiny shapes, CPU or GPU
+//   rlhf-bench-gpu-runtime --list-points        the points as CSV rows
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,10 +33,14 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace rlhf;
@@ -50,10 +63,102 @@ const Shape k70bL2{"llama2_70b_l2",
                    {2, 8192, 64, 8, 28672, 32000, false, false}};
 const Shape kSmoke{"smoke", {2, 256, 4, 4, 688, 1000, false, false}};
 
+struct Point {
+  const char *category; ///< decode, inference or train
+  const Shape *shape;
+  int64_t batch, in, out; ///< out: new tokens (decode only)
+};
+
+/// The points of docs/validation/measured-h100.csv (PyTorch's rows there).
+std::vector<Point> points(bool smoke) {
+  if (smoke)
+    return {{"decode", &kSmoke, 2, 8, 4},
+            {"inference", &kSmoke, 2, 16, 0},
+            {"train", &kSmoke, 2, 16, 0}};
+  std::vector<Point> v;
+  for (auto [batch, gen] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 128}, {16, 384}, {64, 128}, {64, 896}, {128, 384}, {256, 128}})
+    v.push_back({"decode", &kLlama7b, batch, 128, gen});
+  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
+           {16, 256}, {64, 256}, {32, 512}, {128, 512}, {16, 1024}})
+    v.push_back({"inference", &kLlama7b, batch, seq, 0});
+  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
+           {16, 512}, {8, 1024}, {4, 2048}})
+    v.push_back({"train", &kTiny1b, batch, seq, 0});
+  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
+           {8, 512}, {8, 1024}, {16, 1024}})
+    v.push_back({"train", &k7bL4, batch, seq, 0});
+  for (auto [batch, seq] :
+       std::vector<std::pair<int64_t, int64_t>>{{4, 1024}, {8, 1024}})
+    v.push_back({"train", &k70bL2, batch, seq, 0});
+  return v;
+}
+
+/// category, model, batch, tokens in, tokens out
+using Key = std::tuple<std::string, std::string, int64_t, int64_t, int64_t>;
+
+/// Comma-separated fields (the files read here quote nothing before the
+/// fields used).
+std::vector<std::string> fields(const std::string &line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, ',');)
+    f.push_back(x);
+  return f;
+}
+
+int64_t toInt(const std::string &s) { return s.empty() ? 0 : std::stoll(s); }
+
+/// Reference figures by point: tokens/s and (predictions) peak bytes.
+struct Reference {
+  double value = 0, peakBytes = 0;
+};
+
+/// rlhf-cost-validate --emit-predictions output.
+std::map<Key, Reference> readPredictions(const std::string &path) {
+  std::map<Key, Reference> out;
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read predictions '" + path + "'");
+  std::string line;
+  std::getline(in, line); // header
+  while (std::getline(in, line)) {
+    auto f = fields(line);
+    if (f.size() < 9 || f[6] != "tokens_per_sec")
+      continue;
+    out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
+        std::stod(f[7]), std::stod(f[8])};
+  }
+  return out;
+}
+
+/// PyTorch's rows of measured-h100.csv: the unfused engine's plain points
+/// (ids own_h100_<category>_NN), not the fused or recomputed variants.
+std::map<Key, Reference> readPytorch(const std::string &path) {
+  std::map<Key, Reference> out;
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read '" + path + "'");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    auto f = fields(line);
+    if (f.size() < 14 || f[12] != "tokens_per_sec" ||
+        f[0] != "own_h100_" + f[1] + "_" + f[0].substr(f[0].size() - 2))
+      continue;
+    out[{f[1], f[2], toInt(f[8]), toInt(f[9]), toInt(f[10])}] = {
+        std::stod(f[13]), 0};
+  }
+  return out;
+}
+
 struct Bench {
   c10::Device device = c10::kCPU;
   std::ofstream csv;
   int rows = 0;
+  std::map<Key, Reference> predicted, pytorch;
+  std::vector<double> speedRatios;
+  int memoryRows = 0, memoryWithin = 0;
 
   void sync() const {
     if (device.is_cuda())
@@ -90,11 +195,29 @@ struct Bench {
 
   void row(const char *cat, const Shape &s, int64_t batch, int64_t in,
            int64_t out, double tokensPerSec, const std::string &what) {
-    double peak = devicePeakBytes(device) / double(1 << 30);
+    double peakBytes = double(devicePeakBytes(device));
+    double peak = peakBytes / double(1 << 30);
     std::printf("%-9s %-15s batch %4lld  %5lld+%-4lld  %10.1f tok/s  peak "
-                "%6.2f GiB  (%s)\n",
+                "%6.2f GiB",
                 cat, s.name, (long long)batch, (long long)in, (long long)out,
-                tokensPerSec, peak, what.c_str());
+                tokensPerSec, peak);
+    Key k{cat, s.name, batch, in, out};
+    if (auto it = predicted.find(k); it != predicted.end()) {
+      double r = tokensPerSec / it->second.value;
+      speedRatios.push_back(r);
+      std::printf("  | model %10.1f tok/s  runtime/model %5.2f",
+                  it->second.value, r);
+      if (it->second.peakBytes > 0 && device.is_cuda()) {
+        double m = peakBytes / it->second.peakBytes;
+        ++memoryRows;
+        memoryWithin += std::fabs(m - 1) <= 0.15;
+        std::printf("  peak/plan %5.2f", m);
+      }
+    }
+    if (auto it = pytorch.find(k); it != pytorch.end())
+      std::printf("  | PyTorch %10.1f tok/s  runtime/PyTorch %5.2f",
+                  it->second.value, tokensPerSec / it->second.value);
+    std::printf("  (%s)\n", what.c_str());
     std::fflush(stdout);
     char id[64];
     std::snprintf(id, sizeof(id), "own_runtime_h100_%s_%02d", cat, ++rows);
@@ -153,25 +276,59 @@ struct Bench {
 
 } // namespace
 
+void usage() {
+  std::fprintf(stderr,
+               "usage: rlhf-bench-gpu-runtime --out DIR [--smoke] "
+               "[--predicted FILE] [--pytorch CSV]\n"
+               "       rlhf-bench-gpu-runtime --list-points [--smoke]\n");
+}
+
 int main(int argc, char **argv) {
-  std::string out;
-  bool smoke = false;
+  std::string out, predictedPath, pytorchPath;
+  bool smoke = false, list = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
+    else if (!std::strcmp(argv[i], "--predicted") && i + 1 < argc)
+      predictedPath = argv[++i];
+    else if (!std::strcmp(argv[i], "--pytorch") && i + 1 < argc)
+      pytorchPath = argv[++i];
     else if (!std::strcmp(argv[i], "--smoke"))
       smoke = true;
+    else if (!std::strcmp(argv[i], "--list-points"))
+      list = true;
     else {
-      std::fprintf(stderr,
-                   "usage: rlhf-bench-gpu-runtime --out DIR [--smoke]\n");
+      usage();
       return 2;
     }
   }
+  const char *header = "id,category,model,hardware,gpus,tp,pp,dp,batch,seq_in,"
+                       "seq_out,dtype,metric,value,unit,source,notes\n";
+  if (list) {
+    // Rows for rlhf-cost-validate to predict (the value is a placeholder).
+    std::printf("%s", header);
+    int n = 0;
+    for (const Point &p : points(smoke))
+      std::printf("point_%02d,%s,%s,H100_SXM,1,1,1,1,%lld,%lld,%s,bf16,"
+                  "tokens_per_sec,1,tok/s,bench/RuntimeGpuBench.cpp,\n",
+                  ++n, p.category, p.shape->name, (long long)p.batch,
+                  (long long)p.in, p.out ? std::to_string(p.out).c_str() : "");
+    return 0;
+  }
   if (out.empty()) {
-    std::fprintf(stderr, "usage: rlhf-bench-gpu-runtime --out DIR [--smoke]\n");
+    usage();
     return 2;
   }
   Bench b;
+  try {
+    if (!predictedPath.empty())
+      b.predicted = readPredictions(predictedPath);
+    if (!pytorchPath.empty())
+      b.pytorch = readPytorch(pytorchPath);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
+    return 1;
+  }
   if (cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
   else if (!smoke) {
@@ -187,32 +344,26 @@ int main(int argc, char **argv) {
         out.c_str());
     return 1;
   }
-  b.csv << "id,category,model,hardware,gpus,tp,pp,dp,batch,seq_in,seq_out,"
-           "dtype,metric,"
-           "value,unit,source,notes\n";
+  b.csv << header;
   std::printf("rlhfc runtime on %s, bf16, random weights\n",
               b.device.is_cuda() ? "cuda:0" : "the CPU (smoke)");
-  if (smoke) {
-    b.decode(kSmoke, 2, 8, 4);
-    b.inference(kSmoke, 2, 16);
-    b.train(kSmoke, 2, 16);
-    return 0;
+  for (const Point &p : points(smoke)) {
+    if (!std::strcmp(p.category, "decode"))
+      b.decode(*p.shape, p.batch, p.in, p.out);
+    else if (!std::strcmp(p.category, "inference"))
+      b.inference(*p.shape, p.batch, p.in);
+    else
+      b.train(*p.shape, p.batch, p.in);
   }
-  // The points of docs/validation/measured-h100.csv, PyTorch's rows there.
-  for (auto [batch, gen] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 128}, {16, 384}, {64, 128}, {64, 896}, {128, 384}, {256, 128}})
-    b.decode(kLlama7b, batch, 128, gen);
-  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
-           {16, 256}, {64, 256}, {32, 512}, {128, 512}, {16, 1024}})
-    b.inference(kLlama7b, batch, seq);
-  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
-           {16, 512}, {8, 1024}, {4, 2048}})
-    b.train(kTiny1b, batch, seq);
-  for (auto [batch, seq] : std::vector<std::pair<int64_t, int64_t>>{
-           {8, 512}, {8, 1024}, {16, 1024}})
-    b.train(k7bL4, batch, seq);
-  for (auto [batch, seq] :
-       std::vector<std::pair<int64_t, int64_t>>{{4, 1024}, {8, 1024}})
-    b.train(k70bL2, batch, seq);
+  if (b.memoryRows)
+    std::printf("peak memory within 15%% of the plan: %d of %d calls\n",
+                b.memoryWithin, b.memoryRows);
+  if (!b.speedRatios.empty()) {
+    double logSum = 0;
+    for (double r : b.speedRatios)
+      logSum += std::log(r);
+    std::printf("runtime/cost-model geomean: %.2f\n",
+                std::exp(logSum / double(b.speedRatios.size())));
+  }
   return 0;
 }

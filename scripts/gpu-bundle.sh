@@ -8,12 +8,14 @@
 #
 # Carried: Gloo's headers (c10d's ProcessGroupGloo.hpp includes them),
 # nlohmann-json, GoogleTest/GoogleMock (headers and static libraries), and
-# examples/*.rlhf compiled with `rlhfc --emit=obj`. Not carried: sentencepiece
+# examples/*.rlhf compiled with `rlhfc --emit=obj`, and the cost model's
+# predictions for the GPU benchmark's points (predicted-h100.csv: a GPU node
+# has no LLVM to run the cost model). Not carried: sentencepiece
 # (optional there), LLVM (so no rlhf-run; torchrun launches the workers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.gpu-deps}
-scripts/build.sh rlhfc >/dev/null
+scripts/build.sh rlhfc rlhf-cost-validate rlhf-bench-gpu-runtime >/dev/null
 rm -rf "$dir"
 mkdir -p "$dir/include" "$dir/lib" "$dir/obj"
 cp -r /usr/include/gloo /usr/include/nlohmann /usr/include/gtest /usr/include/gmock \
@@ -23,5 +25,8 @@ cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.
 for prog in tiny_grpo tiny_ppo; do
   build/bin/rlhfc "examples/$prog.rlhf" --emit=obj -o "$dir/obj/$prog.o"
 done
+build/bin/rlhf-bench-gpu-runtime --list-points >"$dir/points-h100.csv"
+build/bin/rlhf-cost-validate "$dir/points-h100.csv" \
+  --emit-predictions "$dir/predicted-h100.csv" >/dev/null
 git rev-parse HEAD >"$dir/commit"
 echo "gpu-bundle: wrote $dir ($(du -sh "$dir" | cut -f1)); carry it to the GPU node"

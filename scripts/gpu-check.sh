@@ -85,10 +85,10 @@ link_and_train() {
 }
 step tiny-grpo link_and_train
 
-for b in "$build"/bin/rlhf-bench-gpu-*; do
-  [ -x "$b" ] || continue
-  step "$(basename "$b")" "$b" --out "$out"
-done
+# Beside the cost model's predictions and PyTorch's rows; the last line of
+# its log is `runtime/cost-model geomean: X.XX`.
+step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
+  --predicted "$deps/predicted-h100.csv" --pytorch docs/validation/measured-h100.csv
 
 echo
 cat "$summary"

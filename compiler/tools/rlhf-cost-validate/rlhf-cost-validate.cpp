@@ -30,15 +30,16 @@ using namespace rlhfc::cost;
 
 static cl::opt<std::string> csvPath(cl::Positional, cl::desc("<published.csv>"),
                                     cl::Required);
-static cl::opt<std::string> updateFile("update",
-                                       cl::desc("Rewrite the table in this markdown file"),
-                                       cl::value_desc("file"));
-static cl::opt<double> maxMedian("max-median",
-                                  cl::desc("Fail if the median abs error (%) exceeds this"),
-                                  cl::init(-1));
-static cl::opt<std::string> checkFile("check",
-                                      cl::desc("Fail if the table in this file is stale"),
-                                      cl::value_desc("file"));
+static cl::opt<std::string>
+    updateFile("update", cl::desc("Rewrite the table in this markdown file"),
+               cl::value_desc("file"));
+static cl::opt<double>
+    maxMedian("max-median",
+              cl::desc("Fail if the median abs error (%) exceeds this"),
+              cl::init(-1));
+static cl::opt<std::string>
+    checkFile("check", cl::desc("Fail if the table in this file is stale"),
+              cl::value_desc("file"));
 static cl::opt<std::string> calibrationFile(
     "calibration",
     cl::desc("Efficiency factors to predict with instead of the "
@@ -52,6 +53,11 @@ static cl::opt<std::string>
                 cl::desc("Name of the table's markers in the markdown file "
                          "(<!-- NAME:begin --> ... <!-- NAME:end -->)"),
                 cl::init("validation-table"), cl::value_desc("name"));
+static cl::opt<std::string> predictionsFile(
+    "emit-predictions",
+    cl::desc("Also write each predicted row's value and peak memory per GPU "
+             "to this CSV (what rlhf-bench-gpu-runtime --predicted reads)"),
+    cl::value_desc("file"));
 
 namespace {
 
@@ -143,9 +149,11 @@ double megatronFlops(const rlhf::ModelShape &m, double batch, double s) {
   return 96.0 * batch * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
 }
 
-/// Predicts a row, or says why it cannot be.
+/// Predicts a row, or says why it cannot be. `peakBytes` receives the
+/// call's predicted memory per GPU (model calls only).
 std::optional<double> predict(const Row &r, const Calibration &cal,
-                              std::string &why) {
+                              std::string &why, double &peakBytes) {
+  peakBytes = 0;
   auto hwOpt = knownHardware(r.hw);
   if (!hwOpt) {
     why = "unknown hardware";
@@ -159,7 +167,8 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
       why = "group size or message size not published";
       return std::nullopt;
     }
-    Link l = groupLink(hw, r.gpus, membersPerNode(0, r.gpus, 1, hw.gpusPerNode));
+    Link l =
+        groupLink(hw, r.gpus, membersPerNode(0, r.gpus, 1, hw.gpusPerNode));
     double bytes = double(r.batch), t;
     if (r.model == "all_reduce")
       return allReduceBusBw(bytes, r.gpus, l) / 1e9;
@@ -199,7 +208,9 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
     c.kind = CallKind::Inference;
     c.batch = r.batch;
     c.seqLen = r.seqIn;
-    double t = estimateCall(arch, hw, s, c).time.total();
+    Estimate e = estimateCall(arch, hw, s, c);
+    double t = e.time.total();
+    peakBytes = e.memory.total();
     if (r.metric == "tokens_per_sec")
       return double(r.batch) * r.seqIn / t;
     why = "unsupported metric";
@@ -212,7 +223,9 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
     c.promptLen = r.seqIn;
     c.genLen = r.seqOut;
     s.dp = 1; // one model replica serves the whole batch
-    double total = estimateCall(arch, hw, s, c).time.total();
+    Estimate e = estimateCall(arch, hw, s, c);
+    double total = e.time.total();
+    peakBytes = e.memory.total();
     if (r.metric == "tokens_per_sec_per_gpu")
       return double(r.batch) * r.seqOut / total / r.gpus;
     if (r.metric == "tokens_per_sec")
@@ -235,6 +248,7 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
   s.microBatches = pp > 1 ? std::max<int64_t>(1, r.batch / s.dp) : 1;
   Estimate e = estimateCall(arch, hw, s, c);
   double t = e.time.total();
+  peakBytes = e.memory.total();
   if (r.metric == "tflops_per_gpu") {
     // Megatron 2021 counts the recomputed forward; Llama 3 counts model FLOPs.
     double flops = notes.contains("INCLUDES full activation recomputation")
@@ -257,7 +271,8 @@ std::string setting(const Row &r) {
   if (r.category == "collective")
     s += formatv(", {0} MiB", r.batch >> 20).str();
   else if (r.category == "decode")
-    s += formatv(", batch {0}, {1}+{2} tokens", r.batch, r.seqIn, r.seqOut).str();
+    s += formatv(", batch {0}, {1}+{2} tokens", r.batch, r.seqIn, r.seqOut)
+             .str();
   else
     s += formatv(", batch {0} x {1}", r.batch, r.seqIn).str();
   return s;
@@ -266,9 +281,10 @@ std::string setting(const Row &r) {
 } // namespace
 
 int main(int argc, char **argv) {
-  cl::ParseCommandLineOptions(argc, argv,
-                              "rlhf-cost-validate: the cost model against published "
-                              "measurements\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "rlhf-cost-validate: the cost model against published "
+      "measurements\n");
   Calibration cal;
   if (!calibrationFile.empty()) {
     auto loaded = loadCalibration(calibrationFile);
@@ -298,6 +314,9 @@ int main(int argc, char **argv) {
   std::vector<double> errors;
   std::map<std::string, std::vector<double>> byKind;
   std::vector<std::string> skipped;
+  std::string predictions =
+      "id,category,model,batch,seq_in,seq_out,metric,predicted,"
+      "predicted_peak_bytes\n";
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> f = splitCsv(lines[i]);
     if (f.size() < 17) {
@@ -305,22 +324,31 @@ int main(int argc, char **argv) {
              << ": expected 17 columns, got " << f.size() << "\n";
       return 1;
     }
-    Row r{f[0],       f[1],       f[2],       f[3],       f[12],      f[14],
-          f[11],      num(f[4]),  num(f[5]),  num(f[6]),  num(f[7]),  num(f[8]),
-          num(f[9]),  num(f[10]), std::strtod(f[13].c_str(), nullptr), f[16]};
+    Row r{f[0],      f[1],       f[2],
+          f[3],      f[12],      f[14],
+          f[11],     num(f[4]),  num(f[5]),
+          num(f[6]), num(f[7]),  num(f[8]),
+          num(f[9]), num(f[10]), std::strtod(f[13].c_str(), nullptr),
+          f[16]};
     if (!ids.match(r.id))
       continue;
     std::string why;
-    std::optional<double> p = predict(r, cal, why);
+    double peak = 0;
+    std::optional<double> p = predict(r, cal, why, peak);
     if (!p) {
       skipped.push_back(r.id + " (" + why + ")");
       continue;
     }
+    predictions +=
+        formatv("{0},{1},{2},{3},{4},{5},{6},{7:f3},{8:f0}\n", r.id, r.category,
+                r.model, r.batch, r.seqIn, r.seqOut, r.metric, *p, peak)
+            .str();
     double err = (*p - r.value) / r.value * 100.0;
     errors.push_back(std::fabs(err));
     byKind[r.category].push_back(std::fabs(err));
-    os << formatv("| {0} | {1} | {2} | {3} | {4} {5} | {6:f1} | {7:+f1}% |\n", r.id,
-                  r.category, setting(r), r.metric, r.value, r.unit, *p, err);
+    os << formatv("| {0} | {1} | {2} | {3} | {4} {5} | {6:f1} | {7:+f1}% |\n",
+                  r.id, r.category, setting(r), r.metric, r.value, r.unit, *p,
+                  err);
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -331,8 +359,8 @@ int main(int argc, char **argv) {
   };
   os << "\n";
   for (auto &[kind, errs] : byKind)
-    os << formatv("- {0}: {1} points, median abs error {2:f1}%\n", kind, errs.size(),
-                  median(errs));
+    os << formatv("- {0}: {1} points, median abs error {2:f1}%\n", kind,
+                  errs.size(), median(errs));
   if (!skipped.empty()) {
     os << formatv("- not predicted ({0}): ", skipped.size());
     for (size_t i = 0; i < skipped.size(); ++i)
@@ -342,6 +370,15 @@ int main(int argc, char **argv) {
   os << formatv("- predicted: {0} points\n", errors.size());
   os << formatv("\nmedian abs error: {0:f1}%\n", median(errors));
   os.flush();
+  if (!predictionsFile.empty()) {
+    std::ofstream out(predictionsFile);
+    out << predictions;
+    if (!out) {
+      errs() << "rlhf-cost-validate: error: cannot write " << predictionsFile
+             << "\n";
+      return 1;
+    }
+  }
 
   const std::string kBegin = "<!-- " + sectionName + ":begin -->",
                     kEnd = "<!-- " + sectionName + ":end -->";
@@ -366,8 +403,9 @@ int main(int argc, char **argv) {
     std::string current = doc.substr(b, e + kEnd.size() - b);
     if (!checkFile.empty()) {
       if (current != fresh) {
-        errs() << "rlhf-cost-validate: error: the validation table in " << path
-               << " is stale; regenerate it with scripts/validate-cost-model.sh\n";
+        errs()
+            << "rlhf-cost-validate: error: the validation table in " << path
+            << " is stale; regenerate it with scripts/validate-cost-model.sh\n";
         return 1;
       }
       outs() << "validation table " << sectionName << " in " << path
@@ -380,9 +418,10 @@ int main(int argc, char **argv) {
   if (checkFile.empty())
     outs() << table;
   if (maxMedian >= 0 && median(errors) > maxMedian) {
-    errs() << formatv("rlhf-cost-validate: error: median abs error {0:f1}% exceeds "
-                      "{1}%\n",
-                      median(errors), maxMedian.getValue());
+    errs() << formatv(
+        "rlhf-cost-validate: error: median abs error {0:f1}% exceeds "
+        "{1}%\n",
+        median(errors), maxMedian.getValue());
     return 1;
   }
   return 0;
