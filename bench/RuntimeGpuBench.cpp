@@ -239,10 +239,26 @@ struct Bench {
     GenerateOptions o;
     o.greedy = true;
     o.maxNewTokens = gen;
+    // Eager steps first, side by side with graph replays (whose captures,
+    // once per 128-position window and call, are inside the time).
+    double eager = 0;
+    if (device.is_cuda()) {
+      o.cudaGraphs = false;
+      eager = time(1, [&] { m.generate(prompts, o); });
+      std::printf("decode    %-15s batch %4lld  %5lld+%-4lld  %10.1f tok/s  "
+                  "eager steps\n",
+                  s.name, (long long)batch, (long long)prompt, (long long)gen,
+                  double(batch * gen) / eager);
+      o.cudaGraphs = true;
+    }
     double t = time(1, [&] { m.generate(prompts, o); });
+    std::string how =
+        device.is_cuda() ? " greedy steps as CUDA graphs, " : " greedy steps, ";
+    if (eager > 0)
+      how += "eager/graphs " + std::to_string(eager / t).substr(0, 4) + ", ";
     row("decode", s, batch, prompt, gen, double(batch * gen) / t,
-        "generate: prefill + " + std::to_string(gen) + " greedy steps, " +
-            std::to_string(t) + " s");
+        "generate: prefill + " + std::to_string(gen) + how + std::to_string(t) +
+            " s");
   }
 
   void inference(const Shape &s, int64_t batch, int64_t seq) {

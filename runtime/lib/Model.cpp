@@ -1,6 +1,8 @@
 //===- Model.cpp - a tensor-parallel LLaMA decoder in LibTorch ------------===//
 
 #include "rlhf/runtime/Model.h"
+#include "StepGraphs.h"
+
 #include "rlhf/runtime/Error.h"
 
 #include <torch/torch.h>
@@ -232,16 +234,25 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     if (t0 + S > cache->capacity)
       throw Error("KV cache of " + std::to_string(cache->capacity) +
                   " positions cannot take " + std::to_string(t0 + S));
+    // Zeros: masked positions of a fixed window must hold no NaN, which a
+    // -inf mask would not cancel.
     if (!cache->keys[l].defined()) {
       cache->keys[l] =
-          at::empty({B, kvHeads, cache->capacity, headDim}, k.options());
+          at::zeros({B, kvHeads, cache->capacity, headDim}, k.options());
       cache->values[l] =
-          at::empty({B, kvHeads, cache->capacity, headDim}, v.options());
+          at::zeros({B, kvHeads, cache->capacity, headDim}, v.options());
     }
-    cache->keys[l].narrow(2, t0, S).copy_(k);
-    cache->values[l].narrow(2, t0, S).copy_(v);
-    k = cache->keys[l].narrow(2, 0, t0 + S);
-    v = cache->values[l].narrow(2, 0, t0 + S);
+    if (cache->slot.defined()) {
+      cache->keys[l].index_copy_(2, cache->slot, k);
+      cache->values[l].index_copy_(2, cache->slot, v);
+      k = cache->keys[l].narrow(2, 0, cache->window);
+      v = cache->values[l].narrow(2, 0, cache->window);
+    } else {
+      cache->keys[l].narrow(2, t0, S).copy_(k);
+      cache->values[l].narrow(2, t0, S).copy_(v);
+      k = cache->keys[l].narrow(2, 0, t0 + S);
+      v = cache->values[l].narrow(2, 0, t0 + S);
+    }
   }
   if (kvHeads != heads) {
     int64_t rep = heads / kvHeads;
@@ -252,10 +263,13 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   // when no mask is given (whole sequences), else the additive mask of
   // left-padded generation. LibTorch accumulates the softmax in fp32.
   at::Tensor attn =
-      (mask.defined()
-           ? at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()))
-           : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
-                                              /*is_causal=*/true))
+      (mask.defined() ? at::scaled_dot_product_attention(
+                            q, k, v,
+                            mask.scalar_type() == q.scalar_type()
+                                ? mask
+                                : mask.to(q.scalar_type()))
+                      : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
+                                                         /*is_causal=*/true))
           .transpose(1, 2)
           .reshape({B, S, heads * headDim});
   at::Tensor x2 =
@@ -308,7 +322,7 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
     x = replay ? RecomputedLayer::apply(x, cos, sin,
                                         reinterpret_cast<int64_t>(this), l)
                : layer(l, x, cos, sin, mask, cache);
-  if (cache) // every layer wrote these positions
+  if (cache && !cache->slot.defined()) // every layer wrote these positions
     cache->length += x.size(1);
   return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
 }
@@ -437,13 +451,27 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
 
   at::Tensor logprobs = at::zeros({B, G}, on(at::kFloat));
   at::Tensor done = at::zeros({B}, on(at::kBool));
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   if (!o.rowSeeds.empty() && int64_t(o.rowSeeds.size()) != B)
     throw Error("generate: " + std::to_string(o.rowSeeds.size()) +
                 " row seeds for " + std::to_string(B) + " prompts");
-  std::vector<at::Generator> rowGens;
-  for (uint64_t s : o.rowSeeds)
-    rowGens.push_back(at::make_generator<at::CPUGeneratorImpl>(s));
+  // Every step's uniform draws [G, B], made up front on the host (the same
+  // numbers on every device) and moved once: sampling then runs on the
+  // device by inverse CDF, with no copy per step.
+  at::Tensor uniforms;
+  if (!o.greedy) {
+    if (o.rowSeeds.empty()) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+      uniforms = at::rand({G, B}, gen, at::kDouble);
+    } else {
+      uniforms = at::empty({G, B}, at::kDouble);
+      for (int64_t b = 0; b < B; ++b) {
+        auto g =
+            at::make_generator<at::CPUGeneratorImpl>(o.rowSeeds[size_t(b)]);
+        uniforms.select(1, b).copy_(at::rand({G}, g, at::kDouble));
+      }
+    }
+    uniforms = uniforms.to(device_);
+  }
   KvCache cache;
   cache.capacity = T;
   // Logits at the last position, on the last stage (undefined on others).
@@ -467,8 +495,9 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     }
     return head(x.narrow(1, S - 1, 1)).squeeze(1); // [B, V]
   };
-  // The next token of every row and its log-probability.
-  auto sample = [&](const at::Tensor &last) {
+  // The next token of every row and its log-probability, from the logits at
+  // the last position and this step's uniforms `u` [B] (unused if greedy).
+  auto sample = [&](const at::Tensor &last, const at::Tensor &u) {
     at::Tensor scaled = o.greedy ? last : last / std::max(o.temperature, 1e-6);
     at::Tensor logp = at::log_softmax(scaled, -1);
     at::Tensor next;
@@ -484,31 +513,81 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
         sorted = sorted.masked_fill(drop, 0);
         probs = at::zeros_like(probs).scatter(-1, idx, sorted);
       }
-      if (o.rowSeeds.empty()) {
-        // The generator is a host one (the same stream on every device).
-        next =
-            at::multinomial(probs.cpu(), 1, false, gen).squeeze(-1).to(device_);
-      } else {
-        // One host draw per row, then the inverse CDF on the device.
-        at::Tensor u = at::empty({B}, at::kDouble);
-        auto *ud = u.data_ptr<double>();
-        for (int64_t b = 0; b < B; ++b)
-          ud[b] = at::rand({1}, rowGens[size_t(b)], at::kDouble).item<double>();
-        u = u.to(device_);
-        at::Tensor cum = probs.to(at::kDouble).cumsum(-1);
-        at::Tensor target = u * cum.select(1, cum.size(1) - 1);
-        next = (cum < target.unsqueeze(1)).sum(-1).clamp_max(probs.size(1) - 1);
-      }
+      at::Tensor cum = probs.to(at::kDouble).cumsum(-1);
+      at::Tensor target = u * cum.select(1, cum.size(1) - 1);
+      next = (cum < target.unsqueeze(1)).sum(-1).clamp_max(probs.size(1) - 1);
     }
     at::Tensor lp = logp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
     return std::make_pair(next, lp);
   };
+  auto uniformsAt = [&](int64_t step) {
+    return o.greedy ? at::Tensor() : uniforms.select(0, step);
+  };
+  // Writes a step's samples; true once every row has finished. Asking the
+  // device is a sync, so only every few steps.
+  auto record = [&](int64_t step, at::Tensor next, const at::Tensor &lp) {
+    next = at::where(done, at::full({}, o.padToken, on(at::kLong)), next);
+    seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
+    real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
+    logprobs.narrow(1, step, 1)
+        .copy_(at::where(done, at::zeros({}, on(at::kFloat)), lp).unsqueeze(1));
+    if (o.eosToken < 0)
+      return false;
+    done = done | (next == o.eosToken);
+    return (step % 8 == 7) && done.all().item<bool>();
+  };
+  if (G == 0)
+    return {seq, logprobs, real, P};
   at::Tensor last =
       lastLogits(seq.narrow(1, 0, P), positionsOf(P), maskOf(0, P));
+  if (pp.stages == 1) {
+    // Steps of fixed shape, replayable as CUDA graphs: static input and
+    // output buffers, the cache slot as a device tensor, and attention over
+    // a window of whole 128-position blocks under a key mask (one graph per
+    // window; at most 127 masked positions of extra reads).
+    constexpr int64_t kWindowBlock = 128;
+    at::Tensor keyMask = at::full({B, T}, kMasked, on(at::kFloat));
+    keyMask.narrow(1, 0, P).masked_fill_(real.narrow(1, 0, P).to(at::kBool),
+                                         0.0);
+    at::Tensor tok = at::empty({B, 1}, on(at::kLong));
+    at::Tensor pos = positionsOf(P).narrow(1, P - 1, 1).clone();
+    at::Tensor slot = at::empty({1}, on(at::kLong));
+    at::Tensor u = o.greedy ? at::Tensor() : at::empty({B}, on(at::kDouble));
+    at::Tensor nextOut = at::empty({B}, on(at::kLong));
+    at::Tensor lpOut = at::empty({B}, on(at::kFloat));
+    StepGraphs graphs(device_, o.cudaGraphs && tp.size == 1);
+    auto [next0, lp0] = sample(last, uniformsAt(0));
+    bool finished = record(0, next0, lp0);
+    for (int64_t step = 1; step < G && !finished; ++step) {
+      const int64_t t = P + step - 1; // the token this step reads
+      tok.copy_(seq.narrow(1, t, 1));
+      pos.add_(real.narrow(1, t, 1));
+      slot.fill_(t);
+      keyMask.narrow(1, t, 1).fill_(0.0); // a token attends to itself
+      if (u.defined())
+        u.copy_(uniforms.select(0, step));
+      const int64_t window =
+          std::min(T, (t + kWindowBlock) / kWindowBlock * kWindowBlock);
+      graphs.run(window, [&] {
+        cache.slot = slot;
+        cache.window = window;
+        at::Tensor mask = keyMask.narrow(1, 0, window)
+                              .unsqueeze(1)
+                              .unsqueeze(1)
+                              .to(dtype_); // [B, 1, 1, window]
+        at::Tensor x = layers(embed(tok), pos, mask, &cache, true);
+        auto [n, l] = sample(head(x).squeeze(1), u);
+        nextOut.copy_(n);
+        lpOut.copy_(l);
+      });
+      finished = record(step, nextOut, lpOut);
+    }
+    return {seq, logprobs, real, P};
+  }
   for (int64_t step = 0; step < G; ++step) {
     at::Tensor next, lp;
     if (lastStage())
-      std::tie(next, lp) = sample(last);
+      std::tie(next, lp) = sample(last, uniformsAt(step));
     if (pp.stages > 1) { // the last stage's samples, on every stage
       at::Tensor both =
           lastStage() ? at::stack({next.to(at::kDouble), lp.to(at::kDouble)})
@@ -517,14 +596,7 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
       next = both[0].to(at::kLong);
       lp = both[1].to(at::kFloat);
     }
-    next = at::where(done, at::full({}, o.padToken, on(at::kLong)), next);
-    seq.narrow(1, P + step, 1).copy_(next.unsqueeze(1));
-    real.narrow(1, P + step, 1).copy_((~done).to(at::kLong).unsqueeze(1));
-    logprobs.narrow(1, step, 1)
-        .copy_(at::where(done, at::zeros({}, on(at::kFloat)), lp).unsqueeze(1));
-    if (o.eosToken >= 0)
-      done = done | (next == o.eosToken);
-    if (done.all().item<bool>() || step + 1 == G)
+    if (record(step, next, lp) || step + 1 == G)
       break;
     int64_t t = P + step;
     at::Tensor pos = positionsOf(t + 1).narrow(1, t, 1);

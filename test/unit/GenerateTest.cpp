@@ -38,9 +38,40 @@ TEST(Generate, KvCacheMatchesFullRecompute) {
     at::Tensor logits = m.forward(seq).select(1, seq.size(1) - 1);
     at::Tensor next = logits.argmax(-1);
     EXPECT_TRUE(at::equal(next, g.seq.select(1, 4 + step))) << "step " << step;
-    at::Tensor lp = at::log_softmax(logits, -1).gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    at::Tensor lp =
+        at::log_softmax(logits, -1).gather(-1, next.unsqueeze(-1)).squeeze(-1);
     EXPECT_TRUE(at::allclose(lp, g.logprobs.select(1, step), 1e-4, 1e-5));
     seq = at::cat({seq, next.unsqueeze(1)}, 1);
+  }
+}
+
+// Decode steps attend over whole 128-position windows under a key mask (the
+// shape CUDA graphs replay): crossing from one window to the next, they still
+// match re-running the whole sequence.
+TEST(Generate, FixedWindowsMatchFullRecompute) {
+  ModelConfig cfg = tiny();
+  cfg.maxSeq = 320;
+  LlamaModel m(cfg, initParams(cfg, 7), {});
+  std::vector<std::vector<int64_t>> prompts(2);
+  for (int64_t i = 0; i < 120; ++i) {
+    prompts[0].push_back(1 + (i * 7) % 500);
+    prompts[1].push_back(1 + (i * 13) % 500);
+  }
+  GenerateOptions o;
+  o.greedy = true;
+  o.maxNewTokens = 20; // positions 120..139: windows of 128, then 140
+  Generation g = m.generate(prompts, o);
+  torch::NoGradGuard ng;
+  at::Tensor logits = m.forward(g.seq.narrow(1, 0, 139));
+  for (int step = 0; step < 20; ++step) {
+    at::Tensor at = logits.select(1, 119 + step);
+    EXPECT_TRUE(at::equal(at.argmax(-1), g.seq.select(1, 120 + step)))
+        << "step " << step;
+    at::Tensor lp = at::log_softmax(at, -1)
+                        .gather(-1, g.seq.select(1, 120 + step).unsqueeze(-1))
+                        .squeeze(-1);
+    EXPECT_TRUE(at::allclose(lp, g.logprobs.select(1, step), 1e-4, 1e-5))
+        << "step " << step;
   }
 }
 
@@ -54,7 +85,8 @@ TEST(Generate, PaddingDoesNotChangeShortPrompts) {
   Generation batch = m.generate({{5, 6, 7, 8, 9, 10, 11}, {42, 43}}, o);
   Generation alone = m.generate({{42, 43}}, o);
   EXPECT_EQ(batch.promptLen, 7);
-  EXPECT_TRUE(at::equal(batch.seq[1].narrow(0, 7, 8), alone.seq[0].narrow(0, 2, 8)));
+  EXPECT_TRUE(
+      at::equal(batch.seq[1].narrow(0, 7, 8), alone.seq[0].narrow(0, 2, 8)));
   EXPECT_TRUE(at::allclose(batch.logprobs[1], alone.logprobs[0], 1e-4, 1e-5));
   EXPECT_EQ(batch.mask[1].narrow(0, 0, 5).sum().item<int64_t>(), 0); // pads
 }
@@ -76,7 +108,8 @@ TEST(Generate, SamplingIsSeededAndTopPNarrows) {
   GenerateOptions greedy;
   greedy.greedy = true;
   greedy.maxNewTokens = 12;
-  EXPECT_TRUE(at::equal(m.generate({{1, 2, 3}}, o).seq, m.generate({{1, 2, 3}}, greedy).seq));
+  EXPECT_TRUE(at::equal(m.generate({{1, 2, 3}}, o).seq,
+                        m.generate({{1, 2, 3}}, greedy).seq));
 }
 
 TEST(Generate, StopsAtEos) {
@@ -143,7 +176,8 @@ TEST(Losses, PairLossesStartAtLog2AndTrain) {
     EXPECT_NEAR(first.loss, std::log(2.0), 1e-5) << (valueHead ? "rm" : "dpo");
     if (!valueHead) {
       TrainStats second = trainStep(m, opt, b, o);
-      EXPECT_LT(second.loss, first.loss - 1e-4) << "dpo should improve on its batch";
+      EXPECT_LT(second.loss, first.loss - 1e-4)
+          << "dpo should improve on its batch";
     }
   }
 }
@@ -153,7 +187,8 @@ TEST(Losses, TokenLogprobsMatchLogSoftmax) {
   at::Tensor seq = at::randint(0, 7, {2, 5}, at::kLong);
   at::Tensor lp = tokenLogprobs(logits, seq);
   ASSERT_EQ(lp.size(1), 4);
-  double want = at::log_softmax(logits[1][2], -1)[seq[1][3].item<int64_t>()].item<double>();
+  double want = at::log_softmax(logits[1][2], -1)[seq[1][3].item<int64_t>()]
+                    .item<double>();
   EXPECT_NEAR(lp[1][2].item<double>(), want, 1e-6);
 }
 
@@ -211,3 +246,38 @@ TEST(Train, RecomputeKeepsTheGradients) {
 }
 
 } // namespace
+
+// On a GPU (the gpu.decode-graphs ctest): decode steps replayed as CUDA
+// graphs give the eager steps' tokens and log-probabilities, greedy and
+// sampled with top-p, across 128-position windows and with padded prompts.
+TEST(GenerateCuda, GraphsMatchEagerSteps) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  setenv("RLHF_CUDA_GRAPHS", "require", 1);
+  ModelConfig cfg = tiny();
+  cfg.maxSeq = 320;
+  LlamaModel m(
+      cfg,
+      toDevice(initParams(cfg, 7), c10::Device(c10::kCUDA, 0), at::kBFloat16),
+      {});
+  std::vector<std::vector<int64_t>> prompts(3);
+  for (int64_t i = 0; i < 100; ++i)
+    for (size_t r = 0; r < prompts.size(); ++r)
+      if (i < 100 - 37 * int64_t(r))
+        prompts[r].push_back(1 + (i * (7 + 6 * int64_t(r))) % 500);
+  for (bool greedy : {true, false}) {
+    GenerateOptions o;
+    o.greedy = greedy;
+    o.topP = 0.9;
+    o.seed = 3;
+    o.maxNewTokens = 60; // windows of 128, then 160
+    o.cudaGraphs = false;
+    Generation eager = m.generate(prompts, o);
+    o.cudaGraphs = true;
+    Generation graphs = m.generate(prompts, o);
+    EXPECT_TRUE(at::equal(eager.seq, graphs.seq)) << "greedy " << greedy;
+    EXPECT_TRUE(at::allclose(eager.logprobs, graphs.logprobs, 1e-5, 1e-6))
+        << "greedy " << greedy;
+  }
+  unsetenv("RLHF_CUDA_GRAPHS");
+}

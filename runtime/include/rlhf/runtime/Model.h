@@ -52,6 +52,9 @@ struct GenerateOptions {
   /// of `seed`: a row's sample then does not depend on how the batch is
   /// split over data-parallel ranks.
   std::vector<uint64_t> rowSeeds;
+  /// On a CUDA device with tp = pp = 1, replay decode steps as CUDA graphs
+  /// (RLHF_CUDA_GRAPHS=0 turns them off everywhere).
+  bool cudaGraphs = true;
 };
 
 struct Generation {
@@ -68,7 +71,13 @@ struct KvCache {
   int64_t capacity = 0; ///< positions each buffer holds (prompt + new tokens)
   int64_t length = 0;   ///< positions filled so far, in every layer
   std::vector<at::Tensor> keys,
-      values; ///< [B, kv heads/tp, capacity, head dim]
+      values; ///< [B, kv heads/tp, capacity, head dim], zero-filled
+  /// Decode steps of fixed shape (graph-safe): when defined, a one-token
+  /// step writes its keys at position `slot` (a device tensor [1]) and
+  /// attends to the first `window` positions under the caller's mask, and
+  /// `length` is left to the caller.
+  at::Tensor slot;
+  int64_t window = 0;
 };
 
 /// This rank's pipeline stage; `comm` spans the stages of its pipeline in
