@@ -21,6 +21,8 @@ PACKAGES=(
   # tests, benchmarks, tokenizer, JSON, fuzzing
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece nlohmann-json3-dev
+  # byte-level BPE (tokenizer.json): pre-tokenizer regexes, NFC
+  libpcre2-dev libicu-dev
   clang libclang-rt-14-dev clang-format
   # headless browser for the timeline rendering test
   chromium

@@ -18,6 +18,8 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%rlhf_src", config.rlhf_src_root))
 # The python whose torch the runtime links: its torchrun launches workers.
 config.substitutions.append(("%torchrun", config.torch_python + " -m torch.distributed.run"))
+# The same venv holds the Hugging Face libraries the golden fixtures use.
+config.substitutions.append(("%hfpython", config.torch_python))
 config.substitutions.append(("%stdlib", os.path.join(config.rlhf_src_root, "stdlib")))
 config.substitutions.append(("%examples", os.path.join(config.rlhf_src_root, "examples")))
 

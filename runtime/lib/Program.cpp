@@ -212,7 +212,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     if (p->tokenizerPath.empty())
       p->tokenizer = std::make_unique<CharTokenizer>(all);
     else
-      p->tokenizer = std::make_unique<Tokenizer>(p->tokenizerPath);
+      p->tokenizer = loadTokenizer(p->tokenizerPath);
     for (ModelState &m : p->models)
       if (p->tokenizer->vocabSize() > m.cfg.shape.vocab)
         throw Error((p->tokenizerPath.empty()
@@ -221,7 +221,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                                " token ids (characters plus pad/bos/eos)"
                          : "tokenizer '" + p->tokenizerPath + "' has " +
                                std::to_string(p->tokenizer->vocabSize()) +
-                               " pieces") +
+                               " token ids") +
                     " but model '" + m.name + "' has a vocabulary of " +
                     std::to_string(m.cfg.shape.vocab) +
                     "; use a model with a larger vocab");

@@ -614,7 +614,8 @@ private:
     if (auto *t = m.lookup("tokenizer"); t && checkHasValue(*t))
       if (auto s = evalString(*t->value, "'tokenizer'")) {
         if (s->empty())
-          error(t->value->loc, "'tokenizer' names a sentencepiece .model file; "
+          error(t->value->loc, "'tokenizer' names a sentencepiece .model file or a "
+                               "Hugging Face tokenizer.json; "
                                "remove it to use the datasets' characters");
         model.tokenizer = *s;
         model.tokenizerLoc = t->loc;

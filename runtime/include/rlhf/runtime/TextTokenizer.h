@@ -1,8 +1,8 @@
 //===- TextTokenizer.h - what a compiled program tokenizes with -*- C++ -*-===//
 //
-// The interface the program runtime uses: a sentencepiece model where the
-// program names one (a model's `tokenizer`), otherwise the datasets'
-// character vocabulary.
+// The interface the program runtime uses: the tokenizer the program names (a
+// model's `tokenizer`: a sentencepiece .model, or a Hugging Face
+// tokenizer.json or its directory), otherwise the datasets' characters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 #define RLHF_RUNTIME_TEXTTOKENIZER_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ public:
   virtual int64_t bos() const = 0;
   virtual int64_t eos() const = 0;
 };
+
+/// The tokenizer at `path`: byte-level BPE for a tokenizer.json or a
+/// directory holding one (with its tokenizer_config.json), sentencepiece
+/// otherwise. Throws rlhf::Error naming the path; a BPE tokenizer must name
+/// a pad token, since the runtime pads with it and masks it out.
+std::unique_ptr<TextTokenizer> loadTokenizer(const std::string &path);
 
 } // namespace rlhf
 
