@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 
 using namespace rlhf;
@@ -107,6 +108,29 @@ at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
   return (xf * at::rsqrt(var + eps)).to(x.scalar_type()) * w;
 }
 
+/// Rotary inverse frequencies [headDim/2], fp32 as transformers computes
+/// them; with LLaMA-3 scaling, long wavelengths are divided by the factor,
+/// short ones kept and the band between interpolated.
+at::Tensor ropeFrequencies(const ModelConfig &cfg, int64_t headDim) {
+  at::Tensor inv =
+      1.0 / at::pow(cfg.ropeTheta,
+                    at::arange(0, headDim, 2, at::kLong).to(at::kFloat) /
+                        double(headDim));
+  const RopeScaling &r = cfg.rope;
+  if (!r.enabled())
+    return inv;
+  const double orig = double(r.originalMaxPositions);
+  const double lowWavelen = orig / r.lowFreqFactor,
+               highWavelen = orig / r.highFreqFactor;
+  at::Tensor wavelen = 2 * M_PI / inv;
+  at::Tensor scaled = at::where(wavelen > lowWavelen, inv / r.factor, inv);
+  at::Tensor smooth =
+      (orig / wavelen - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor);
+  at::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+  at::Tensor medium = (wavelen >= highWavelen) & (wavelen <= lowWavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
 at::Tensor rotateHalf(const at::Tensor &x) {
   int64_t half = x.size(-1) / 2;
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
@@ -122,11 +146,23 @@ ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed) {
     at::Tensor t;
     if (p.name.find("norm") != std::string::npos)
       t = at::ones({p.rows}, at::kFloat);
+    else if (p.vector()) // biases
+      t = at::normal(0.0, 0.02, {p.rows}, gen, at::kFloat);
     else
       t = at::normal(0.0, 0.02, {p.rows, p.cols}, gen, at::kFloat);
     out[p.name] = t;
   }
   return out;
+}
+
+ModelConfig rlhf::modelConfigOf(const HfArch &arch, int64_t maxSeq) {
+  ModelConfig cfg;
+  cfg.shape = arch.shape;
+  cfg.maxSeq = maxSeq;
+  cfg.ropeTheta = arch.ropeTheta;
+  cfg.normEps = arch.normEps;
+  cfg.rope = arch.rope;
+  return cfg;
 }
 
 ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
@@ -214,15 +250,16 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
 
   at::Tensor h =
       colIn(rmsNorm(x, p(pre + "input_layernorm.weight"), cfg.normEps));
-  at::Tensor q = at::linear(h, p(pre + "self_attn.q_proj.weight"))
-                     .view({B, S, heads, headDim})
-                     .transpose(1, 2);
-  at::Tensor k = at::linear(h, p(pre + "self_attn.k_proj.weight"))
-                     .view({B, S, kvHeads, headDim})
-                     .transpose(1, 2);
-  at::Tensor v = at::linear(h, p(pre + "self_attn.v_proj.weight"))
-                     .view({B, S, kvHeads, headDim})
-                     .transpose(1, 2);
+  // Column-parallel projections: a bias is sharded as its rows are.
+  auto project = [&](const char *name, int64_t n) {
+    const std::string w = pre + "self_attn." + name;
+    at::Tensor y = m.qkvBias ? at::linear(h, p(w + ".weight"), p(w + ".bias"))
+                             : at::linear(h, p(w + ".weight"));
+    return y.view({B, S, n, headDim}).transpose(1, 2);
+  };
+  at::Tensor q = project("q_proj", heads);
+  at::Tensor k = project("k_proj", kvHeads);
+  at::Tensor v = project("v_proj", kvHeads);
   q = q * cos + rotateHalf(q) * sin;
   k = k * cos + rotateHalf(k) * sin;
   if (cache) {
@@ -309,9 +346,7 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
   const ModelShape &m = cfg.shape;
   // Rotary tables for these positions: [B, 1, S, headDim].
   const int64_t headDim = m.hidden / m.heads;
-  at::Tensor inv =
-      1.0 / at::pow(cfg.ropeTheta, at::arange(0, headDim, 2, on(at::kFloat)) /
-                                       double(headDim));
+  at::Tensor inv = ropeFrequencies(cfg, headDim).to(device_);
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos().to(dtype_), sin = angles.sin().to(dtype_);

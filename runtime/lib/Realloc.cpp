@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/HfCheckpoint.h"
 #include "rlhf/runtime/SafeTensors.h"
 
 #include <ATen/ATen.h>
@@ -25,8 +26,8 @@ std::pair<int64_t, int64_t> elems(const ParamSpec &p, double lo, double hi) {
 
 /// The view of `shard` (held by tensor rank `t` of `tp`) covering full-param
 /// elements [a, b) of the sharded dimension.
-at::Tensor slice(const ParamSpec &p, const at::Tensor &shard, int64_t t, int64_t tp,
-                 int64_t a, int64_t b) {
+at::Tensor slice(const ParamSpec &p, const at::Tensor &shard, int64_t t,
+                 int64_t tp, int64_t a, int64_t b) {
   if (p.shard == Shard::Replicated)
     return shard;
   int64_t full = p.shard == Shard::Dim1 ? p.cols : p.rows;
@@ -63,11 +64,13 @@ namespace {
 /// instead of leaving some ranks waiting for peers that do not exist.
 void checkLayout(const Layout &l, const Communicator &world, const char *what) {
   if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.firstGpu < 0)
-    throw Error(std::string(what) + " layout needs dp, tp, pp >= 1 and a first GPU >= 0");
+    throw Error(std::string(what) +
+                " layout needs dp, tp, pp >= 1 and a first GPU >= 0");
   if (l.firstGpu + l.size() > world.size())
-    throw Error(std::string(what) + " layout spans GPUs " + std::to_string(l.firstGpu) +
-                ".." + std::to_string(l.firstGpu + l.size() - 1) + ", but the job has " +
-                std::to_string(world.size()) + " ranks");
+    throw Error(std::string(what) + " layout spans GPUs " +
+                std::to_string(l.firstGpu) + ".." +
+                std::to_string(l.firstGpu + l.size() - 1) +
+                ", but the job has " + std::to_string(world.size()) + " ranks");
 }
 
 } // namespace
@@ -77,14 +80,19 @@ ParamMap rlhf::initialShard(const ModelConfig &cfg, const Layout &layout,
                             const std::string &path) {
   if (path.empty())
     return layoutShard(cfg, initParams(cfg, seed), layout, world.rank());
-  ParamMap full = world.rank() == 0 ? loadSafetensors(path) : ParamMap{};
+  // A Hugging Face directory (config.json and shards) or one safetensors
+  // file of our own checkpoints; rank 0 reads, the reallocation scatters.
+  ParamMap full = world.rank() != 0      ? ParamMap{}
+                  : isHfCheckpoint(path) ? loadHfWeights(path, cfg.shape)
+                                         : loadSafetensors(path);
   for (auto &[n, t] : full) // a bf16 or fp16 file becomes fp32 weights
     t = t.to(at::kFloat);
   return reallocate(cfg, std::move(full), {0, 1, 1, 1}, layout, world);
 }
 
-ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &from,
-                          const Layout &to, Communicator &world, ReallocStats *stats,
+ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
+                          const Layout &from, const Layout &to,
+                          Communicator &world, ReallocStats *stats,
                           const at::TensorOptions &opts) {
   const int64_t me = world.rank();
   checkLayout(from, world, "source");
@@ -92,7 +100,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
   for (const auto &[name, t] : mine)
     if (t.scalar_type() != opts.dtype())
       throw Error("rank " + std::to_string(me) + ": reallocation of '" + name +
-                  "': the shard holds " + std::string(at::toString(t.scalar_type())) +
+                  "': the shard holds " +
+                  std::string(at::toString(t.scalar_type())) +
                   " but the target is " + std::string(opts.dtype().name()));
   const int64_t elemBytes = int64_t(opts.dtype().itemsize());
   std::vector<ParamSpec> params = llamaParams(cfg.shape);
@@ -115,10 +124,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
         rows /= to.tp;
       if (p.shard == Shard::Dim1)
         cols /= to.tp;
-      // Norm weights are the only vectors.
-      out[p.name] = p.name.find("norm") != std::string::npos
-                        ? at::empty({rows}, opts)
-                        : at::empty({rows, cols}, opts);
+      out[p.name] =
+          p.vector() ? at::empty({rows}, opts) : at::empty({rows, cols}, opts);
     }
   auto myFrom = from.coordsOf(me);
 
@@ -132,8 +139,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
     auto [a, b] = elems(p, mv.lo, mv.hi);
     auto it = mine.find(p.name);
     if (it == mine.end() || !myFrom)
-      throw Error("rank " + std::to_string(me) + ": reallocation plan expects '" +
-                  p.name + "' here, but this rank does not hold it");
+      throw Error("rank " + std::to_string(me) +
+                  ": reallocation plan expects '" + p.name +
+                  "' here, but this rank does not hold it");
     return slice(p, it->second, myFrom->t, from.tp, a, b);
   };
   auto dstView = [&](const SliceMove &mv) {
@@ -192,8 +200,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine, const Layout &f
   return out; // the source shard is dropped: no redundant copy remains
 }
 
-at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows, const at::Tensor &like,
-                               const Layout &from, const Layout &to, Communicator &world) {
+at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows,
+                               const at::Tensor &like, const Layout &from,
+                               const Layout &to, Communicator &world) {
   const int64_t me = world.rank();
   checkLayout(from, world, "producer");
   checkLayout(to, world, "consumer");
@@ -229,9 +238,11 @@ at::Tensor rlhf::transferBatch(const at::Tensor &mine, int64_t rows, const at::T
       for (int64_t t = 0; t < to.tp; ++t) {
         int64_t dst = to.gpu(d2, 0, t);
         if (src == me && dst == me) {
-          out.narrow(0, lo - ca, hi - lo).copy_(mine.narrow(0, lo - pa, hi - lo));
+          out.narrow(0, lo - ca, hi - lo)
+              .copy_(mine.narrow(0, lo - pa, hi - lo));
         } else if (src == me) {
-          sends.push_back({mine.narrow(0, lo - pa, hi - lo).contiguous(), int(dst)});
+          sends.push_back(
+              {mine.narrow(0, lo - pa, hi - lo).contiguous(), int(dst)});
         } else if (dst == me) {
           recvs.push_back({rowsTensor(hi - lo), int(src)});
           pending.push_back({lo - ca, hi - lo});

@@ -11,14 +11,25 @@ std::vector<ParamSpec> rlhf::llamaParams(const ModelShape &m) {
   std::vector<ParamSpec> ps;
   int64_t headDim = m.heads ? m.hidden / m.heads : 0;
   int64_t kvDim = m.kvHeads * headDim;
-  ps.push_back({"model.embed_tokens.weight", m.vocab, m.hidden, -1, Shard::Dim0});
+  ps.push_back(
+      {"model.embed_tokens.weight", m.vocab, m.hidden, -1, Shard::Dim0});
   for (int l = 0; l < m.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    ps.push_back({p + "input_layernorm.weight", m.hidden, 1, l, Shard::Replicated});
-    ps.push_back({p + "self_attn.q_proj.weight", m.hidden, m.hidden, l, Shard::Dim0});
-    ps.push_back({p + "self_attn.k_proj.weight", kvDim, m.hidden, l, Shard::Dim0});
-    ps.push_back({p + "self_attn.v_proj.weight", kvDim, m.hidden, l, Shard::Dim0});
-    ps.push_back({p + "self_attn.o_proj.weight", m.hidden, m.hidden, l, Shard::Dim1});
+    ps.push_back(
+        {p + "input_layernorm.weight", m.hidden, 1, l, Shard::Replicated});
+    ps.push_back(
+        {p + "self_attn.q_proj.weight", m.hidden, m.hidden, l, Shard::Dim0});
+    ps.push_back(
+        {p + "self_attn.k_proj.weight", kvDim, m.hidden, l, Shard::Dim0});
+    ps.push_back(
+        {p + "self_attn.v_proj.weight", kvDim, m.hidden, l, Shard::Dim0});
+    if (m.qkvBias) {
+      ps.push_back({p + "self_attn.q_proj.bias", m.hidden, 1, l, Shard::Dim0});
+      ps.push_back({p + "self_attn.k_proj.bias", kvDim, 1, l, Shard::Dim0});
+      ps.push_back({p + "self_attn.v_proj.bias", kvDim, 1, l, Shard::Dim0});
+    }
+    ps.push_back(
+        {p + "self_attn.o_proj.weight", m.hidden, m.hidden, l, Shard::Dim1});
     ps.push_back({p + "post_attention_layernorm.weight", m.hidden, 1, l,
                   Shard::Replicated});
     ps.push_back({p + "mlp.gate_proj.weight", m.ffn, m.hidden, l, Shard::Dim0});
@@ -64,7 +75,8 @@ ReallocPlan rlhf::planRealloc(const std::vector<ParamSpec> &params,
                               int64_t layers, int64_t gpusPerNode,
                               int64_t bytesPerElement) {
   ReallocPlan plan;
-  int64_t maxGpu = std::max(from.firstGpu + from.size(), to.firstGpu + to.size());
+  int64_t maxGpu =
+      std::max(from.firstGpu + from.size(), to.firstGpu + to.size());
   plan.sendIntra.assign(maxGpu, 0);
   plan.recvIntra.assign(maxGpu, 0);
   plan.sendInter.assign(maxGpu, 0);
@@ -83,10 +95,12 @@ ReallocPlan rlhf::planRealloc(const std::vector<ParamSpec> &params,
     for (int64_t d = 0; d < to.dp; ++d)
       for (int64_t t = 0; t < to.tp; ++t) {
         int64_t dst = to.gpu(d, dStage, t);
-        Range want = shardRange(p.shard, p.shard == Shard::Replicated ? 0 : t, dTp);
+        Range want =
+            shardRange(p.shard, p.shard == Shard::Replicated ? 0 : t, dTp);
         for (int64_t st = 0; st < sTp; ++st) {
           Range have = shardRange(p.shard, st, sTp);
-          double lo = std::max(want.lo, have.lo), hi = std::min(want.hi, have.hi);
+          double lo = std::max(want.lo, have.lo),
+                 hi = std::min(want.hi, have.hi);
           if (hi <= lo)
             continue;
           int64_t bytes = int64_t(std::llround(double(p.numel()) * (hi - lo))) *

@@ -33,9 +33,11 @@ const bool kCudaGate = [] {
 namespace {
 
 void expectEquivalent(int world, int tp, int pp, bool valueHead = false,
-                      bool zero = false) {
+                      bool zero = false, bool qkvBias = false) {
   std::vector<std::string> env{"RLHF_TP=" + std::to_string(tp),
                                "RLHF_PP=" + std::to_string(pp)};
+  if (qkvBias)
+    env.push_back("RLHF_QKV_BIAS=1");
   if (valueHead)
     env.push_back("RLHF_VALUE_HEAD=1");
   if (zero)
@@ -115,3 +117,8 @@ TEST(Checkpoint, SaveUnderOnePlanResumeUnderAnother) {
 }
 
 } // namespace
+
+// Qwen2's q/k/v biases, sharded with their projections' rows.
+TEST(ParallelModel, QkvBiasTp2Pp2) {
+  expectEquivalent(4, 2, 2, false, false, /*qkvBias=*/true);
+}

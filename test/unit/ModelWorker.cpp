@@ -79,6 +79,7 @@ int main() {
     // as many kv heads as ranks.
     cfg.shape =
         ModelShape{4, 64, 4, tpSize > 2 ? 4 : 2, 176, 512, false, valueHead};
+    cfg.shape.qkvBias = std::getenv("RLHF_QKV_BIAS") != nullptr;
     ParamMap full =
         toDevice(initParams(cfg, 7), dev, bf16 ? at::kBFloat16 : at::kFloat);
     const int64_t B = 4 * dp, S = 12;

@@ -39,7 +39,8 @@ Arch Arch::get(const rlhf::ModelShape &m, int64_t maxSeq) {
   a.maxSeq = maxSeq;
   double h = double(m.hidden), headDim = double(m.hidden) / m.heads;
   double kvDim = m.kvHeads * headDim;
-  a.layerParams = 2 * h * h + 2 * h * kvDim + 3 * h * m.ffn + 2 * h;
+  a.layerParams = 2 * h * h + 2 * h * kvDim + 3 * h * m.ffn + 2 * h +
+                  (m.qkvBias ? h + 2 * kvDim : 0.0);
   a.embedParams = double(m.vocab) * h;
   a.headParams = m.valueHead ? h : (m.tieEmbeddings ? 0 : double(m.vocab) * h);
   a.totalParams = m.layers * a.layerParams + a.embedParams + h + a.headParams;

@@ -14,6 +14,7 @@
 #define RLHF_RUNTIME_MODEL_H
 
 #include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/HfConfig.h"
 #include "rlhf/runtime/ReallocPlan.h"
 
 #include <ATen/ATen.h>
@@ -30,7 +31,11 @@ struct ModelConfig {
   int64_t maxSeq = 256;
   double ropeTheta = 10000.0;
   double normEps = 1e-5;
+  RopeScaling rope; ///< LLaMA-3's long-context frequencies
 };
+
+/// The config of a Hugging Face checkpoint's architecture.
+ModelConfig modelConfigOf(const HfArch &arch, int64_t maxSeq);
 
 /// This rank's tensor-parallel group; `comm` is null when size == 1.
 struct TensorParallel {

@@ -27,6 +27,7 @@ struct ModelShape {
   int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
   bool tieEmbeddings = false;
   bool valueHead = false;
+  bool qkvBias = false; ///< q/k/v projections carry biases (Qwen2)
 };
 
 /// How a parameter is split across tensor-parallel ranks.
@@ -42,6 +43,8 @@ struct ParamSpec {
   int layer = -1; ///< decoder layer, or -1 (embedding) / -2 (final norm, head)
   Shard shard = Shard::Replicated;
   int64_t numel() const { return rows * cols; }
+  /// Norm weights and biases are vectors of `rows` elements.
+  bool vector() const { return cols == 1; }
 };
 
 /// Every parameter of the model in a fixed order.
