@@ -5,7 +5,15 @@
 // and stops everyone as soon as one worker fails, so a job never hangs on a
 // dead rank. Torch-free on purpose: it starts instantly.
 //
+// Across nodes, one rlhf-run per node (--nnodes, --node-rank, or a Slurm
+// step) runs that node's ranks, and the launchers watch each other through
+// a NodeLink, so a failed worker or a dead node anywhere ends the job on
+// every node.
+//
 //===----------------------------------------------------------------------===//
+
+#include "NodeLink.h"
+#include "Slurm.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -20,10 +28,14 @@
 #include <poll.h>
 #include <string>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 #include <vector>
 
 using namespace llvm;
+using namespace rlhfrun;
 using Clock = std::chrono::steady_clock;
 
 static cl::OptionCategory runCat("rlhf-run options");
@@ -32,15 +44,45 @@ static cl::opt<unsigned>
                cl::value_desc("N"), cl::init(1), cl::cat(runCat));
 static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers),
                                 cl::desc("Alias for -n"), cl::cat(runCat));
-static cl::opt<std::string>
-    masterAddr("master-addr",
-               cl::desc("Address rank 0 listens on (default 127.0.0.1)"),
-               cl::init("127.0.0.1"), cl::cat(runCat));
+static cl::opt<unsigned> numNodes(
+    "nnodes",
+    cl::desc("Number of nodes, each running rlhf-run with the same options "
+             "(default 1, or the Slurm step's)"),
+    cl::init(1), cl::cat(runCat));
+static cl::opt<unsigned> nodeRankOpt(
+    "node-rank",
+    cl::desc("This node's index, 0..nnodes-1: it runs ranks node-rank*N .. "
+             "node-rank*N+N-1 (default 0)"),
+    cl::init(0), cl::cat(runCat));
+static cl::opt<std::string> masterAddr(
+    "master-addr",
+    cl::desc("Address of node 0, where rank 0 hosts the store (default "
+             "127.0.0.1; required with --nnodes > 1)"),
+    cl::init("127.0.0.1"), cl::cat(runCat));
 static cl::opt<unsigned> masterPort(
     "master-port",
     cl::desc("Rendezvous port (default 0: rank 0 takes a free one and "
-             "tells the others through a file in /tmp)"),
+             "tells the others through a file in /tmp; required with "
+             "--nnodes > 1)"),
     cl::init(0), cl::cat(runCat));
+static cl::opt<unsigned>
+    monitorPort("monitor-port",
+                cl::desc("Port on node 0 where the launchers watch each other "
+                         "(default --master-port + 1)"),
+                cl::init(0), cl::cat(runCat));
+static cl::opt<unsigned> nodeTimeout(
+    "node-timeout",
+    cl::desc("Seconds without a heartbeat before another node counts as "
+             "dead (default 10)"),
+    cl::init(10), cl::cat(runCat));
+static cl::opt<unsigned> joinTimeout(
+    "join-timeout",
+    cl::desc("Seconds the nodes' launchers wait for each other to start "
+             "(default 300)"),
+    cl::init(300), cl::cat(runCat));
+static cl::opt<bool>
+    dryRun("dry-run", cl::desc("Print each local worker's variables and exit"),
+           cl::cat(runCat));
 static cl::opt<unsigned> graceSeconds(
     "grace",
     cl::desc("Seconds the other workers get to exit after one fails "
@@ -73,11 +115,22 @@ struct Stream {
 
 struct Worker {
   int rank = 0;
+  unsigned localRank = 0;
   pid_t pid = -1;
   bool running = false;
   int status = 0;
   Stream out, err;
 };
+
+/// Where this node's workers sit in the job, from the options or Slurm.
+struct Launch {
+  unsigned nnodes = 1, nodeRank = 0, nproc = 1;
+  std::string masterAddr;
+  unsigned masterPort = 0, monitorPort = 0;
+  bool multi() const { return nnodes > 1; }
+  unsigned worldSize() const { return nnodes * nproc; }
+  unsigned firstRank() const { return nodeRank * nproc; }
+} launch;
 
 /// Where rank 0 publishes the port the kernel gave its store (MASTER_PORT=0);
 /// removed when rlhf-run exits. Choosing a free port here and releasing it
@@ -149,32 +202,122 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-bool spawn(Worker &w, unsigned port, const std::string &portFile) {
+Error usage(const Twine &msg) {
+  return createStringError(inconvertibleErrorCode(), msg);
+}
+
+/// Fills `launch` from the options, or from Slurm when the options leave
+/// the nodes to it, and checks them.
+Error resolveLaunch() {
+  launch.nproc = numWorkers;
+  launch.nnodes = numNodes;
+  launch.nodeRank = nodeRankOpt;
+  launch.masterAddr = masterAddr;
+  launch.masterPort = masterPort;
+  bool fromSlurm = false;
+  if (!numNodes.getNumOccurrences() && !nodeRankOpt.getNumOccurrences() &&
+      !masterAddr.getNumOccurrences()) {
+    Expected<std::optional<SlurmStep>> step = readSlurmStep();
+    if (!step)
+      return step.takeError();
+    // A one-node step is an ordinary local launch.
+    if (*step && (*step)->nnodes > 1) {
+      const SlurmStep &s = **step;
+      fromSlurm = true;
+      launch.nnodes = s.nnodes;
+      launch.nodeRank = s.nodeRank;
+      launch.masterAddr = s.masterAddr;
+      std::string line = "rlhf-run: from Slurm: " + s.summary;
+      if (!masterPort.getNumOccurrences() && s.masterPort) {
+        launch.masterPort = s.masterPort;
+        line += formatv(", port {0} (from {1})", s.masterPort, s.portFrom);
+      }
+      errs() << line << "\n";
+    }
+  }
+  if (launch.nnodes == 0)
+    return usage("--nnodes must be at least 1");
+  if (launch.nodeRank >= launch.nnodes)
+    return usage(formatv("--node-rank {0} is out of range: --nnodes {1} "
+                         "makes nodes 0..{2}",
+                         launch.nodeRank, launch.nnodes, launch.nnodes - 1));
+  if (uint64_t(launch.nnodes) * launch.nproc > (1u << 20))
+    return usage(formatv("--nnodes {0} x -n {1} workers is more than {2}",
+                         launch.nnodes, launch.nproc, 1u << 20));
+  if (launch.masterPort > 65535)
+    return usage(formatv("--master-port {0} is not a port", launch.masterPort));
+  if (!launch.multi())
+    return Error::success();
+  if (!fromSlurm && !masterAddr.getNumOccurrences())
+    return usage(formatv("--nnodes {0} needs --master-addr, the address of "
+                         "node 0 (where rank 0 hosts the store)",
+                         launch.nnodes));
+  if (launch.masterPort == 0)
+    return usage(formatv("--nnodes {0} needs --master-port{1}: ranks on other "
+                         "nodes cannot read the file where rank 0 would "
+                         "publish a port of its choosing",
+                         launch.nnodes, fromSlurm ? " (or MASTER_PORT)" : ""));
+  launch.monitorPort =
+      monitorPort ? unsigned(monitorPort) : launch.masterPort + 1;
+  if (launch.monitorPort > 65535)
+    return usage(formatv("--master-port {0} leaves no port above it for the "
+                         "launchers; pass --monitor-port",
+                         launch.masterPort));
+  if (launch.monitorPort == launch.masterPort)
+    return usage("--monitor-port must differ from --master-port");
+  if (nodeTimeout == 0 || joinTimeout == 0)
+    return usage("--node-timeout and --join-timeout must be at least 1");
+  return Error::success();
+}
+
+/// The variables a worker gets, named as torchrun names them (GROUP_RANK is
+/// the node's index; NODE_RANK is the name Lightning reads).
+std::vector<std::pair<const char *, std::string>>
+workerEnv(const Worker &w, const std::string &portFile) {
+  auto str = [](unsigned x) { return std::to_string(x); };
+  std::vector<std::pair<const char *, std::string>> env = {
+      {"MASTER_ADDR", launch.masterAddr},
+      {"MASTER_PORT", str(launch.masterPort)}};
+  if (!portFile.empty())
+    env.push_back({"RLHF_RENDEZVOUS_FILE", portFile});
+  env.push_back({"WORLD_SIZE", str(launch.worldSize())});
+  env.push_back({"RANK", str(w.rank)});
+  env.push_back({"LOCAL_RANK", str(w.localRank)});
+  env.push_back({"LOCAL_WORLD_SIZE", str(launch.nproc)});
+  env.push_back({"GROUP_RANK", str(launch.nodeRank)});
+  env.push_back({"GROUP_WORLD_SIZE", str(launch.nnodes)});
+  env.push_back({"NODE_RANK", str(launch.nodeRank)});
+  return env;
+}
+
+bool spawn(Worker &w, const std::string &portFile) {
   int outp[2], errp[2];
   if (pipe(outp) || pipe(errp))
     return false;
+  auto env = workerEnv(w, portFile);
+  [[maybe_unused]] pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0)
     return false;
   if (pid == 0) {
     // Own process group: a terminal ^C reaches rlhf-run, which forwards it.
     setpgid(0, 0);
+#ifdef __linux__
+    // A launcher killed outright takes its workers along, so a node whose
+    // launcher died holds no half-job; the check covers a launcher that
+    // died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(1);
+#endif
     dup2(outp[1], STDOUT_FILENO);
     dup2(errp[1], STDERR_FILENO);
     close(outp[0]);
     close(outp[1]);
     close(errp[0]);
     close(errp[1]);
-    std::string n = std::to_string(numWorkers.getValue());
-    std::string r = std::to_string(w.rank);
-    setenv("MASTER_ADDR", masterAddr.c_str(), 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    if (!portFile.empty())
-      setenv("RLHF_RENDEZVOUS_FILE", portFile.c_str(), 1);
-    setenv("WORLD_SIZE", n.c_str(), 1);
-    setenv("RANK", r.c_str(), 1);
-    setenv("LOCAL_RANK", r.c_str(), 1);
-    setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+    for (auto &[name, value] : env)
+      setenv(name, value.c_str(), 1);
     std::vector<char *> argv;
     argv.push_back(const_cast<char *>(program.c_str()));
     for (auto &a : programArgs)
@@ -204,6 +347,35 @@ void signalAll(std::vector<Worker> &ws, int sig) {
       kill(-w.pid, sig);
 }
 
+std::string rankRange(unsigned first, unsigned count) {
+  if (count == 1)
+    return formatv("rank {0}", first);
+  return formatv("ranks {0}-{1}", first, first + count - 1);
+}
+
+void printDryRun(std::vector<Worker> &workers) {
+  std::string store =
+      launch.masterPort
+          ? formatv("{0}:{1}", launch.masterAddr, launch.masterPort).str()
+          : launch.masterAddr + " (a port rank 0 picks)";
+  if (launch.multi())
+    outs() << formatv("rlhf-run: node {0} of {1}: {2} of {3}, store at {4}, "
+                      "launchers meet at port {5}\n",
+                      launch.nodeRank, launch.nnodes,
+                      rankRange(launch.firstRank(), launch.nproc),
+                      launch.worldSize(), store, launch.monitorPort);
+  else
+    outs() << formatv("rlhf-run: one node: {0}, store at {1}\n",
+                      rankRange(0, launch.nproc), store);
+  for (auto &w : workers) {
+    outs() << "[rank " << w.rank << "]";
+    for (auto &[name, value] :
+         workerEnv(w, launch.masterPort ? "" : "/tmp/rlhf-run-XXXXXX/port"))
+      outs() << " " << name << "=" << value;
+    outs() << "\n";
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -211,7 +383,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "rlhf-run: launch N local workers of an rlhfc-compiled program\n\n"
-      "  rlhf-run -n 4 ./ppo --steps 20\n\n"
+      "  rlhf-run -n 4 ./ppo --steps 20\n"
+      "  rlhf-run --nnodes 2 --node-rank R --master-addr HOST0 "
+      "--master-port 29500 -n 8 ./ppo\n"
+      "  srun --ntasks-per-node=1 rlhf-run -n 8 ./ppo\n\n"
       "Each worker gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
       "LOCAL_RANK\n"
       "and LOCAL_WORLD_SIZE, the same variables torchrun and Slurm wrappers "
@@ -220,10 +395,26 @@ int main(int argc, char **argv) {
       "prefixed with '[rank R]'. When a worker fails, the others get SIGTERM,\n"
       "then SIGKILL after --grace seconds, and rlhf-run exits with the "
       "failing\n"
-      "worker's code. Options after <program> go to the program.\n");
+      "worker's code. Across nodes, run one rlhf-run per node; the launchers\n"
+      "watch each other, so a failed worker or a dead node ends the job on\n"
+      "every node. Inside a Slurm step the nodes come from Slurm. Options\n"
+      "after <program> go to the program.\n");
   if (numWorkers == 0) {
     errs() << "rlhf-run: error: -n must be at least 1\n";
     return 2;
+  }
+  if (Error e = resolveLaunch()) {
+    errs() << "rlhf-run: error: " << toString(std::move(e)) << "\n";
+    return 2;
+  }
+  std::vector<Worker> workers(launch.nproc);
+  for (unsigned l = 0; l < launch.nproc; ++l) {
+    workers[l].rank = int(launch.firstRank() + l);
+    workers[l].localRank = l;
+  }
+  if (dryRun) {
+    printDryRun(workers);
+    return 0;
   }
   if (pipe(signalPipe) != 0) {
     errs() << "rlhf-run: error: pipe: " << strerror(errno) << "\n";
@@ -240,7 +431,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   std::optional<PortFile> portFile;
-  if (!masterPort) {
+  if (!launch.masterPort) {
     portFile.emplace();
     if (portFile->dir.empty()) {
       errs() << "rlhf-run: error: cannot create a directory in /tmp for the "
@@ -249,28 +440,93 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  std::vector<Worker> workers(numWorkers);
-  for (unsigned r = 0; r < numWorkers; ++r) {
-    workers[r].rank = r;
-    if (!spawn(workers[r], masterPort, portFile ? portFile->path : "")) {
-      errs() << "rlhf-run: error: cannot start rank " << r << ": "
+
+  std::unique_ptr<NodeLink> link;
+  const bool multi = launch.multi();
+  if (multi) {
+    LinkConfig lc;
+    lc.nnodes = launch.nnodes;
+    lc.nodeRank = launch.nodeRank;
+    lc.nproc = launch.nproc;
+    lc.masterAddr = launch.masterAddr;
+    lc.port = launch.monitorPort;
+    lc.nodeTimeout = std::chrono::seconds(nodeTimeout);
+    lc.joinTimeout = std::chrono::seconds(joinTimeout);
+    auto l = launch.nodeRank == 0 ? NodeLink::listen(lc)
+                                  : NodeLink::join(lc, signalPipe[0]);
+    if (!l) {
+      std::string msg = toString(l.takeError());
+      unsigned char sig = 0;
+      if (msg == "interrupted" && read(signalPipe[0], &sig, 1) == 1) {
+        errs() << "rlhf-run: stopped by signal " << int(sig) << "\n";
+        return 128 + sig;
+      }
+      errs() << "rlhf-run: error: " << msg << "\n";
+      return 1;
+    }
+    link = std::move(*l);
+  }
+
+  for (auto &w : workers) {
+    if (!spawn(w, portFile ? portFile->path : "")) {
+      errs() << "rlhf-run: error: cannot start rank " << w.rank << ": "
              << strerror(errno) << "\n";
       signalAll(workers, SIGKILL);
+      if (link) {
+        link->reportFailure(w.rank, 127 << 8);
+        link->close(std::chrono::seconds(1));
+      }
       return 1;
     }
   }
 
-  int failedRank = -1, failedStatus = 0, forwardedSignal = 0;
-  std::vector<Worker *> failures; ///< failed before the stop, in reap order
-  Clock::time_point settleAt;
-  bool stopping = false;
-  Clock::time_point killAt;
+  /// A worker that failed, here or on another node.
+  struct Failure {
+    unsigned node;
+    int rank;
+    int status;
+  };
+  std::vector<Failure> failures; ///< failed before the stop, in report order
+  bool decided = false;          ///< the error that ends the job is printed
+  int exitCode = 0, forwardedSignal = 0;
+  unsigned localSignals = 0;
+  bool stopping = false, reportedDone = false, jobDone = false;
+  Clock::time_point settleAt, killAt;
+  auto running = [&] {
+    unsigned n = 0;
+    for (auto &w : workers)
+      n += w.running;
+    return n;
+  };
   auto beginStop = [&] {
     if (stopping)
       return;
     stopping = true;
     killAt = Clock::now() + std::chrono::seconds(graceSeconds);
     signalAll(workers, SIGTERM);
+  };
+  auto forward = [&](int sig) {
+    forwardedSignal = sig;
+    signalAll(workers, sig);
+    stopping = true;
+    killAt = Clock::now() + std::chrono::seconds(graceSeconds);
+  };
+  // What the error line says about the workers it stops.
+  auto stoppingWhat = [&](bool localCause) -> std::string {
+    unsigned n = running();
+    if (!n)
+      return "";
+    return formatv("; stopping the {0}{1}{2} worker{3}",
+                   localCause ? "other " : "", n, multi ? " local" : "",
+                   n == 1 ? "" : "s")
+        .str();
+  };
+  auto onFailure = [&](unsigned node, int rank, int status) {
+    if (decided || stopping || forwardedSignal)
+      return;
+    if (failures.empty())
+      settleAt = Clock::now() + std::chrono::milliseconds(multi ? 1000 : 300);
+    failures.push_back({node, rank, status});
   };
 
   for (;;) {
@@ -284,28 +540,70 @@ int main(int argc, char **argv) {
           fds.push_back({s->fd, POLLIN, 0});
           owners.push_back({&w, s});
         }
-    bool anyRunning = false;
-    for (auto &w : workers)
-      anyRunning |= w.running;
-    if (!anyRunning && fds.size() == 1)
-      break;
+    bool anyRunning = running() > 0;
+    if (!anyRunning && fds.size() == 1) {
+      if (!multi || decided || forwardedSignal || jobDone)
+        break;
+      // Every local worker exited 0: wait for the other nodes' verdict.
+      if (failures.empty() && !reportedDone) {
+        reportedDone = true;
+        link->reportDone();
+      }
+    }
+    size_t linkFds = fds.size();
+    if (link)
+      link->addPollFds(fds);
 
     int ready = poll(fds.data(), fds.size(), 100);
     if (ready > 0) {
       if (fds[0].revents & POLLIN) {
         unsigned char sig = 0;
         if (read(signalPipe[0], &sig, 1) == 1) {
-          if (forwardedSignal)
+          if (++localSignals > 1)
             signalAll(workers, SIGKILL); // second ^C: no more waiting
-          forwardedSignal = sig;
-          signalAll(workers, sig);
-          stopping = true;
-          killAt = Clock::now() + std::chrono::seconds(graceSeconds);
+          if (link && !forwardedSignal)
+            link->reportSignal(sig);
+          forward(sig);
         }
       }
-      for (size_t i = 1; i < fds.size(); ++i)
+      for (size_t i = 1; i < linkFds; ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
           pump(*owners[i].first, *owners[i].second);
+    }
+
+    if (link) {
+      std::vector<NodeEvent> events;
+      link->step(ArrayRef(fds).drop_front(linkFds), events);
+      for (NodeEvent &e : events) {
+        switch (e.kind) {
+        case NodeEvent::WorkerFailed:
+          onFailure(e.node, e.rank, e.status);
+          break;
+        case NodeEvent::Signal:
+          if (forwardedSignal)
+            break;
+          errs() << formatv("rlhf-run: node {0} got signal {1}{2}\n", e.node,
+                            e.status,
+                            running() ? "; stopping the local workers" : "");
+          forward(e.status);
+          break;
+        case NodeEvent::Error:
+          // A node that said goodbye stopped for a reason we already know
+          // (node 0 says it after the end of a job, too).
+          if (decided || forwardedSignal || jobDone ||
+              (e.orderly && (stopping || !failures.empty())))
+            break;
+          decided = true;
+          exitCode = 1;
+          errs() << "rlhf-run: error: " << e.message << stoppingWhat(false)
+                 << "\n";
+          beginStop();
+          break;
+        case NodeEvent::JobDone:
+          jobDone = true;
+          break;
+        }
+      }
     }
 
     int status;
@@ -317,38 +615,33 @@ int main(int argc, char **argv) {
         w.running = false;
         w.status = status;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && failedRank < 0 && !forwardedSignal && !stopping) {
-          if (failures.empty())
-            settleAt = Clock::now() + std::chrono::milliseconds(300);
-          failures.push_back(&w);
+        if (failed && !decided && !stopping && !forwardedSignal) {
+          onFailure(launch.nodeRank, w.rank, status);
+          if (link)
+            link->reportFailure(w.rank, status);
         }
       }
     }
     // A dead rank makes its peers fail too, often first: a short wait, then
     // the rank killed by a signal is named before ranks that exited with an
-    // error, as the cause.
-    bool anyLeft = false;
-    for (auto &w : workers)
-      anyLeft |= w.running;
-    if (!failures.empty() && failedRank < 0 &&
-        (Clock::now() >= settleAt || !anyLeft)) {
-      Worker *cause = failures.front();
-      for (Worker *f : failures)
-        if (WIFSIGNALED(f->status)) {
+    // error, as the cause. Other nodes' reports get a longer wait: their
+    // launchers notice a dead worker at their next 100 ms tick, maybe late on
+    // a loaded host.
+    if (!failures.empty() && !decided &&
+        (Clock::now() >= settleAt || (!multi && !running()))) {
+      Failure cause = failures.front();
+      for (Failure &f : failures)
+        if (WIFSIGNALED(f.status)) {
           cause = f;
           break;
         }
-      failedRank = cause->rank;
-      failedStatus = cause->status;
-      unsigned others = 0;
-      for (auto &o : workers)
-        others += o.running;
-      errs() << "rlhf-run: error: rank " << cause->rank << " "
-             << describe(cause->status);
-      if (others)
-        errs() << "; stopping the other " << others << " worker"
-               << (others == 1 ? "" : "s");
-      errs() << "\n";
+      decided = true;
+      exitCode = exitCodeOf(cause.status);
+      bool local = cause.node == launch.nodeRank;
+      errs() << "rlhf-run: error: rank " << cause.rank;
+      if (multi)
+        errs() << " (node " << cause.node << ")";
+      errs() << " " << describe(cause.status) << stoppingWhat(local) << "\n";
       beginStop();
     }
     if (stopping && Clock::now() >= killAt)
@@ -363,8 +656,10 @@ int main(int argc, char **argv) {
           }
   }
 
-  if (failedRank >= 0)
-    return exitCodeOf(failedStatus);
+  if (link)
+    link->close(std::chrono::seconds(2));
+  if (decided)
+    return exitCode;
   if (forwardedSignal) {
     errs() << "rlhf-run: stopped by signal " << forwardedSignal << "\n";
     return 128 + forwardedSignal;
