@@ -17,9 +17,10 @@ decl
 
 importDecl : IMPORT STRING ';' ;
 
+// `: hf("dir")` imports a Hugging Face checkpoint directory as the base.
 entityDecl
   : kind=(HARDWARE | ARCH | CLUSTER | MODEL | DATASET) name=IDENT
-    (':' base=IDENT)? '{' property* '}'
+    (':' base=IDENT ('(' basePath=STRING ')')?)? '{' property* '}'
   ;
 
 // Property names may be keywords: `cluster = big;` in a run block.

@@ -153,12 +153,24 @@ void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a,
   m.name = name;
   m.cfg.shape =
       ModelShape{a[0], a[1], a[2], a[3], a[4], a[5], a[8] != 0, a[7] != 0};
+  m.cfg.shape.qkvBias = a[9] != 0;
   m.cfg.maxSeq = a[6];
   m.trainable = trainable != 0;
   m.adam = AdamSettings{lr, beta1, beta2, eps, weightDecay, gradClip};
   m.checkpoint = checkpoint ? checkpoint : "";
   m.initial = m.layout = layoutFrom(layout);
   p->models.push_back(std::move(m));
+}
+
+void rlhf_prog_set_model_rope(rlhf_prog *p, const char *name, double theta,
+                              double normEps, double factor, double lowFreq,
+                              double highFreq, int64_t originalMaxSeq) {
+  for (ModelState &m : p->models)
+    if (m.name == name) {
+      m.cfg.ropeTheta = theta;
+      m.cfg.normEps = normEps;
+      m.cfg.rope = RopeScaling{factor, lowFreq, highFreq, originalMaxSeq};
+    }
 }
 
 void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path) {

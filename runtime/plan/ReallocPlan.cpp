@@ -44,6 +44,13 @@ std::vector<ParamSpec> rlhf::llamaParams(const ModelShape &m) {
   return ps;
 }
 
+int64_t rlhf::parameterCount(const ModelShape &m) {
+  int64_t n = 0;
+  for (const ParamSpec &p : llamaParams(m))
+    n += p.numel();
+  return n;
+}
+
 int64_t rlhf::stageOf(int layer, int64_t layers, int64_t pp) {
   if (layer == -1)
     return 0;

@@ -27,22 +27,15 @@ Hardware rlhfc::cost::hardwareOf(r::ClusterOp c, const Calibration &cal) {
 
 Arch rlhfc::cost::archOf(r::ModelOp m) {
   r::ArchAttr a = m.getArch();
-  ::rlhf::ModelShape s;
-  s.layers = a.getLayers();
-  s.hidden = a.getHidden();
-  s.heads = a.getHeads();
-  s.kvHeads = a.getKvHeads();
-  s.ffn = a.getFfn();
-  s.vocab = a.getVocab();
-  s.tieEmbeddings = a.getTieEmbeddings();
-  s.valueHead = m.getHead() == r::Head::value;
-  return Arch::get(s, a.getMaxSeq());
+  return Arch::get(a.getShape(m.getHead() == r::Head::value), a.getMaxSeq());
 }
 
 CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
   CallShape c;
   c.trainable = model.getTrainable();
-  auto dims = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+  auto dims = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
   if (auto g = dyn_cast<r::GenerateOp>(call)) {
     c.kind = CallKind::Generate;
     c.batch = dims(g.getPrompt())[0] * g.getN();
@@ -112,7 +105,9 @@ Strategy rlhfc::cost::defaultStrategy(const Arch &arch, const Hardware &hw,
 
 namespace {
 
-std::string gb(double bytes) { return llvm::formatv("{0:f1}", bytes / 1e9).str(); }
+std::string gb(double bytes) {
+  return llvm::formatv("{0:f1}", bytes / 1e9).str();
+}
 std::string sec(double s) {
   if (s >= 1)
     return llvm::formatv("{0:f2}s", s).str();
@@ -131,7 +126,8 @@ std::string where(Location loc) {
 
 } // namespace
 
-LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &cal,
+LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
+                                          const Calibration &cal,
                                           llvm::raw_ostream &os) {
   SymbolTable symbols(module);
   for (auto alg : module.getOps<r::AlgorithmOp>()) {
@@ -142,14 +138,14 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
     int64_t gpus = cluster.getNumGpus();
     os << llvm::formatv("algorithm @{0} on cluster @{1}: {2} x {3} {4} "
                         "({5:f1} TFLOP/s bf16, {6} GB HBM per GPU)\n",
-                        alg.getSymName(), cluster.getSymName(), cluster.getNodes(),
-                        cluster.getGpusPerNode(), hw.name, hw.flops / 1e12,
-                        gb(hw.hbmBytes));
-    os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
-                        " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
-                        "call", "source", "placement", "time", "compute", "tp",
-                        "pp", "dp", "optim", "mem GB", "weights", "grads", "optim",
-                        "act", "kv");
+                        alg.getSymName(), cluster.getSymName(),
+                        cluster.getNodes(), cluster.getGpusPerNode(), hw.name,
+                        hw.flops / 1e12, gb(hw.hbmBytes));
+    os << llvm::formatv(
+        "{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+        " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
+        "call", "source", "placement", "time", "compute", "tp", "pp", "dp",
+        "optim", "mem GB", "weights", "grads", "optim", "act", "kv");
     double total = 0;
     for (Operation &op : alg.getBodyBlock()) {
       if (!r::isModelCall(&op))
@@ -163,23 +159,25 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module, const Calibration &ca
       Strategy s = pinned ? *st : defaultStrategy(arch, hw, gpus, shape);
       Estimate e = estimateCall(arch, hw, s, shape);
       total += e.time.total();
-      std::string name = (op.getName().stripDialect() + " @" + modelRef.getValue()).str();
+      std::string name =
+          (op.getName().stripDialect() + " @" + modelRef.getValue()).str();
       std::string place = llvm::formatv("[{0}:{1}] {2}x{3}x{4}{5}", s.firstGpu,
-                                        s.firstGpu + s.devices(), s.dp, s.tp, s.pp,
-                                        pinned ? "" : "*");
-      os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
-                          " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
-                          name, where(op.getLoc()), place, sec(e.time.total()),
-                          sec(e.time.compute), sec(e.time.tpComm), sec(e.time.ppComm),
-                          sec(e.time.dpComm), sec(e.time.optimizer),
-                          gb(e.memory.total()), gb(e.memory.weights),
-                          gb(e.memory.grads), gb(e.memory.optimizer),
-                          gb(e.memory.activations), gb(e.memory.kvCache));
+                                        s.firstGpu + s.devices(), s.dp, s.tp,
+                                        s.pp, pinned ? "" : "*");
+      os << llvm::formatv(
+          "{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
+          " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
+          name, where(op.getLoc()), place, sec(e.time.total()),
+          sec(e.time.compute), sec(e.time.tpComm), sec(e.time.ppComm),
+          sec(e.time.dpComm), sec(e.time.optimizer), gb(e.memory.total()),
+          gb(e.memory.weights), gb(e.memory.grads), gb(e.memory.optimizer),
+          gb(e.memory.activations), gb(e.memory.kvCache));
     }
-    os << llvm::formatv("sum of call times: {0} per iteration (calls run one after "
-                        "another; placement marked * is the default: all GPUs, "
-                        "dp x tp x pp)\n\n",
-                        sec(total));
+    os << llvm::formatv(
+        "sum of call times: {0} per iteration (calls run one after "
+        "another; placement marked * is the default: all GPUs, "
+        "dp x tp x pp)\n\n",
+        sec(total));
   }
   return success();
 }

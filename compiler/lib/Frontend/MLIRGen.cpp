@@ -48,7 +48,9 @@ public:
 private:
   FloatAttr f64(double v) { return b.getF64FloatAttr(v); }
   IntegerAttr i64(int64_t v) { return b.getI64IntegerAttr(v); }
-  FlatSymbolRefAttr sym(StringRef name) { return FlatSymbolRefAttr::get(&ctx, name); }
+  FlatSymbolRefAttr sym(StringRef name) {
+    return FlatSymbolRefAttr::get(&ctx, name);
+  }
   UnitAttr flag(bool on) { return on ? b.getUnitAttr() : nullptr; }
 
   RankedTensorType tensorType(const rlhfc::TensorType &t) {
@@ -80,9 +82,12 @@ private:
 
   void model(const sema::Model &m) {
     const sema::Arch &a = m.arch;
-    auto arch = r::ArchAttr::get(&ctx, a.name, a.layers, a.hidden, a.heads,
-                                 a.kvHeads, a.ffn, a.vocab, a.maxSeq,
-                                 a.tieEmbeddings);
+    auto arch = r::ArchAttr::get(
+        &ctx, a.name, a.layers, a.hidden, a.heads, a.kvHeads, a.ffn, a.vocab,
+        a.maxSeq, a.tieEmbeddings, a.qkvBias, APFloat(a.ropeTheta),
+        APFloat(a.normEps), APFloat(a.rope.factor),
+        APFloat(a.rope.lowFreqFactor), APFloat(a.rope.highFreqFactor),
+        a.rope.originalMaxPositions);
     r::OptimizerAttr opt;
     if (m.trainable) {
       const sema::Optimizer &o = m.optimizer;
@@ -120,8 +125,7 @@ private:
     return b.getDictionaryAttr(attrs);
   }
 
-  template <typename CallOp>
-  void place(CallOp op, const sema::Node &n) {
+  template <typename CallOp> void place(CallOp op, const sema::Node &n) {
     if (!n.placement)
       return;
     const sema::Placement &pl = *n.placement;
@@ -133,10 +137,10 @@ private:
   }
 
   void algorithm(const sema::Instance &in, StringRef name) {
-    auto alg = b.create<r::AlgorithmOp>(in.loc, b.getStringAttr(name),
-                                        sym(in.cluster->name), i64(in.settings.steps),
-                                        i64(in.settings.seed),
-                                        i64(in.settings.saveInterval));
+    auto alg = b.create<r::AlgorithmOp>(
+        in.loc, b.getStringAttr(name), sym(in.cluster->name),
+        i64(in.settings.steps), i64(in.settings.seed),
+        i64(in.settings.saveInterval));
     Block *body = new Block();
     alg.getBody().push_back(body);
     OpBuilder::InsertionGuard guard(b);
@@ -151,19 +155,19 @@ private:
       switch (n.kind) {
       case sema::Node::Kind::Generate: {
         auto op = b.create<r::GenerateOp>(
-            loc, recordType(n.result), sym(n.model->name), input(n.inputs[0], loc),
-            i64(int64_t(n.attr("max_new_tokens", 1))), i64(int64_t(n.attr("n", 1))),
-            f64(n.attr("temperature", 1.0)), f64(n.attr("top_p", 1.0)),
-            flag(n.attr("greedy", 0) != 0), nullptr, nullptr, nullptr, nullptr);
+            loc, recordType(n.result), sym(n.model->name),
+            input(n.inputs[0], loc), i64(int64_t(n.attr("max_new_tokens", 1))),
+            i64(int64_t(n.attr("n", 1))), f64(n.attr("temperature", 1.0)),
+            f64(n.attr("top_p", 1.0)), flag(n.attr("greedy", 0) != 0), nullptr,
+            nullptr, nullptr, nullptr);
         place(op, n);
         results[i] = op.getResult();
         break;
       }
       case sema::Node::Kind::Inference: {
-        auto op = b.create<r::InferenceOp>(loc, recordType(n.result),
-                                           sym(n.model->name),
-                                           input(n.inputs[0], loc), nullptr,
-                                           nullptr, nullptr, nullptr);
+        auto op = b.create<r::InferenceOp>(
+            loc, recordType(n.result), sym(n.model->name),
+            input(n.inputs[0], loc), nullptr, nullptr, nullptr, nullptr);
         place(op, n);
         results[i] = op.getResult();
         break;
@@ -177,22 +181,24 @@ private:
           ins.push_back(input(inp, loc));
         auto op = b.create<r::ComputeOp>(
             loc, recordType(n.result),
-            r::ComputeKindAttr::get(&ctx, *r::symbolizeComputeKind(n.builtin)), ins,
-            settings(n));
+            r::ComputeKindAttr::get(&ctx, *r::symbolizeComputeKind(n.builtin)),
+            ins, settings(n));
         results[i] = op.getResult();
         break;
       }
       case sema::Node::Kind::Train: {
         const sema::Node &lossNode = in.nodes[n.inputs[0].producer];
-        StringRef lossName = StringRef(lossNode.builtin).drop_back(strlen("_loss"));
+        StringRef lossName =
+            StringRef(lossNode.builtin).drop_back(strlen("_loss"));
         SmallVector<Value> ins;
         for (const auto &inp : lossNode.inputs)
           ins.push_back(input(inp, loc));
         auto op = b.create<r::TrainStepOp>(
             loc, recordType(n.result), sym(n.model->name),
             r::LossKindAttr::get(&ctx, *r::symbolizeLossKind(lossName)), ins,
-            i64(int64_t(n.attr("minibatches", 1))), i64(int64_t(n.attr("epochs", 1))),
-            settings(lossNode), nullptr, nullptr, nullptr, nullptr);
+            i64(int64_t(n.attr("minibatches", 1))),
+            i64(int64_t(n.attr("epochs", 1))), settings(lossNode), nullptr,
+            nullptr, nullptr, nullptr);
         place(op, n);
         results[i] = op.getResult();
         break;
@@ -214,7 +220,8 @@ private:
 
 } // namespace
 
-OwningOpRef<ModuleOp> rlhfc::mlirGen(const sema::Program &program, MLIRContext &ctx) {
+OwningOpRef<ModuleOp> rlhfc::mlirGen(const sema::Program &program,
+                                     MLIRContext &ctx) {
   ctx.getOrLoadDialect<r::RLHFDialect>();
   return Gen(ctx).run(program);
 }

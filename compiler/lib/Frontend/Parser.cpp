@@ -207,6 +207,10 @@ private:
       d->base = e->base->getText();
       d->baseLoc = loc(e->base);
     }
+    if (e->basePath) {
+      d->basePath = unquote(e->basePath->getText());
+      d->basePathLoc = loc(e->basePath);
+    }
     for (auto *p : e->property())
       d->props.push_back(property(p));
     return d;

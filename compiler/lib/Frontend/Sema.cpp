@@ -1,6 +1,7 @@
 //===- Sema.cpp - name resolution, presets and dataflow typing ------------===//
 
 #include "rlhfc/Frontend/Sema.h"
+#include "HfImport.h"
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
 
@@ -22,14 +23,15 @@ using namespace rlhfc::ast;
 using llvm::formatv;
 using llvm::StringRef;
 
+rlhf::ModelShape Arch::shape(bool valueHead) const {
+  rlhf::ModelShape s{layers, hidden, heads, kvHeads, ffn, vocab,
+                     tieEmbeddings, valueHead};
+  s.qkvBias = qkvBias;
+  return s;
+}
+
 int64_t Arch::paramCount(bool valueHead) const {
-  int64_t kvDim = heads ? kvHeads * (hidden / heads) : 0;
-  int64_t attn = hidden * hidden * 2 + hidden * kvDim * 2; // q,o + k,v
-  int64_t mlp = 3 * hidden * ffn;                          // gate, up, down
-  int64_t perLayer = attn + mlp + 2 * hidden;              // + 2 RMSNorms
-  int64_t embed = vocab * hidden;
-  int64_t head = valueHead ? hidden : (tieEmbeddings ? 0 : vocab * hidden);
-  return layers * perLayer + embed + hidden + head;
+  return rlhf::parameterCount(shape(valueHead));
 }
 
 double Node::attr(StringRef key, double fallback) const {
@@ -250,7 +252,24 @@ private:
     }
     chain.push_back(&d);
     bool ok = true;
-    if (!d.base.empty()) {
+    if (d.basePath) {
+      if (d.base != "hf") {
+        error(d.baseLoc,
+              formatv("'{0}(...)' is not a base; write ': hf(\"dir\")' to "
+                      "import a Hugging Face checkpoint, or ': {0}' for a preset",
+                      d.base));
+        ok = false;
+      } else if (d.kind != EntityKind::Arch && d.kind != EntityKind::Model) {
+        error(d.baseLoc, formatv("a {0} cannot import a checkpoint; only an "
+                                 "arch or a model has ': hf(\"dir\")'",
+                                 entityKindName(d.kind)));
+        ok = false;
+      } else if (const HfImport *h = hfImport(d)) {
+        gatheredHf = h;
+      } else {
+        ok = false;
+      }
+    } else if (!d.base.empty()) {
       EntityKind baseKind = d.kind == EntityKind::Model     ? EntityKind::Arch
                             : d.kind == EntityKind::Cluster ? EntityKind::Hardware
                                                             : d.kind;
@@ -505,17 +524,21 @@ private:
   }
 
   bool fillArch(const EntityDecl &d, const PropMap &m, Arch &a) {
+    if (gatheredHf) // the checkpoint's, then the declaration's properties
+      applyHf(*gatheredHf, a);
     a.name = d.name;
     a.loc = d.loc;
     setInt(m, "layers", a.layers, 1, 1024);
     setInt(m, "hidden", a.hidden, 1, 1 << 20);
     setInt(m, "heads", a.heads, 1, 4096);
-    a.kvHeads = a.heads;
+    if (!gatheredHf || m.lookup("heads"))
+      a.kvHeads = a.heads;
     setInt(m, "kv_heads", a.kvHeads, 1, 4096);
     setInt(m, "ffn", a.ffn, 1, 1 << 22);
     setInt(m, "vocab", a.vocab, 1, 1 << 24);
     setInt(m, "max_seq", a.maxSeq, 1, 1 << 24);
-    a.tieEmbeddings = flag(m, "tie_embeddings");
+    if (!gatheredHf || m.lookup("tie_embeddings"))
+      a.tieEmbeddings = flag(m, "tie_embeddings");
     bool ok = true;
     if (a.heads && a.hidden % a.heads) {
       error(m.lookup("heads")->loc,
@@ -540,11 +563,15 @@ private:
       return nullptr; // already reported
     PropMap m;
     std::vector<const EntityDecl *> chain;
-    if (!gatherProps(d, kArchProps, m, chain) || !checkRequired(d, kArchProps, m))
+    gatheredHf = nullptr;
+    if (!gatherProps(d, kArchProps, m, chain) ||
+        (!gatheredHf && !checkRequired(d, kArchProps, m)))
       return nullptr;
     Arch a;
     if (!fillArch(d, m, a))
       return nullptr;
+    if (d.basePath)
+      a.name = d.name;
     brokenArchs.erase(d.name);
     return &(p.archs[d.name] = a);
   }
@@ -577,6 +604,7 @@ private:
     std::vector<const EntityDecl *> chain;
     std::vector<PropSpec> specs(std::begin(kArchProps), std::end(kArchProps));
     specs.insert(specs.end(), std::begin(kModelOnlyProps), std::end(kModelOnlyProps));
+    gatheredHf = nullptr;
     if (!gatherProps(d, specs, m, chain))
       return;
     if (d.base.empty() && !checkRequired(d, kArchProps, m)) {
@@ -590,7 +618,17 @@ private:
     model.loc = d.loc;
     if (!fillArch(d, m, model.arch))
       return;
-    model.arch.name = d.base.empty() ? d.name : d.base;
+    model.arch.name = d.base.empty() ? d.name
+                      : d.basePath   ? gatheredHf->name
+                                     : d.base;
+    // An imported checkpoint brings its weights, and its tokenizer where it
+    // has one, unless the model names others.
+    if (gatheredHf && !m.lookup("checkpoint"))
+      model.checkpoint = gatheredHf->dir;
+    if (gatheredHf && gatheredHf->hasTokenizer && !m.lookup("tokenizer")) {
+      model.tokenizer = gatheredHf->dir;
+      model.tokenizerLoc = d.basePath ? d.basePathLoc : d.baseLoc;
+    }
     bool trainable = flag(m, "trainable"), frozen = flag(m, "frozen");
     if (trainable && frozen)
       error(m.lookup("frozen")->loc, "a model cannot be both 'trainable' and 'frozen'");
@@ -1888,6 +1926,17 @@ private:
   unsigned numErrors = 0;
   std::map<std::string, Symbol> symbols;
   std::set<std::string> brokenArchs; // archs whose errors were reported
+  /// `: hf("dir")` imports by declaration, read once (nullopt: reported).
+  std::map<const EntityDecl *, std::optional<HfImport>> hfImports;
+  /// The import the last gatherProps met on its chain, if any.
+  const HfImport *gatheredHf = nullptr;
+
+  const HfImport *hfImport(const EntityDecl &d) {
+    auto it = hfImports.find(&d);
+    if (it == hfImports.end())
+      it = hfImports.emplace(&d, importHf(d)).first;
+    return it->second ? &*it->second : nullptr;
+  }
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;
   const RunDecl *currentRun = nullptr;

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PassUtils.h"
+#include "rlhfc/Support/SourcePaths.h"
 #include "rlhfc/Transforms/Passes.h"
 
 #include "rlhf/runtime/rlhf_program.h"
@@ -179,33 +180,6 @@ std::string settingsString(DictionaryAttr d) {
   return s;
 }
 
-std::string fileOf(Location loc) {
-  if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return f.getFilename().str();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return fileOf(n.getChildLoc());
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (std::string f = fileOf(l); !f.empty())
-        return f;
-  return "";
-}
-
-/// A relative path is relative to the .rlhf file that declares it.
-std::string resolveFrom(Location loc, StringRef path) {
-  SmallString<256> out(path);
-  if (llvm::sys::path::is_absolute(out))
-    return out.str().str();
-  std::string src = fileOf(loc);
-  if (src.empty())
-    return out.str().str();
-  SmallString<256> dir(llvm::sys::path::parent_path(src));
-  llvm::sys::path::append(dir, path);
-  llvm::sys::fs::make_absolute(dir);
-  llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
-  return dir.str().str();
-}
-
 struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -301,7 +275,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                   ArrayRef<int64_t>{
                       a.getLayers(), a.getHidden(), a.getHeads(),
                       a.getKvHeads(), a.getFfn(), a.getVocab(), a.getMaxSeq(),
-                      m.getHead() == r::Head::value, a.getTieEmbeddings()});
+                      m.getHead() == r::Head::value, a.getTieEmbeddings(),
+                      a.getQkvBias()});
       // Adam settings; lr 0 marks a frozen model.
       SmallVector<double> adam = {0.0, 0.9, 0.95, 1e-8, 0.0, 1.0};
       if (m.getTrainable()) {
@@ -327,6 +302,14 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         args.push_back(e.float64(mloc, x));
       args.append({ckpt, layout});
       e.call(mloc, "rlhf_prog_add_model", e.voidTy, args);
+      e.call(mloc, "rlhf_prog_set_model_rope", e.voidTy,
+             {prog, e.string(mloc, m.getSymName()),
+              e.float64(mloc, a.getRopeTheta().convertToDouble()),
+              e.float64(mloc, a.getNormEps().convertToDouble()),
+              e.float64(mloc, a.getRopeFactor().convertToDouble()),
+              e.float64(mloc, a.getRopeLowFreqFactor().convertToDouble()),
+              e.float64(mloc, a.getRopeHighFreqFactor().convertToDouble()),
+              e.int64(mloc, a.getRopeOriginalMaxSeq())});
     }
     for (r::DatasetOp d : datasets) {
       Location dloc = d.getLoc();

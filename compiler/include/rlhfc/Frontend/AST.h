@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ struct Property {
 enum class EntityKind { Hardware, Arch, Cluster, Model, Dataset };
 llvm::StringRef entityKindName(EntityKind k);
 
-/// `hardware|arch|cluster|model|dataset NAME (: BASE)? { properties }`.
+/// `hardware|arch|cluster|model|dataset NAME (: BASE("path")?)? { properties }`.
 struct EntityDecl {
   EntityKind kind;
   std::string name;
@@ -64,6 +65,9 @@ struct EntityDecl {
   std::string base; // empty when absent
   mlir::Location baseLoc;
   std::vector<Property> props;
+  /// `: hf("dir")`: the base's path argument, and where it is written.
+  std::optional<std::string> basePath;
+  mlir::Location basePathLoc = baseLoc;
 };
 
 struct ImportDecl {

@@ -12,6 +12,7 @@
 
 #include "rlhfc/Frontend/AST.h"
 #include "rlhfc/Frontend/Types.h"
+#include "rlhf/runtime/HfConfig.h"
 
 #include "mlir/Support/LogicalResult.h"
 
@@ -37,8 +38,14 @@ struct Arch {
   int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
   int64_t maxSeq = 4096;
   bool tieEmbeddings = false;
+  bool qkvBias = false;      ///< q/k/v biases (Qwen2)
+  double ropeTheta = 10000.0;
+  double normEps = 1e-5;
+  rlhf::RopeScaling rope;    ///< LLaMA-3's
+  std::string hfDir;         ///< the checkpoint imported by `: hf("dir")`
 
   int64_t headDim() const { return heads ? hidden / heads : 0; }
+  rlhf::ModelShape shape(bool valueHead = false) const;
   /// Parameters of the decoder with an LM head (value head: vocab -> 1).
   int64_t paramCount(bool valueHead = false) const;
 };

@@ -22,7 +22,10 @@ void RLHFDialect::registerAttributes() {
 LogicalResult ArchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringRef name, int64_t layers, int64_t hidden,
                                int64_t heads, int64_t kvHeads, int64_t ffn,
-                               int64_t vocab, int64_t maxSeq, bool) {
+                               int64_t vocab, int64_t maxSeq, bool, bool,
+                               APFloat ropeTheta, APFloat normEps,
+                               APFloat ropeFactor, APFloat lowFreq,
+                               APFloat highFreq, int64_t originalMaxSeq) {
   if (layers <= 0 || hidden <= 0 || heads <= 0 || kvHeads <= 0 || ffn <= 0 ||
       vocab <= 0 || maxSeq <= 0)
     return emitError() << "architecture sizes must be positive";
@@ -32,18 +35,29 @@ LogicalResult ArchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (heads % kvHeads)
     return emitError() << heads << " heads are not divisible by " << kvHeads
                        << " kv_heads";
+  if (!(ropeTheta.convertToDouble() > 0) || !(normEps.convertToDouble() > 0))
+    return emitError() << "rope_theta and norm_eps must be positive";
+  if (!(ropeFactor.convertToDouble() >= 0))
+    return emitError() << "rope_factor must be positive, or 0 for no scaling";
+  if (ropeFactor.convertToDouble() > 0 &&
+      (!(highFreq.convertToDouble() > lowFreq.convertToDouble()) ||
+       !(lowFreq.convertToDouble() > 0) || originalMaxSeq <= 0))
+    return emitError() << "rope scaling needs 0 < rope_low_freq_factor < "
+                          "rope_high_freq_factor and a positive "
+                          "rope_original_max_seq";
   return success();
 }
 
+::rlhf::ModelShape ArchAttr::getShape(bool valueHead) const {
+  ::rlhf::ModelShape s{getLayers(),        getHidden(), getHeads(),
+                       getKvHeads(),       getFfn(),    getVocab(),
+                       getTieEmbeddings(), valueHead};
+  s.qkvBias = getQkvBias();
+  return s;
+}
+
 int64_t ArchAttr::getParamCount(bool valueHead) const {
-  int64_t hidden = getHidden(), headDim = hidden / getHeads();
-  int64_t kvDim = getKvHeads() * headDim;
-  int64_t perLayer = 2 * hidden * hidden + 2 * hidden * kvDim +
-                     3 * hidden * getFfn() + 2 * hidden;
-  int64_t embed = getVocab() * hidden;
-  int64_t head =
-      valueHead ? hidden : (getTieEmbeddings() ? 0 : getVocab() * hidden);
-  return getLayers() * perLayer + embed + hidden + head;
+  return ::rlhf::parameterCount(getShape(valueHead));
 }
 
 LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
@@ -61,8 +75,8 @@ LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t first, int64_t size) {
   if (first < 0 || size <= 0)
-    return emitError() << "a mesh needs first >= 0 and size > 0, got <"
-                       << first << ", " << size << ">";
+    return emitError() << "a mesh needs first >= 0 and size > 0, got <" << first
+                       << ", " << size << ">";
   return success();
 }
 

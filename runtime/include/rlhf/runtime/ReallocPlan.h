@@ -47,6 +47,10 @@ struct ParamSpec {
   bool vector() const { return cols == 1; }
 };
 
+/// Every parameter of the decoder, the sum over llamaParams: the count the
+/// planner, the cost model and the checkpoint loader agree on.
+int64_t parameterCount(const ModelShape &m);
+
 /// Every parameter of the model in a fixed order.
 std::vector<ParamSpec> llamaParams(const ModelShape &m);
 

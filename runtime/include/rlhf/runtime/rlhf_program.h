@@ -46,8 +46,9 @@ enum {
 };
 
 /* arch: {layers, hidden, heads, kv_heads, ffn, vocab, max_seq, value_head,
- *        tie_embeddings}; the Adam settings matter for trainable models;
- *        checkpoint: a safetensors file or NULL (random init from the seed). */
+ *        tie_embeddings, qkv_bias}; the Adam settings matter for trainable models;
+ *        checkpoint: a safetensors file, a Hugging Face checkpoint
+ *        directory, or NULL (random init from the seed). */
 rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
                             int64_t steps, int64_t seed, int64_t save_interval,
                             int64_t gpus, double predicted_iteration_s);
@@ -56,6 +57,12 @@ void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *arch,
                          double beta2, double eps, double weight_decay,
                          double grad_clip, const char *checkpoint,
                          const int64_t *layout);
+/* The numerics of model `name` (added before): rope base, RMSNorm epsilon,
+   and LLaMA-3 rope scaling (factor 0: none). */
+void rlhf_prog_set_model_rope(rlhf_prog *p, const char *name, double theta,
+                              double norm_eps, double factor,
+                              double low_freq_factor, double high_freq_factor,
+                              int64_t original_max_seq);
 /* fields: comma-separated column names, e.g. "prompt,answer". */
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t max_prompt_len,

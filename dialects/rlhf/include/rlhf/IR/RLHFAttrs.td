@@ -17,23 +17,40 @@ def RLHF_ArchAttr : RLHF_Attr<"Arch", "arch"> {
   let description = [{
     The shape of a decoder-only transformer with RMSNorm, RoPE, SwiGLU and
     grouped-query attention: everything the cost model and the runtime need.
+    The numerics a Hugging Face checkpoint brings (`: hf("dir")`) follow,
+    printed only where they differ from LLaMA-2's: q/k/v biases (Qwen2), the
+    rope base, the RMSNorm epsilon and LLaMA-3's rope scaling (a factor of 0
+    means none).
 
     ```mlir
     #rlhf.arch<name = "llama2_7b", layers = 32, hidden = 4096, heads = 32,
                kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096,
                tie_embeddings = false>
+    #rlhf.arch<name = "Qwen2.5-0.5B", layers = 24, hidden = 896, heads = 14,
+               kv_heads = 2, ffn = 4864, vocab = 151936, max_seq = 32768,
+               tie_embeddings = true, qkv_bias = true,
+               rope_theta = 1.000000e+06, norm_eps = 9.9999999999999995E-7>
     ```
   }];
   let parameters = (ins
     StringRefParameter<"preset name">:$name,
     "int64_t":$layers, "int64_t":$hidden, "int64_t":$heads,
     "int64_t":$kv_heads, "int64_t":$ffn, "int64_t":$vocab, "int64_t":$max_seq,
-    "bool":$tie_embeddings);
+    "bool":$tie_embeddings,
+    DefaultValuedParameter<"bool", "false">:$qkv_bias,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(10000.0)">:$rope_theta,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(1e-5)">:$norm_eps,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(0.0)">:$rope_factor,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(1.0)">:$rope_low_freq_factor,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(4.0)">:$rope_high_freq_factor,
+    DefaultValuedParameter<"int64_t", "8192">:$rope_original_max_seq);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Parameters of the decoder with an lm head, or with a value head.
     int64_t getParamCount(bool valueHead) const;
+    /// The decoder's shape as the runtime's parameter list sees it.
+    ::rlhf::ModelShape getShape(bool valueHead) const;
   }];
 }
 

@@ -27,6 +27,7 @@ struct FieldParser<llvm::APFloat> {
 #include "rlhf/IR/RLHFEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
+#include "rlhf/runtime/ReallocPlan.h"
 #include "rlhf/IR/RLHFAttrs.h.inc"
 #define GET_TYPEDEF_CLASSES
 #include "rlhf/IR/RLHFOpsTypes.h.inc"
