@@ -114,21 +114,27 @@ struct Reference {
   double value = 0, peakBytes = 0;
 };
 
+/// Calls `row` with the fields of every line of the CSV `path` after its
+/// header; `what` names the file in the error when it cannot be read.
+template <typename F>
+void forEachRow(const std::string &path, const std::string &what, F &&row) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read " + what + "'" + path + "'");
+  std::string line;
+  std::getline(in, line); // header
+  while (std::getline(in, line))
+    row(fields(line));
+}
+
 /// rlhf-cost-validate --emit-predictions output.
 std::map<Key, Reference> readPredictions(const std::string &path) {
   std::map<Key, Reference> out;
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("cannot read predictions '" + path + "'");
-  std::string line;
-  std::getline(in, line); // header
-  while (std::getline(in, line)) {
-    auto f = fields(line);
-    if (f.size() < 9 || f[6] != "tokens_per_sec")
-      continue;
-    out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
-        std::stod(f[7]), std::stod(f[8])};
-  }
+  forEachRow(path, "predictions ", [&](const std::vector<std::string> &f) {
+    if (f.size() >= 9 && f[6] == "tokens_per_sec")
+      out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
+          std::stod(f[7]), std::stod(f[8])};
+  });
   return out;
 }
 
@@ -136,19 +142,12 @@ std::map<Key, Reference> readPredictions(const std::string &path) {
 /// (ids own_h100_<category>_NN), not the fused or recomputed variants.
 std::map<Key, Reference> readPytorch(const std::string &path) {
   std::map<Key, Reference> out;
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error("cannot read '" + path + "'");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    auto f = fields(line);
-    if (f.size() < 14 || f[12] != "tokens_per_sec" ||
-        f[0] != "own_h100_" + f[1] + "_" + f[0].substr(f[0].size() - 2))
-      continue;
-    out[{f[1], f[2], toInt(f[8]), toInt(f[9]), toInt(f[10])}] = {
-        std::stod(f[13]), 0};
-  }
+  forEachRow(path, "", [&](const std::vector<std::string> &f) {
+    if (f.size() >= 14 && f[12] == "tokens_per_sec" &&
+        f[0] == "own_h100_" + f[1] + "_" + f[0].substr(f[0].size() - 2))
+      out[{f[1], f[2], toInt(f[8]), toInt(f[9]), toInt(f[10])}] = {
+          std::stod(f[13]), 0};
+  });
   return out;
 }
 
