@@ -147,7 +147,17 @@ std::optional<HfArch> rlhf::readHfConfig(const std::string &dir,
       a.slidingWindow = sw->get<int64_t>();
   }
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
-    std::string kind = rs->value("rope_type", rs->value("type", ""));
+    // value() throws on a mistyped entry, and the compiler that calls this
+    // has no handler: check the types first.
+    if (!rs->is_object()) {
+      r.fail("rope_scaling", "\"rope_scaling\" must be an object or null");
+      return std::nullopt;
+    }
+    auto type = rs->find("rope_type");
+    if (type == rs->end())
+      type = rs->find("type");
+    std::string kind =
+        type != rs->end() && type->is_string() ? type->get<std::string>() : "";
     if (kind != "llama3") {
       r.fail("rope_scaling", "unsupported rope_scaling type \"" + kind +
                                  "\"; rlhfc supports \"llama3\"");

@@ -120,6 +120,16 @@ TEST(HfConfig, BadConfigsAreNamed) {
   EXPECT_NE(e.message.find("unsupported rope_scaling type \"yarn\""),
             std::string::npos)
       << e.message;
+  // Mistyped entries are errors, not exceptions (the compiler has no
+  // handler for them).
+  e = errorFor(base + ", \"rope_scaling\": 5}");
+  EXPECT_NE(e.message.find("\"rope_scaling\" must be an object"),
+            std::string::npos)
+      << e.message;
+  e = errorFor(base + ", \"rope_scaling\": {\"rope_type\": 3}}");
+  EXPECT_NE(e.message.find("unsupported rope_scaling type \"\""),
+            std::string::npos)
+      << e.message;
   e = errorFor(base + ", \"hidden_size\": \"64\"}");
   EXPECT_FALSE(e.message.empty());
   fs::remove_all(tmp);
