@@ -12,6 +12,7 @@ decl
   : importDecl
   | entityDecl
   | algorithmDecl
+  | fnDecl
   | runDecl
   ;
 
@@ -36,6 +37,30 @@ stmt : annotation* (target=IDENT '=')? expr ';' ;
 
 annotation : '@' name=IDENT ('(' argList? ')')? ;
 
+// A typed tensor function: an advantage estimator, a reward shaping or a
+// loss. `-> loss` makes it a loss, whose body may read `model.logprobs(seq)`.
+fnDecl
+  : FN name=IDENT '(' (fnParam (',' fnParam)* ','?)? ')' '->' fnResults
+    '{' fnStmt* '}'
+  ;
+
+fnParam : name=IDENT ':' fnType ('=' dflt=expr)? ;
+
+// `score[N]`, `logprobs[N, S]`, `number`, `int`.
+fnType : kind=IDENT ('[' dims+=IDENT (',' dims+=IDENT)* ']')? ;
+
+fnResults
+  : fnType                                      # singleResult
+  | '(' fnResult (',' fnResult)* ','? ')'       # namedResults
+  ;
+
+fnResult : name=IDENT ':' fnType ;
+
+fnStmt
+  : LET name=IDENT '=' expr ';'                 # letStmt
+  | RETURN expr (',' expr)* ';'                 # returnStmt
+  ;
+
 runDecl : RUN algo=IDENT '(' argList? ')' '{' property* '}' ;
 
 argList : arg (',' arg)* ','? ;
@@ -50,13 +75,14 @@ expr
   | '-' expr                                  # negExpr
   | expr op=('*' | '/') expr                  # mulExpr
   | expr op=('+' | '-') expr                  # addExpr
+  | expr op=('<' | '<=' | '>' | '>=' | '==' | '!=') expr  # cmpExpr
   ;
 
 primary
   : NUMBER                                    # numberLit
   | STRING                                    # stringLit
   | (TRUE | FALSE)                            # boolLit
-  | IDENT                                     # nameRef
+  | name=(IDENT | MODEL)                      # nameRef
   | '(' expr ')'                              # parenExpr
   | '[' (expr (',' expr)* ','?)? ']'          # listLit
   ;
@@ -70,6 +96,9 @@ MODEL     : 'model' ;
 DATASET   : 'dataset' ;
 ALGORITHM : 'algorithm' ;
 RUN       : 'run' ;
+FN        : 'fn' ;
+LET       : 'let' ;
+RETURN    : 'return' ;
 TRUE      : 'true' ;
 FALSE     : 'false' ;
 

@@ -202,3 +202,74 @@ std::vector<std::string> rlhfc::methodNames() {
 
 llvm::ArrayRef<BuiltinSpec> rlhfc::allBuiltins() { return builtins(); }
 llvm::ArrayRef<MethodSpec> rlhfc::allMethods() { return methods(); }
+
+namespace {
+
+// Shapes: [N] per sequence, [N, S] per token, [] a scalar; `x` is either.
+const FnPrimitiveSpec kFnPrimitives[] = {
+    {"exp", "(x) -> x", "e to the power x, elementwise"},
+    {"log", "(x) -> x", "the natural logarithm, elementwise"},
+    {"sqrt", "(x) -> x", "the square root, elementwise"},
+    {"abs", "(x) -> x", "the absolute value, elementwise"},
+    {"sigmoid", "(x) -> x", "1 / (1 + exp(-x)), elementwise"},
+    {"softplus", "(x) -> x", "log(1 + exp(x)) without overflow, elementwise"},
+    {"min", "(a, b) -> a", "the smaller of two values, elementwise"},
+    {"max", "(a, b) -> a", "the larger of two values, elementwise"},
+    {"clamp", "(x, lo, hi) -> x",
+     "x limited to [lo, hi]; the gradient passes inside the bounds"},
+    {"where", "(cond, a, b) -> a",
+     "a where cond is non-zero, else b; cond carries no gradient"},
+    {"broadcast", "(x: [N], like: [N, S]) -> [N, S]",
+     "a per-sequence value repeated along the sequence of `like`"},
+    {"mask_of", "(x: tokens[N, S] or a per-token parameter) -> mask[N, S]",
+     "the mask a batch tensor carries: 1 at the generated tokens"},
+    {"last", "(mask: [N, S]) -> mask[N, S]",
+     "1 at each row's last masked position"},
+    {"next", "(x: [N, S]) -> [N, S]",
+     "the value at the next position, 0 after the last"},
+    {"discounted_cumsum", "(x: [N, S], discount, mask: [N, S]) -> [N, S]",
+     "x[t] + discount * out[next masked t], the backward scan of GAE"},
+    {"seq_sum", "(x: [N, S], mask: [N, S]) -> [N]",
+     "the masked sum of each sequence"},
+    {"seq_mean", "(x: [N, S], mask: [N, S]) -> [N]",
+     "the masked mean of each sequence"},
+    {"seq_var", "(x: [N, S], mask: [N, S], correction = 1) -> [N]",
+     "the masked variance of each sequence"},
+    {"seq_std", "(x: [N, S], mask: [N, S], correction = 1) -> [N]",
+     "the masked standard deviation of each sequence"},
+    {"group_sum", "(x: [N], n) -> [N]",
+     "the sum over each group of n consecutive samples (one prompt's)"},
+    {"group_mean", "(x: [N], n) -> [N]",
+     "the mean over each group of n consecutive samples"},
+    {"group_var", "(x: [N], n, correction = 1) -> [N]",
+     "the variance over each group of n consecutive samples"},
+    {"group_std", "(x: [N], n, correction = 1) -> [N]",
+     "the standard deviation over each group of n consecutive samples"},
+    {"batch_sum", "(x: [N]) -> []", "the sum over the batch"},
+    {"batch_mean", "(x: [N]) -> []", "the mean over the batch"},
+    {"batch_var", "(x: [N], correction = 1) -> []",
+     "the variance over the batch"},
+    {"batch_std", "(x: [N], correction = 1) -> []",
+     "the standard deviation over the batch"},
+    {"token_sum", "(x: [N, S], mask: [N, S]) -> []",
+     "the sum over every masked token of the batch"},
+    {"token_mean", "(x: [N, S], mask: [N, S]) -> []",
+     "the mean over every masked token of the batch"},
+    {"token_var", "(x: [N, S], mask: [N, S], correction = 1) -> []",
+     "the variance over every masked token of the batch"},
+    {"token_std", "(x: [N, S], mask: [N, S], correction = 1) -> []",
+     "the standard deviation over every masked token of the batch"},
+};
+
+} // namespace
+
+const FnPrimitiveSpec *rlhfc::lookupFnPrimitive(llvm::StringRef name) {
+  for (const FnPrimitiveSpec &p : kFnPrimitives)
+    if (name == p.name)
+      return &p;
+  return nullptr;
+}
+
+llvm::ArrayRef<FnPrimitiveSpec> rlhfc::allFnPrimitives() {
+  return kFnPrimitives;
+}

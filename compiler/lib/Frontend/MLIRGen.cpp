@@ -1,6 +1,7 @@
 //===- MLIRGen.cpp - checked program to the rlhf dialect ------------------===//
 
 #include "rlhfc/Frontend/MLIRGen.h"
+#include "MLIRGenFn.h"
 #include "rlhfc/Frontend/Builtins.h"
 
 #include "mlir/IR/Builders.h"
@@ -173,32 +174,42 @@ private:
         break;
       }
       case sema::Node::Kind::Host: {
-        const BuiltinSpec *spec = lookupBuiltin(n.builtin);
-        if (spec && spec->lossHead)
+        const BuiltinSpec *spec = n.fn ? nullptr : lookupBuiltin(n.builtin);
+        if ((spec && spec->lossHead) || (n.fn && n.fn->loss))
           break; // folded into the train step that consumes it
         SmallVector<Value> ins;
         for (const auto &inp : n.inputs)
           ins.push_back(input(inp, loc));
+        auto kind =
+            n.fn ? r::ComputeKind::fn : *r::symbolizeComputeKind(n.builtin);
         auto op = b.create<r::ComputeOp>(
-            loc, recordType(n.result),
-            r::ComputeKindAttr::get(&ctx, *r::symbolizeComputeKind(n.builtin)),
-            ins, settings(n));
+            loc, recordType(n.result), r::ComputeKindAttr::get(&ctx, kind),
+            n.fn ? b.getStringAttr(n.fn->name) : StringAttr(), ins,
+            settings(n));
+        if (n.fn)
+          buildFnRegion(b, op.getBody(), *n.fn, ValueRange(ins).getTypes());
         results[i] = op.getResult();
         break;
       }
       case sema::Node::Kind::Train: {
         const sema::Node &lossNode = in.nodes[n.inputs[0].producer];
-        StringRef lossName =
-            StringRef(lossNode.builtin).drop_back(strlen("_loss"));
+        const sema::FnBody *fn = lossNode.fn.get();
+        r::LossKind loss =
+            fn ? r::LossKind::fn
+               : *r::symbolizeLossKind(
+                     StringRef(lossNode.builtin).drop_back(strlen("_loss")));
         SmallVector<Value> ins;
         for (const auto &inp : lossNode.inputs)
           ins.push_back(input(inp, loc));
         auto op = b.create<r::TrainStepOp>(
             loc, recordType(n.result), sym(n.model->name),
-            r::LossKindAttr::get(&ctx, *r::symbolizeLossKind(lossName)), ins,
+            r::LossKindAttr::get(&ctx, loss),
+            fn ? b.getStringAttr(fn->name) : StringAttr(), ins,
             i64(int64_t(n.attr("minibatches", 1))),
             i64(int64_t(n.attr("epochs", 1))), settings(lossNode), nullptr,
             nullptr, nullptr, nullptr);
+        if (fn)
+          buildFnRegion(b, op.getBody(), *fn, ValueRange(ins).getTypes());
         place(op, n);
         results[i] = op.getResult();
         break;

@@ -64,15 +64,16 @@ std::string describeExpected(const antlr4::misc::IntervalSet &set,
   bool decl = set.contains(size_t(RLHFLexer::MODEL)) && set.contains(size_t(RLHFLexer::ALGORITHM));
   if (decl)
     parts.push_back("a declaration (import, hardware, arch, cluster, model, "
-                    "dataset, algorithm or run)");
+                    "dataset, algorithm, fn or run)");
   if (expr)
     parts.push_back("an expression");
   for (ssize_t t : set.toList()) {
     if (expr && (t == RLHFLexer::NUMBER || t == RLHFLexer::STRING ||
                  t == RLHFLexer::TRUE || t == RLHFLexer::FALSE ||
-                 t == RLHFLexer::IDENT))
+                 t == RLHFLexer::IDENT || t == RLHFLexer::MODEL))
       continue;
-    if (decl && t >= RLHFLexer::IMPORT && t <= RLHFLexer::RUN)
+    if (decl &&
+        ((t >= RLHFLexer::IMPORT && t <= RLHFLexer::RUN) || t == RLHFLexer::FN))
       continue;
     // Where a name is expected, the keywords allowed as property names are
     // just names; listing them would only confuse.
@@ -165,6 +166,8 @@ public:
         m->entities.push_back(entity(e));
       } else if (auto *a = d->algorithmDecl()) {
         m->algorithms.push_back(algorithm(a));
+      } else if (auto *f = d->fnDecl()) {
+        m->functions.push_back(function(f));
       } else if (auto *r = d->runDecl()) {
         auto run = std::make_unique<RunDecl>(RunDecl{
             r->algo->getText(), loc(r->algo), {}, {}});
@@ -246,6 +249,45 @@ private:
     return alg;
   }
 
+  FnType fnType(RLHFParser::FnTypeContext *t) {
+    FnType out{t->kind->getText(), {}, loc(t->kind)};
+    for (antlr4::Token *d : t->dims)
+      out.dims.push_back(d->getText());
+    return out;
+  }
+
+  std::unique_ptr<FnDecl> function(RLHFParser::FnDeclContext *f) {
+    auto fn = std::make_unique<FnDecl>(
+        FnDecl{f->name->getText(), loc(f->name), {}, {}, false, {}});
+    for (auto *p : f->fnParam())
+      fn->params.push_back(FnParam{p->name->getText(), loc(p->name),
+                                   fnType(p->fnType()),
+                                   p->dflt ? expr(p->dflt) : nullptr});
+    if (auto *one =
+            dynamic_cast<RLHFParser::SingleResultContext *>(f->fnResults())) {
+      FnType t = fnType(one->fnType());
+      fn->results.push_back({t.kind, t});
+    } else if (auto *named = dynamic_cast<RLHFParser::NamedResultsContext *>(
+                   f->fnResults())) {
+      fn->namedResults = true;
+      for (auto *r : named->fnResult())
+        fn->results.push_back({r->name->getText(), fnType(r->fnType())});
+    }
+    for (auto *s : f->fnStmt()) {
+      if (auto *l = dynamic_cast<RLHFParser::LetStmtContext *>(s)) {
+        FnStmt st{FnStmt::Kind::Let, l->name->getText(), loc(l->name), {}};
+        st.values.push_back(expr(l->expr()));
+        fn->body.push_back(std::move(st));
+      } else if (auto *r = dynamic_cast<RLHFParser::ReturnStmtContext *>(s)) {
+        FnStmt st{FnStmt::Kind::Return, "", loc(r), {}};
+        for (auto *e : r->expr())
+          st.values.push_back(expr(e));
+        fn->body.push_back(std::move(st));
+      }
+    }
+    return fn;
+  }
+
   std::vector<Arg> args(RLHFParser::ArgListContext *l) {
     std::vector<Arg> out;
     for (auto *a : l->arg()) {
@@ -296,6 +338,9 @@ private:
     } else if (auto *a = dynamic_cast<RLHFParser::AddExprContext *>(c)) {
       op = a->op;
       sides = a->expr();
+    } else if (auto *k = dynamic_cast<RLHFParser::CmpExprContext *>(c)) {
+      op = k->op;
+      sides = k->expr();
     }
     auto e = std::make_unique<Expr>(Expr::Kind::Binary, op ? loc(op) : loc(c));
     e->text = op ? op->getText() : "?";
@@ -349,7 +394,7 @@ private:
     }
     if (auto *n = dynamic_cast<RLHFParser::NameRefContext *>(c)) {
       auto e = std::make_unique<Expr>(Expr::Kind::Name, loc(n));
-      e->text = n->IDENT()->getText();
+      e->text = n->name->getText();
       return e;
     }
     if (auto *p = dynamic_cast<RLHFParser::ParenExprContext *>(c))

@@ -1,6 +1,7 @@
 //===- Sema.cpp - name resolution, presets and dataflow typing ------------===//
 
 #include "rlhfc/Frontend/Sema.h"
+#include "FnCheck.h"
 #include "HfImport.h"
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
@@ -53,6 +54,14 @@ StringRef sema::nodeKindName(Node::Kind k) {
 }
 
 namespace {
+
+/// The head whose outputs an fn loss reads.
+Head fnHead(const FnBody &b) {
+  for (const FnOp &o : b.ops)
+    if (o.op == "values" || o.op == "score")
+      return Head::Value;
+  return Head::LM;
+}
 
 /// The closest candidate within edit distance 2, for "did you mean".
 std::string closest(StringRef word, llvm::ArrayRef<std::string> candidates) {
@@ -137,7 +146,13 @@ struct Scalar {
 
 class Sema {
 public:
-  Sema(Program &p, mlir::MLIRContext &ctx) : p(p), ctx(ctx) {}
+  Sema(Program &p, mlir::MLIRContext &ctx)
+      : p(p), ctx(ctx),
+        fns([this](mlir::Location l,
+                   const llvm::Twine &m) { return error(l, m); },
+            [](mlir::Location l, const llvm::Twine &m) {
+              return mlir::emitWarning(l, m);
+            }) {}
 
   mlir::LogicalResult run() {
     collectSymbols();
@@ -146,6 +161,7 @@ public:
     for (auto &m : p.modules)
       for (auto &a : m->algorithms)
         checkAlgorithmNames(*a);
+    fns.checkAll();
     for (auto &m : p.modules)
       for (auto &r : m->runs)
         if (m.get() == p.modules.front().get())
@@ -169,12 +185,14 @@ private:
 
   // ---- symbols -----------------------------------------------------------
   struct Symbol {
-    enum Kind { Entity, Algorithm } kind;
+    enum Kind { Entity, Algorithm, Function } kind;
     const EntityDecl *entity = nullptr;
     const AlgorithmDecl *algorithm = nullptr;
     mlir::Location loc;
     StringRef kindName() const {
-      return kind == Algorithm ? "algorithm" : entityKindName(entity->kind);
+      return kind == Algorithm  ? "algorithm"
+             : kind == Function ? "function"
+                                : entityKindName(entity->kind);
     }
   };
 
@@ -203,6 +221,13 @@ private:
       for (auto &a : m->algorithms) {
         add(a->name, Symbol{Symbol::Algorithm, nullptr, a.get(), a->loc});
         p.algorithms[a->name] = a.get();
+      }
+      for (auto &f : m->functions) {
+        add(f->name, Symbol{Symbol::Function, nullptr, nullptr, f->loc});
+        if (!p.functions.count(f->name)) {
+          p.functions[f->name] = f.get();
+          fns.add(*f);
+        }
       }
     }
   }
@@ -358,6 +383,11 @@ private:
       return v;
     }
     case Expr::Kind::Binary: {
+      if (e.text != "+" && e.text != "-" && e.text != "*" && e.text != "/") {
+        error(e.loc, "a comparison gives a mask, which only a function ('fn') "
+                     "can compute with; a setting needs a number");
+        return std::nullopt;
+      }
       auto l = evalScalar(*e.base), r = evalScalar(*e.hi);
       if (!l || !r)
         return std::nullopt;
@@ -802,7 +832,10 @@ private:
       }
       return;
     case Expr::Kind::Call:
-      if (e.base->kind == Expr::Kind::Name) {
+      if (e.base->kind == Expr::Kind::Name && fns.find(e.base->text) &&
+          !locals.count(e.base->text)) {
+        // a function written in the language
+      } else if (e.base->kind == Expr::Kind::Name) {
         if (!lookupBuiltin(e.base->text) &&
             (locals.count(e.base->text) || symbols.count(e.base->text))) {
           error(e.base->loc, "'" + e.base->text + "' is not a function; call a "
@@ -810,6 +843,8 @@ private:
                              "as 'actor.generate(...)'");
         } else if (!lookupBuiltin(e.base->text)) {
           std::vector<std::string> cands = builtinNames();
+          for (const std::string &f : fns.names())
+            cands.push_back(f);
           error(e.base->loc, formatv("unknown function '{0}'{1}", e.base->text,
                                      didYouMean(e.base->text, cands)));
         }
@@ -1474,19 +1509,36 @@ private:
                   "is declared here; add 'trainable;' to its block to train it");
         return std::nullopt;
       }
-      const BuiltinSpec *lossSpec =
+      const Node *producer =
           in->kind == Value::Record && in->producer >= 0 &&
                   current->nodes[in->producer].kind == Node::Kind::Host
-              ? lookupBuiltin(current->nodes[in->producer].builtin)
+              ? &current->nodes[in->producer]
               : nullptr;
-      if (!lossSpec || !lossSpec->lossHead || !in->record.find("loss")) {
+      const BuiltinSpec *lossSpec =
+          producer ? lookupBuiltin(producer->builtin) : nullptr;
+      bool fnLoss = producer && producer->fn && producer->fn->loss;
+      if (!fnLoss &&
+          (!lossSpec || !lossSpec->lossHead || !in->record.find("loss"))) {
         error(inExpr.loc, formatv("{0} takes a loss, such as "
                                   "'ppo_actor_loss(g, adv)', but got {1}",
                                   calleeName, describe(*in)));
         return std::nullopt;
       }
       const Node &lossNode = current->nodes[in->producer];
-      const BuiltinSpec *loss = lookupBuiltin(lossNode.builtin);
+      const BuiltinSpec *loss =
+          fnLoss ? nullptr : lookupBuiltin(lossNode.builtin);
+      if (fnLoss && fnHead(*lossNode.fn) != model.head) {
+        modelNote(error(inExpr.loc,
+                        formatv("loss '{0}' reads {1} head, but "
+                                "'{2}' has {3} head",
+                                lossNode.builtin,
+                                fnHead(*lossNode.fn) == Head::LM ? "an lm"
+                                                                 : "a value",
+                                model.name,
+                                model.head == Head::LM ? "an lm" : "a value")),
+                  "is declared here");
+        return std::nullopt;
+      }
       if (loss && loss->lossHead && *loss->lossHead != model.head) {
         modelNote(error(inExpr.loc, formatv("'{0}' trains a model with {1} head, "
                                             "but '{2}' has {3} head",
@@ -1604,7 +1656,17 @@ private:
   std::optional<Node> checkBuiltinCall(const Expr &call, llvm::StringMap<Local> &env) {
     const std::string &fname = call.base->text;
     const BuiltinSpec *spec = lookupBuiltin(fname);
+    // A function of the program or its imports replaces a built-in of the
+    // same name (the stdlib re-expresses them).
+    if (const ast::FnDecl *fn = fns.find(fname))
+      return checkFnCall(call, *fn, env);
     if (!spec) {
+      if (lookupFnPrimitive(fname)) {
+        error(call.base->loc, "'" + fname +
+                                  "' works inside functions; write "
+                                  "an 'fn' that uses it and call that");
+        return std::nullopt;
+      }
       if (env.count(fname) || symbols.count(fname))
         error(call.base->loc, "'" + fname + "' is not a function");
       else
@@ -1922,6 +1984,7 @@ private:
 
   Program &p;
   mlir::MLIRContext &ctx;
+  FnChecker fns;
   bool failed = false;
   unsigned numErrors = 0;
   std::map<std::string, Symbol> symbols;
@@ -1930,6 +1993,156 @@ private:
   std::map<const EntityDecl *, std::optional<HfImport>> hfImports;
   /// The import the last gatherProps met on its chain, if any.
   const HfImport *gatheredHf = nullptr;
+
+  /// A call of a function written in the language: binds its tensors and
+  /// numbers, then instantiates its body for them.
+  std::optional<Node> checkFnCall(const Expr &call, const ast::FnDecl &fn,
+                                  llvm::StringMap<Local> &env) {
+    std::string callee = "'" + fn.name + "'";
+    std::string sig = callee + " takes " + FnChecker::signature(fn);
+    const size_t np = fn.params.size();
+    auto isTensor = [&](size_t i) {
+      return !FnChecker::isNumber(fn.params[i].type) ||
+             !fn.params[i].type.dims.empty();
+    };
+    // What each parameter is bound to. A record passed positionally fills
+    // the parameters from there on that it has fields named like (so
+    // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs).
+    std::vector<std::optional<Value>> vals(np);
+    std::vector<const Expr *> exprs(np, nullptr);
+    std::vector<bool> byName(np, false);
+    size_t pos = 0;
+    for (const Arg &a : call.args) {
+      if (a.name.empty()) {
+        if (pos >= np) {
+          error(a.loc, "too many arguments: " + sig);
+          return std::nullopt;
+        }
+        auto v = evalValue(*a.value, env);
+        if (!v)
+          return std::nullopt;
+        bool spread = false;
+        if (v->kind == Value::Record || v->kind == Value::Dataset)
+          while (pos < np && isTensor(pos) && !exprs[pos] &&
+                 v->record.find(fn.params[pos].name)) {
+            vals[pos] = v;
+            exprs[pos] = a.value.get();
+            byName[pos++] = spread = true;
+          }
+        if (!spread) {
+          vals[pos] = v;
+          exprs[pos++] = a.value.get();
+        }
+        continue;
+      }
+      auto it = llvm::find_if(
+          fn.params, [&](const ast::FnParam &q) { return q.name == a.name; });
+      if (it == fn.params.end()) {
+        std::vector<std::string> names;
+        for (auto &q : fn.params)
+          names.push_back(q.name);
+        error(a.loc, formatv("{0} has no parameter '{1}'{2}", callee, a.name,
+                             didYouMean(a.name, names)));
+        return std::nullopt;
+      }
+      size_t idx = size_t(it - fn.params.begin());
+      if (exprs[idx]) {
+        error(a.loc, "'" + a.name + "' is given twice");
+        return std::nullopt;
+      }
+      auto v = evalValue(*a.value, env);
+      if (!v)
+        return std::nullopt;
+      vals[idx] = v;
+      exprs[idx] = a.value.get();
+    }
+    Node n{Node::Kind::Host, "", call.loc};
+    n.builtin = fn.name;
+    std::vector<FnArg> args;
+    for (size_t i = 0; i < np; ++i) {
+      const ast::FnParam &prm = fn.params[i];
+      FnArg arg;
+      if (!exprs[i]) {
+        if (!prm.fallback) {
+          error(call.loc, "missing argument '" + prm.name + "': " + sig);
+          return std::nullopt;
+        }
+        auto s = evalScalar(*prm.fallback);
+        if (!s)
+          return std::nullopt;
+        arg.number = s->value;
+        arg.integer = s->isInteger;
+        args.push_back(arg);
+        continue;
+      }
+      const Expr &ex = *exprs[i];
+      const Value &v = *vals[i];
+      arg.loc = ex.loc;
+      if (!isTensor(i)) {
+        if (v.kind != Value::Number || v.dim != UnitDim::None) {
+          error(ex.loc, formatv("'{0}' of {1} is a plain number, not {2}",
+                                prm.name, callee, describe(v)));
+          return std::nullopt;
+        }
+        if (prm.type.kind == "int" && !v.isInteger) {
+          error(ex.loc, "'" + prm.name + "' of " + callee + " is an int");
+          return std::nullopt;
+        }
+        arg.number = v.number;
+        arg.integer = v.isInteger;
+        args.push_back(arg);
+        continue;
+      }
+      // A tensor: a field, a record's field named like the parameter, or
+      // its only field of the parameter's kind.
+      std::optional<Node::Input> t;
+      std::optional<TensorKind> k = FnChecker::kindOf(prm.type);
+      if (byName[i]) {
+        const Field *f = v.record.find(prm.name);
+        t = Node::Input{prm.name, v.producer, f->name, f->type};
+      } else if (k) {
+        t = expectTensor(v, ex, *k, prm.name, callee);
+        if (!t)
+          return std::nullopt;
+      } else if (v.kind == Value::Tensor &&
+                 v.tensor.kind != TensorKind::Tokens &&
+                 v.tensor.kind != TensorKind::Answer) {
+        t = Node::Input{prm.name, v.producer, v.field, v.tensor};
+      } else {
+        error(ex.loc,
+              formatv("'{0}' of {1} takes numbers {2}, but got {3}", prm.name,
+                      callee, prm.type.dims.size() == 1 ? "[N]" : "[N, S]",
+                      describe(v)));
+        return std::nullopt;
+      }
+      t->param = prm.name;
+      if (k && t->type.kind != *k) {
+        error(ex.loc, formatv("'{0}' of {1} takes {2}, but '{3}' holds {4}",
+                              prm.name, callee, tensorKindNoun(*k), t->field,
+                              tensorKindNoun(t->type.kind)));
+        return std::nullopt;
+      }
+      if (t->type.shape.size() != prm.type.dims.size()) {
+        error(ex.loc,
+              formatv("'{0}' of {1} is {2} {3}, but {4} is {5}", prm.name,
+                      callee,
+                      prm.type.dims.size() == 1 ? "per sequence" : "per token",
+                      prm.type.dims.size() == 1 ? "[N]" : "[N, S]",
+                      v.origin.empty() ? std::string("the argument")
+                                       : "'" + v.origin + "'",
+                      t->type.str()));
+        return std::nullopt;
+      }
+      arg.tensor = t->type;
+      n.inputs.push_back(*t);
+      args.push_back(arg);
+    }
+    auto body = fns.instantiate(fn, args, call.loc, n.result);
+    if (!body)
+      return std::nullopt;
+    n.fn = std::make_shared<const FnBody>(std::move(*body));
+    return n;
+  }
 
   const HfImport *hfImport(const EntityDecl &d) {
     auto it = hfImports.find(&d);

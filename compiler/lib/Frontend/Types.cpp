@@ -17,6 +17,8 @@ llvm::StringRef rlhfc::tensorKindName(TensorKind k) {
   case TensorKind::Advantages: return "advantages";
   case TensorKind::Returns: return "returns";
   case TensorKind::Loss: return "loss";
+  case TensorKind::Number:
+    return "number";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ llvm::StringRef rlhfc::tensorKindNoun(TensorKind k) {
   case TensorKind::Advantages: return "advantages";
   case TensorKind::Returns: return "returns";
   case TensorKind::Loss: return "a loss";
+  case TensorKind::Number:
+    return "plain numbers";
   }
   return "?";
 }

@@ -64,6 +64,9 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
       } else if (isa<r::TrainStepOp>(op)) {
         inferred = rb.add("loss", {}, f32, r::TensorKind::loss).get();
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
+        // A function's record comes from its signature, sized by Sema.
+        if (c.getKind() == r::ComputeKind::fn)
+          return WalkResult::advance();
         int64_t n = 1, s = 1;
         for (Value v : c.getInputs()) {
           auto d = dims(v);
@@ -86,6 +89,8 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
         case r::ComputeKind::kl_penalty:
         case r::ComputeKind::exact_match:
           rb.add("score", {n}, f32, r::TensorKind::score);
+          break;
+        case r::ComputeKind::fn:
           break;
         }
         inferred = rb.get();

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FnCode.h"
 #include "PassUtils.h"
 #include "rlhfc/Support/SourcePaths.h"
 #include "rlhfc/Transforms/Passes.h"
@@ -475,6 +476,18 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                                std::pair(st.getZero(), "zero=1")})
           if (on)
             settings += (settings.empty() ? "" : ",") + std::string(key);
+        if (ts.getLoss() == r::LossKind::fn) {
+          FailureOr<std::string> code = encodeFnCode(ts);
+          if (failed(code))
+            return failure();
+          handle[ts.getStats()] =
+              e.call(l, "rlhf_train_fn", e.ptr,
+                     {p, modelIdx(ts.getModel()), e.string(l, *code), n, arr,
+                      placed("train"), e.int64(l, ts.getMinibatches()),
+                      e.int64(l, ts.getEpochs()), e.string(l, settings),
+                      e.string(l, ("train " + ts.getModel()).str())});
+          continue;
+        }
         handle[ts.getStats()] = e.call(
             l, "rlhf_train", e.ptr,
             {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n,
@@ -483,6 +496,16 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
              e.string(l, ("train " + ts.getModel()).str())});
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         auto [n, arr] = inputs(l, c.getInputs());
+        if (c.getKind() == r::ComputeKind::fn) {
+          FailureOr<std::string> code = encodeFnCode(c);
+          if (failed(code))
+            return failure();
+          handle[c.getResult()] =
+              e.call(l, "rlhf_apply", e.ptr,
+                     {p, e.string(l, *code), n, arr,
+                      e.string(l, c.getFnAttr().getValue())});
+          continue;
+        }
         handle[c.getResult()] =
             e.call(l, "rlhf_compute", e.ptr,
                    {p, e.int64(l, int64_t(c.getKind())), n, arr,

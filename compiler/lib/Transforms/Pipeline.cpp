@@ -50,6 +50,7 @@ PlanningOptions PlanningCLOptions::get() const {
 
 void rlhfc::buildPlanningPipeline(OpPassManager &pm,
                                   const PlanningOptions &opts) {
+  pm.addPass(createRLHFSimplifyFns());
   pm.addPass(createRLHFInferShapes());
   RLHFAssignPlacementOptions place;
   place.planner = opts.planner;

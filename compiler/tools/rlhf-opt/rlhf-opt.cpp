@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -18,7 +19,7 @@ int main(int argc, char **argv) {
   rlhfc::registerRLHFPasses();
   mlir::DialectRegistry registry;
   registry.insert<mlir::rlhf::RLHFDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect>();
+                  mlir::arith::ArithDialect, mlir::math::MathDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "rlhf optimizer driver: runs rlhf passes on .mlir input\n",
       registry));

@@ -31,6 +31,7 @@ struct Arg {
 
 struct Expr {
   enum class Kind { Number, String, Bool, Name, Field, Call, Slice, Neg, Binary, List };
+  // Binary operators: + - * / and the comparisons < <= > >= == !=.
   Kind kind;
   mlir::Location loc;
 
@@ -103,6 +104,43 @@ struct AlgorithmDecl {
   std::vector<Stmt> body;
 };
 
+/// `kind[dims]` in a function signature: `score[N]`, `logprobs[N, S]`,
+/// `number`.
+struct FnType {
+  std::string kind;
+  std::vector<std::string> dims;
+  mlir::Location loc;
+};
+
+/// `name: type (= default)?` of a function.
+struct FnParam {
+  std::string name;
+  mlir::Location loc;
+  FnType type;
+  ExprPtr fallback; // null when the parameter has no default
+};
+
+/// `let name = expr;` or `return expr, ...;` in a function body.
+struct FnStmt {
+  enum class Kind { Let, Return };
+  Kind kind;
+  std::string name; // Let
+  mlir::Location loc;
+  std::vector<ExprPtr> values; // one for Let
+};
+
+/// `fn name(params) -> results { statements }`.
+struct FnDecl {
+  std::string name;
+  mlir::Location loc;
+  std::vector<FnParam> params;
+  /// Named results `-> (a: k[N], ...)`; a single `-> k[N]` is named after
+  /// its kind.
+  std::vector<std::pair<std::string, FnType>> results;
+  bool namedResults = false;
+  std::vector<FnStmt> body;
+};
+
 /// `run ALGO(args) { properties }`: the entry point of a program.
 struct RunDecl {
   std::string algorithm;
@@ -117,6 +155,7 @@ struct Module {
   std::vector<ImportDecl> imports;
   std::vector<std::unique_ptr<EntityDecl>> entities;
   std::vector<std::unique_ptr<AlgorithmDecl>> algorithms;
+  std::vector<std::unique_ptr<FnDecl>> functions;
   std::vector<std::unique_ptr<RunDecl>> runs;
 };
 

@@ -53,7 +53,16 @@ struct MethodSpec {
   std::vector<SettingSpec> settings;
 };
 
+/// A primitive of function bodies (`fn`): exp, where, seq_mean...
+struct FnPrimitiveSpec {
+  const char *name;
+  const char *signature; ///< "(x: [N, S], mask: [N, S]) -> [N]"
+  const char *summary;
+};
+
 const BuiltinSpec *lookupBuiltin(llvm::StringRef name);
+const FnPrimitiveSpec *lookupFnPrimitive(llvm::StringRef name);
+llvm::ArrayRef<FnPrimitiveSpec> allFnPrimitives();
 const MethodSpec *lookupMethod(llvm::StringRef name);
 std::vector<std::string> builtinNames();
 std::vector<std::string> methodNames();

@@ -10,13 +10,15 @@
 #ifndef RLHFC_FRONTEND_SEMA_H
 #define RLHFC_FRONTEND_SEMA_H
 
-#include "rlhfc/Frontend/AST.h"
-#include "rlhfc/Frontend/Types.h"
 #include "rlhf/runtime/HfConfig.h"
+#include "rlhfc/Frontend/AST.h"
+#include "rlhfc/Frontend/FnIR.h"
+#include "rlhfc/Frontend/Types.h"
 
 #include "mlir/Support/LogicalResult.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace rlhfc::sema {
@@ -109,6 +111,9 @@ struct Node {
   const Model *model = nullptr;  ///< model calls and the target of ema
   const Model *source = nullptr; ///< ema source
   std::string builtin;           ///< host functions and losses
+  /// A function written in the language (`builtin` is its name): its body
+  /// inlined for this call, shared by the train call of a loss.
+  std::shared_ptr<const FnBody> fn;
   struct Input {
     std::string param;  ///< the callee's parameter name
     int producer = -1;  ///< node index, or -1 for the dataset
@@ -148,6 +153,7 @@ struct Program {
   std::map<std::string, Model> models;
   std::map<std::string, Dataset> datasets;
   std::map<std::string, const ast::AlgorithmDecl *> algorithms;
+  std::map<std::string, const ast::FnDecl *> functions;
   std::vector<Instance> instances;
 };
 

@@ -29,6 +29,7 @@ enum class TensorKind {
   Advantages, ///< per-token or per-sequence advantages
   Returns,    ///< per-token value targets
   Loss,       ///< a scalar training loss
+  Number,     ///< plain numbers a function computed (`number[N, S]`)
 };
 llvm::StringRef tensorKindName(TensorKind k);
 /// What a person calls the kind in an error: "token ids", "logprobs".

@@ -17,6 +17,23 @@ def RLHFInferShapes : Pass<"rlhf-infer-shapes", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::rlhf::RLHFDialect"];
 }
 
+def RLHFSimplifyFns : Pass<"rlhf-simplify-fns", "mlir::ModuleOp"> {
+  let summary = "fold constants, share subexpressions and drop dead code in "
+                "function bodies";
+  let description = [{
+    Runs the canonicalization patterns of the loaded dialects (constant
+    folding of `arith` and `math`, the rlhf ops' folds) and common
+    subexpression elimination over the body of every `rlhf.compute` and
+    `rlhf.train_step` of kind `fn`, so that a number parameter folds into
+    its uses and a loss that reads `model.logprobs(seq)` twice runs the
+    model once. Ops outside those bodies are left alone: the dataflow of the
+    algorithm keeps every call the user wrote.
+  }];
+  let dependentDialects = ["mlir::rlhf::RLHFDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
+}
+
 def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
   let summary = "choose a device mesh and parallel strategy for every call";
   let description = [{

@@ -3,6 +3,9 @@
 #include "rlhf/IR/RLHFDialect.h"
 #include "rlhf/IR/RLHFOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
 using namespace mlir;
 using namespace mlir::rlhf;
 

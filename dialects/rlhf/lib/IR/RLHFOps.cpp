@@ -1,6 +1,7 @@
 //===- RLHFOps.cpp - rlhf dialect operations and verifiers ----------------===//
 
 #include "rlhf/IR/RLHFOps.h"
+#include "FnBody.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -28,6 +29,8 @@ ArrayRef<TensorKind> expectedInputs(ComputeKind k) {
   case ComputeKind::rloo_adv: return score;
   case ComputeKind::kl_penalty: return kl;
   case ComputeKind::exact_match: return match;
+  case ComputeKind::fn:
+    break; // the body's block arguments say
   }
   return {};
 }
@@ -47,6 +50,8 @@ ArrayRef<TensorKind> expectedInputs(LossKind k) {
   case LossKind::dpo: return dpo;
   case LossKind::sft: return sft;
   case LossKind::rm: return rm;
+  case LossKind::fn:
+    break;
   }
   return {};
 }
@@ -186,13 +191,7 @@ ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
   if (parser.parseKeyword(&word))
     return failure();
   using Enum = decltype(std::declval<EnumAttrT>().getValue());
-  std::optional<Enum> value;
-  if constexpr (std::is_same_v<Enum, Head>)
-    value = symbolizeHead(word);
-  else if constexpr (std::is_same_v<Enum, LossKind>)
-    value = symbolizeLossKind(word);
-  else
-    value = symbolizeComputeKind(word);
+  std::optional<Enum> value = symbolizeEnum<Enum>(word);
   if (!value)
     return parser.emitError(loc) << "unknown " << EnumAttrT::getMnemonic()
                                  << " '" << word << "'";
@@ -310,9 +309,15 @@ LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult TrainStepOp::verify() {
-  if (failed(verifyInputKinds(*this, stringifyLossKind(getLoss()), getInputs(),
-                              expectedInputs(getLoss()))))
+  if (getLoss() == LossKind::fn) {
+    if (failed(verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
+                            /*loss=*/true, {})))
+      return failure();
+  } else if (failed(verifyNoFnBody(*this, getFnAttr(), getBody())) ||
+             failed(verifyInputKinds(*this, stringifyLossKind(getLoss()),
+                                     getInputs(), expectedInputs(getLoss())))) {
     return failure();
+  }
   if (getMinibatches() < 1 || getEpochs() < 1)
     return emitOpError() << "minibatches and epochs must be positive";
   int64_t n = batchOf(getInputs().front().getType());
@@ -322,6 +327,20 @@ LogicalResult TrainStepOp::verify() {
   return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
 }
 
+/// The head a loss trains: a built-in's, or that of the model outputs an fn
+/// loss reads (the body's verifier keeps them to one head).
+static Head trainedHead(TrainStepOp op) {
+  if (op.getLoss() != LossKind::fn)
+    return lossHead(op.getLoss());
+  Head head = Head::lm;
+  op.getBody().walk([&](ModelOutputOp m) {
+    if (m.getOutput() == ModelOutput::values ||
+        m.getOutput() == ModelOutput::score)
+      head = Head::value;
+  });
+  return head;
+}
+
 LogicalResult TrainStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ModelOp model;
   if (failed(verifyCallSymbols(*this, symbols, model)))
@@ -329,17 +348,26 @@ LogicalResult TrainStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!model.getTrainable())
     return emitOpError() << "cannot train @" << model.getSymName()
                          << ": it is not trainable";
-  if (model.getHead() != lossHead(getLoss()))
-    return emitOpError() << "loss '" << stringifyLossKind(getLoss())
-                         << "' needs a model with a " << stringifyHead(lossHead(getLoss()))
+  Head head = trainedHead(*this);
+  if (model.getHead() != head)
+    return emitOpError() << "loss '"
+                         << (getFnAttr() ? getFnAttr().getValue()
+                                         : stringifyLossKind(getLoss()))
+                         << "' needs a model with a " << stringifyHead(head)
                          << " head, but @" << model.getSymName() << " has a "
                          << stringifyHead(model.getHead()) << " head";
   return success();
 }
 
 LogicalResult ComputeOp::verify() {
-  return verifyInputKinds(*this, stringifyComputeKind(getKind()), getInputs(),
-                          expectedInputs(getKind()));
+  if (getKind() != ComputeKind::fn)
+    return failure(
+        failed(verifyNoFnBody(*this, getFnAttr(), getBody())) ||
+        failed(verifyInputKinds(*this, stringifyComputeKind(getKind()),
+                                getInputs(), expectedInputs(getKind()))));
+  auto rec = cast<RecordType>(getResult().getType());
+  return verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
+                      /*loss=*/false, rec.getTypes());
 }
 
 LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -21,6 +21,9 @@ def RLHF_Dialect : Dialect {
     `!rlhf.record<...>` types by the calls that produce them.
   }];
   let cppNamespace = "::mlir::rlhf";
+  // Function bodies use arith and math for elementwise arithmetic.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
   let extraClassDeclaration = [{

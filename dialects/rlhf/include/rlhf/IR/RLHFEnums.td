@@ -15,7 +15,9 @@ def RLHF_TensorKind : I32EnumAttr<"TensorKind", "what a tensor holds", [
     I32EnumAttrCase<"score", 5>,
     I32EnumAttrCase<"advantages", 6>,
     I32EnumAttrCase<"returns", 7>,
-    I32EnumAttrCase<"loss", 8>]> {
+    I32EnumAttrCase<"loss", 8>,
+    // Computed by a function and of no particular kind: `number[N, S]`.
+    I32EnumAttrCase<"number", 9>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }
@@ -34,7 +36,8 @@ def RLHF_ComputeKind : I32EnumAttr<"ComputeKind",
     I32EnumAttrCase<"remax_adv", 2>,
     I32EnumAttrCase<"rloo_adv", 3>,
     I32EnumAttrCase<"kl_penalty", 4>,
-    I32EnumAttrCase<"exact_match", 5>]> {
+    I32EnumAttrCase<"exact_match", 5>,
+    I32EnumAttrCase<"fn", 6>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }
@@ -45,7 +48,37 @@ def RLHF_LossKind : I32EnumAttr<"LossKind", "training losses", [
     I32EnumAttrCase<"grpo", 2>,
     I32EnumAttrCase<"dpo", 3>,
     I32EnumAttrCase<"sft", 4>,
-    I32EnumAttrCase<"rm", 5>]> {
+    I32EnumAttrCase<"rm", 5>,
+    I32EnumAttrCase<"fn", 6>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+// Reductions and model outputs in the bodies of .rlhf functions.
+def RLHF_ReduceOver : I32EnumAttr<"ReduceOver", "what a reduction runs over", [
+    I32EnumAttrCase<"seq", 0>,
+    I32EnumAttrCase<"group", 1>,
+    I32EnumAttrCase<"batch", 2>,
+    I32EnumAttrCase<"token", 3>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_ReduceStat : I32EnumAttr<"ReduceStat", "the statistic a reduction takes", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"var", 2>,
+    I32EnumAttrCase<"std", 3>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rlhf";
+}
+
+def RLHF_ModelOutput : I32EnumAttr<"ModelOutput",
+    "what a loss reads from the model it trains", [
+    I32EnumAttrCase<"logprobs", 0>,
+    I32EnumAttrCase<"values", 1>,
+    I32EnumAttrCase<"score", 2>,
+    I32EnumAttrCase<"entropy", 3>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }
@@ -73,6 +106,21 @@ def RLHF_ComputeKindAttr : EnumAttr<RLHF_Dialect, RLHF_ComputeKind, "compute"> {
 
 def RLHF_LossKindAttr : EnumAttr<RLHF_Dialect, RLHF_LossKind, "loss"> {
   let summary = "which loss an `rlhf.train_step` minimises";
+  let assemblyFormat = "$value";
+}
+
+def RLHF_ReduceOverAttr : EnumAttr<RLHF_Dialect, RLHF_ReduceOver, "reduce_over"> {
+  let summary = "what an `rlhf.reduce` runs over";
+  let assemblyFormat = "$value";
+}
+
+def RLHF_ReduceStatAttr : EnumAttr<RLHF_Dialect, RLHF_ReduceStat, "reduce_stat"> {
+  let summary = "the statistic an `rlhf.reduce` takes";
+  let assemblyFormat = "$value";
+}
+
+def RLHF_ModelOutputAttr : EnumAttr<RLHF_Dialect, RLHF_ModelOutput, "model_output"> {
+  let summary = "what an `rlhf.model_output` reads";
   let assemblyFormat = "$value";
 }
 

@@ -38,6 +38,12 @@ inline int64_t tpGroupAcrossNodes(int64_t first, int64_t size, int64_t tp,
   return -1;
 }
 
+/// The type of a value in a function body (RLHFFnOps.td): f64 for rank 0,
+/// f32 tensors of dynamic shape for ranks 1 and 2, i32 ones for token ids.
+Type fnValueType(MLIRContext *ctx, int64_t rank, bool tokens);
+/// The body type of a call's input of kinded type `kinded`.
+Type fnValueType(RankedTensorType kinded);
+
 } // namespace mlir::rlhf
 
 #endif // RLHF_IR_RLHFOPS_H

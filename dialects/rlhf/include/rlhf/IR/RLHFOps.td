@@ -185,7 +185,7 @@ def RLHF_InferenceOp : RLHF_CallOp<"inference"> {
       " attr-dict `:` type($seq) `->` type($result)";
 }
 
-def RLHF_TrainStepOp : RLHF_CallOp<"train_step"> {
+def RLHF_TrainStepOp : RLHF_CallOp<"train_step", [IsolatedFromAbove]> {
   let summary = "one optimizer pass of a trainable model over the batch";
   let description = [{
     Runs forward and backward with `loss` on its inputs, split into
@@ -196,19 +196,35 @@ def RLHF_TrainStepOp : RLHF_CallOp<"train_step"> {
     %s = rlhf.train_step @actor ppo_actor(%seq, %logprobs, %adv) minibatches 4 epochs 1
          settings {clip = 2.0e-01 : f64} : tensor<...>, tensor<...>, tensor<...> -> !rlhf.record<...>
     ```
+
+    A loss written in the language (`loss fn`, named by `fn`) is the body:
+    one block whose arguments are the inputs and whose `rlhf.yield` gives
+    the scalar loss, read from `rlhf.model_output`s of the trained model.
+
+    ```mlir
+    %s = rlhf.train_step @actor fn "my_loss"(%seq, %adv) minibatches 1 epochs 1
+         settings {} body {
+    ^bb0(%t: tensor<?x?xi32>, %a: tensor<?x?xf32>):
+      %lp = rlhf.model_output logprobs %t : tensor<?x?xi32> -> tensor<?x?xf32>
+      ...
+      rlhf.yield %l : f64
+    } : ...
+    ```
   }];
   let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_LossKindAttr:$loss,
+                            OptionalAttr<StrAttr>:$fn,
                             Variadic<RLHF_KindedTensor>:$inputs,
                             I64Attr:$minibatches, I64Attr:$epochs,
                             DictionaryAttr:$settings),
                        placementArgs);
   let results = (outs RLHF_RecordType:$stats);
-  let assemblyFormat = "$model custom<EnumKeyword>($loss) `(` $inputs `)` `minibatches` "
+  let regions = (region AnyRegion:$body);
+  let assemblyFormat = "$model custom<EnumKeyword>($loss) ($fn^)? `(` $inputs `)` `minibatches` "
       "$minibatches `epochs` $epochs `settings` $settings " # placementFormat #
-      " attr-dict `:` type($inputs) `->` type($stats)";
+      " (`body` $body^)? attr-dict `:` type($inputs) `->` type($stats)";
 }
 
-def RLHF_ComputeOp : RLHF_Op<"compute", [Pure]> {
+def RLHF_ComputeOp : RLHF_Op<"compute", [Pure, IsolatedFromAbove]> {
   let summary = "a host function: advantages, rewards or reward shaping";
   let description = [{
     Runs on the controller over gathered batches.
@@ -217,13 +233,20 @@ def RLHF_ComputeOp : RLHF_Op<"compute", [Pure]> {
     %adv = rlhf.compute gae(%score, %values, %lp, %ref_lp) {gamma = 1.0 : f64,
            kl = 1.0e-01 : f64, lam = 9.5e-01 : f64} : (...) -> !rlhf.record<...>
     ```
+
+    A function written in the language (`kind fn`, named by `fn`) is the
+    body: one block whose arguments are the inputs (`tensor<?xf32>` per
+    sequence, `tensor<?x?xf32>` per token, `tensor<?x?xi32>` token ids) and
+    whose `rlhf.yield` gives one value per field of the result, in order.
   }];
-  let arguments = (ins RLHF_ComputeKindAttr:$kind, Variadic<RLHF_KindedTensor>:$inputs,
+  let arguments = (ins RLHF_ComputeKindAttr:$kind, OptionalAttr<StrAttr>:$fn,
+                       Variadic<RLHF_KindedTensor>:$inputs,
                        DictionaryAttr:$settings);
   let results = (outs RLHF_RecordType:$result);
+  let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
-    custom<EnumKeyword>($kind) `(` $inputs `)` $settings attr-dict `:`
-    functional-type($inputs, $result)
+    custom<EnumKeyword>($kind) ($fn^)? `(` $inputs `)` $settings (`body` $body^)?
+    attr-dict `:` functional-type($inputs, $result)
   }];
   let hasVerifier = 1;
 }
@@ -324,5 +347,7 @@ def RLHF_TransferOp : RLHF_Op<"transfer", [
   }];
   let hasVerifier = 1;
 }
+
+include "rlhf/IR/RLHFFnOps.td"
 
 #endif // RLHF_OPS_TD

@@ -1,0 +1,194 @@
+//===- RLHFFnOps.td - ops in the bodies of .rlhf functions -*- tablegen -*-===//
+//
+// A function written in the language (an advantage estimator, a reward, a
+// loss) lowers into the region of the `rlhf.compute` or `rlhf.train_step`
+// that calls it. Elementwise arithmetic, comparisons and selects are
+// upstream `arith` and `math` ops on tensors; the ops here are what those
+// dialects lack: masked reductions over sequences, groups, the batch or its
+// tokens, the scans of advantage estimators, and the trained model's fresh
+// outputs in a loss.
+//
+// Types: scalars are f64; per-sequence values tensor<?xf32>; per-token
+// values tensor<?x?xf32>; token ids tensor<?x?xi32>. Comparisons give i1
+// tensors that `arith.uitofp` turns into 0/1 masks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_FNOPS_TD
+#define RLHF_FNOPS_TD
+
+include "rlhf/IR/RLHFEnums.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def RLHF_FnSeq : 1DTensorOf<[F32]>;
+def RLHF_FnTok : 2DTensorOf<[F32]>;
+def RLHF_FnFloat : AnyTypeOf<[F64, RLHF_FnSeq, RLHF_FnTok]>;
+def RLHF_FnTokens : 2DTensorOf<[I32]>;
+
+class RLHF_FnOp<string mnemonic, list<Trait> traits = []> :
+    RLHF_Op<mnemonic, !listconcat(traits, [Pure])>;
+
+def RLHF_YieldOp : RLHF_Op<"yield", [
+    Pure, Terminator, ParentOneOf<["ComputeOp", "TrainStepOp"]>]> {
+  let summary = "the results of a function body";
+  let description = [{
+    Ends the region of an `rlhf.compute` or `rlhf.train_step` that calls a
+    function: one value per field of the compute's result record, or the
+    scalar loss of a train step.
+  }];
+  let arguments = (ins Variadic<RLHF_FnFloat>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def RLHF_SplatOp : RLHF_FnOp<"splat", [AllTypesMatch<["like", "result"]>]> {
+  let summary = "a scalar repeated in the shape of a tensor";
+  let description = [{
+    Lets a scalar meet a tensor in `arith` ops, whose operands share one
+    type: `0.2 * adv` is `arith.mulf (rlhf.splat 0.2 like adv), adv`.
+
+    ```mlir
+    %c = rlhf.splat %clip like %adv : tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins F64:$scalar, RLHF_FnFloat:$like);
+  let results = (outs RLHF_FnFloat:$result);
+  let assemblyFormat = "$scalar `like` $like attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+class RLHF_FnUnaryOp<string mnemonic, string sum> :
+    RLHF_FnOp<mnemonic, [SameOperandsAndResultType]> {
+  let summary = sum;
+  let arguments = (ins RLHF_FnFloat:$input);
+  let results = (outs RLHF_FnFloat:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def RLHF_SigmoidOp : RLHF_FnUnaryOp<"sigmoid", "the logistic function, 1 / (1 + exp(-x))">;
+def RLHF_SoftplusOp : RLHF_FnUnaryOp<"softplus",
+    "log(1 + exp(x)), computed without overflow">;
+
+def RLHF_ClampOp : RLHF_FnOp<"clamp", [SameOperandsAndResultType]> {
+  let summary = "limits a value to [lo, hi]";
+  let description = [{
+    Passes the gradient where `lo <= x <= hi`, as PPO's ratio clipping needs
+    (a `minimumf`/`maximumf` pair would split it at the bounds).
+  }];
+  let arguments = (ins RLHF_FnFloat:$input, RLHF_FnFloat:$lo, RLHF_FnFloat:$hi);
+  let results = (outs RLHF_FnFloat:$result);
+  let assemblyFormat = "$input `,` $lo `,` $hi attr-dict `:` type($result)";
+}
+
+def RLHF_BroadcastOp : RLHF_FnOp<"broadcast", [AllTypesMatch<["like", "result"]>]> {
+  let summary = "repeats a per-sequence value along the sequence";
+  let description = [{
+    `[N] -> [N, S]` shaped like `like`: the explicit step from a score to a
+    per-token value.
+
+    ```mlir
+    %b = rlhf.broadcast %score like %logp : tensor<?xf32> -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins RLHF_FnSeq:$input, RLHF_FnTok:$like);
+  let results = (outs RLHF_FnTok:$result);
+  let assemblyFormat = "$input `like` $like attr-dict `:` type($input) `->` type($result)";
+}
+
+def RLHF_ReduceOp : RLHF_FnOp<"reduce"> {
+  let summary = "a masked sum, mean, variance or standard deviation";
+  let description = [{
+    `over` says what is reduced:
+    - `seq`: each row of a per-token value under `mask`, `[N, S] -> [N]`;
+    - `group`: groups of `group` consecutive rows (the samples of one
+      prompt), each row replaced by its group's statistic, `[N] -> [N]`;
+    - `batch`: all rows, `[N] -> scalar`;
+    - `token`: every masked token of the batch, `[N, S] -> scalar`.
+
+    Means divide by the mask total (at least 1); variances by the count less
+    `correction` (at least 1), as `torch.var` does.
+
+    ```mlir
+    %m = rlhf.reduce seq mean %x, %mask : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %s = rlhf.reduce group std %r {group = 4 : i64} : tensor<?xf32> -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins RLHF_ReduceOverAttr:$over, RLHF_ReduceStatAttr:$stat,
+                       RLHF_FnFloat:$input, Optional<RLHF_FnTok>:$mask,
+                       DefaultValuedAttr<I64Attr, "0">:$group,
+                       DefaultValuedAttr<I64Attr, "1">:$correction);
+  let results = (outs RLHF_FnFloat:$result);
+  let assemblyFormat = [{
+    custom<EnumKeyword>($over) custom<EnumKeyword>($stat) $input (`,` $mask^)? attr-dict `:` type($input) (`,` type($mask)^)?
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def RLHF_LastOp : RLHF_FnOp<"last", [SameOperandsAndResultType]> {
+  let summary = "1 at each row's last masked position, 0 elsewhere";
+  let description = [{
+    Where a sequence-level reward lands in a per-token scan:
+    `broadcast(score) * last(mask)`.
+  }];
+  let arguments = (ins RLHF_FnTok:$mask);
+  let results = (outs RLHF_FnTok:$result);
+  let assemblyFormat = "$mask attr-dict `:` type($result)";
+}
+
+def RLHF_NextOp : RLHF_FnOp<"next", [SameOperandsAndResultType]> {
+  let summary = "the value at the next position, 0 after the last";
+  let description = [{
+    `out[:, t] = x[:, t + 1]`: the bootstrap value of a temporal difference,
+    `r + gamma * next(v) - v`.
+  }];
+  let arguments = (ins RLHF_FnTok:$input);
+  let results = (outs RLHF_FnTok:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def RLHF_DiscountedCumsumOp : RLHF_FnOp<"discounted_cumsum", [
+    AllTypesMatch<["input", "mask", "result"]>]> {
+  let summary = "a discounted reverse cumulative sum over masked tokens";
+  let description = [{
+    `out[t] = x[t] + discount * out[t']`, with `t'` the next masked position
+    of the row (0 after the last): GAE's backward scan over the generated
+    tokens of each sequence.
+  }];
+  let arguments = (ins RLHF_FnTok:$input, F64:$discount, RLHF_FnTok:$mask);
+  let results = (outs RLHF_FnTok:$result);
+  let assemblyFormat = "$input `,` $discount `,` $mask attr-dict `:` type($result)";
+}
+
+def RLHF_MaskOfOp : RLHF_FnOp<"mask_of"> {
+  let summary = "the mask a batch tensor carries";
+  let description = [{
+    Of token ids: 1 at the tokens the sequences generated (their non-pad
+    tokens when they were not generated). Of a per-token input: the mask of
+    the call that produced it (a generation's, for logprobs and values).
+    Aligned with per-token values; the operand is an argument of the body.
+  }];
+  let arguments = (ins AnyTypeOf<[RLHF_FnTokens, RLHF_FnTok]>:$input);
+  let results = (outs RLHF_FnTok:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def RLHF_ModelOutputOp : RLHF_FnOp<"model_output"> {
+  let summary = "the trained model's outputs on sequences, in a loss";
+  let description = [{
+    Differentiable outputs of the model an `rlhf.train_step` trains, on its
+    current weights: `logprobs` of the given tokens or per-token `entropy`
+    (lm head), per-token `values` or the sequence `score` (value head). Pure:
+    two reads of one output on the same tokens are one forward pass.
+
+    ```mlir
+    %lp = rlhf.model_output logprobs %seq : tensor<?x?xi32> -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins RLHF_ModelOutputAttr:$output, RLHF_FnTokens:$tokens);
+  let results = (outs AnyTypeOf<[RLHF_FnSeq, RLHF_FnTok]>:$result);
+  let assemblyFormat = "custom<EnumKeyword>($output) $tokens attr-dict `:` type($tokens) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // RLHF_FNOPS_TD

@@ -1,0 +1,167 @@
+//===- RLHFFnOps.cpp - function bodies and their ops ----------------------===//
+//
+// Verifiers of the ops in RLHFFnOps.td and of the regions of `rlhf.compute`
+// and `rlhf.train_step` that hold a function written in the language.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FnBody.h"
+#include "rlhf/IR/RLHFOps.h"
+
+using namespace mlir;
+using namespace mlir::rlhf;
+
+Type mlir::rlhf::fnValueType(MLIRContext *ctx, int64_t rank, bool tokens) {
+  Builder b(ctx);
+  if (tokens)
+    return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                 b.getI32Type());
+  if (rank == 0)
+    return b.getF64Type();
+  SmallVector<int64_t, 2> shape(size_t(rank), ShapedType::kDynamic);
+  return RankedTensorType::get(shape, b.getF32Type());
+}
+
+Type mlir::rlhf::fnValueType(RankedTensorType kinded) {
+  return fnValueType(kinded.getContext(), kinded.getRank(),
+                     getTensorKind(kinded) == TensorKind::tokens);
+}
+
+LogicalResult mlir::rlhf::verifyNoFnBody(Operation *op, StringAttr fn,
+                                         Region &body) {
+  if (fn || !body.empty())
+    return op->emitOpError()
+           << "has a function name or body, but its kind is not 'fn'";
+  return success();
+}
+
+LogicalResult mlir::rlhf::verifyFnBody(Operation *op, StringAttr fn,
+                                       ValueRange inputs, Region &body,
+                                       bool loss,
+                                       ArrayRef<RankedTensorType> results) {
+  if (!fn)
+    return op->emitOpError() << "of kind 'fn' needs the function's name";
+  if (!body.hasOneBlock())
+    return op->emitOpError()
+           << "of function '" << fn.getValue() << "' needs a body of one block";
+  Block &block = body.front();
+  if (block.getNumArguments() != inputs.size())
+    return op->emitOpError()
+           << "passes " << inputs.size() << " inputs to a body of "
+           << block.getNumArguments() << " arguments";
+  for (auto [i, in, arg] : llvm::enumerate(inputs, block.getArguments())) {
+    Type want = fnValueType(cast<RankedTensorType>(in.getType()));
+    if (arg.getType() != want)
+      return op->emitOpError()
+             << "body argument #" << i << " must be " << want << " for input "
+             << in.getType() << ", got " << arg.getType();
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError() << "body must end in rlhf.yield";
+  if (loss) {
+    if (yield.getValues().size() != 1 ||
+        !yield.getValues()[0].getType().isF64())
+      return yield.emitOpError() << "of a loss yields one f64 scalar";
+    bool lm = false, value = false;
+    body.walk([&](ModelOutputOp m) {
+      bool isValue = m.getOutput() == ModelOutput::values ||
+                     m.getOutput() == ModelOutput::score;
+      (isValue ? value : lm) = true;
+    });
+    if (!lm && !value)
+      return op->emitOpError() << "loss '" << fn.getValue()
+                               << "' reads no output of the trained model";
+    if (lm && value)
+      return op->emitOpError()
+             << "loss '" << fn.getValue()
+             << "' reads outputs of an lm head and of a value head";
+    return success();
+  }
+  if (yield.getValues().size() != results.size())
+    return yield.emitOpError()
+           << "yields " << yield.getValues().size() << " values for "
+           << results.size() << " result fields";
+  for (auto [i, v, field] : llvm::enumerate(yield.getValues(), results)) {
+    if (getTensorKind(field) == TensorKind::tokens)
+      return op->emitOpError() << "result field #" << i
+                               << " holds token ids, which a function cannot "
+                                  "compute";
+    Type want = fnValueType(field);
+    if (v.getType() != want)
+      return yield.emitOpError()
+             << "value #" << i << " must be " << want << " for result field "
+             << field << ", got " << v.getType();
+  }
+  return success();
+}
+
+LogicalResult SplatOp::verify() {
+  if (!isa<RankedTensorType>(getLike().getType()))
+    return emitOpError() << "splats a scalar like a tensor, not like "
+                         << getLike().getType();
+  return success();
+}
+
+static int64_t rankOf(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  return rt ? rt.getRank() : 0;
+}
+
+LogicalResult ReduceOp::verify() {
+  int64_t in = rankOf(getInput().getType()), out = rankOf(getType());
+  bool masked = bool(getMask());
+  auto expect = [&](int64_t wantIn, bool wantMask, int64_t wantOut,
+                    StringRef what) -> LogicalResult {
+    if (in != wantIn || masked != wantMask || out != wantOut)
+      return emitOpError() << "over " << stringifyReduceOver(getOver())
+                           << " takes " << what;
+    return success();
+  };
+  LogicalResult shape = failure();
+  switch (getOver()) {
+  case ReduceOver::seq:
+    shape = expect(2, true, 1,
+                   "a per-token value and a mask to a "
+                   "per-sequence value");
+    break;
+  case ReduceOver::group:
+    shape = expect(1, false, 1,
+                   "a per-sequence value, unmasked, to a "
+                   "per-sequence value");
+    if (succeeded(shape) && getGroupAttr().getInt() < 1)
+      return emitOpError() << "over groups needs a group size of at least 1";
+    break;
+  case ReduceOver::batch:
+    shape = expect(1, false, 0, "a per-sequence value, unmasked, to a scalar");
+    break;
+  case ReduceOver::token:
+    shape = expect(2, true, 0, "a per-token value and a mask to a scalar");
+    break;
+  }
+  if (failed(shape))
+    return failure();
+  if (getOver() != ReduceOver::group && getGroupAttr().getInt() != 0)
+    return emitOpError() << "has a group size but does not reduce over groups";
+  if (getCorrectionAttr().getInt() < 0)
+    return emitOpError() << "correction must not be negative";
+  return success();
+}
+
+LogicalResult MaskOfOp::verify() {
+  if (!isa<BlockArgument>(getInput()))
+    return emitOpError() << "reads the mask of a call's input, so its operand "
+                            "is an argument of the body";
+  return success();
+}
+
+LogicalResult ModelOutputOp::verify() {
+  if (!(*this)->getParentOfType<TrainStepOp>())
+    return emitOpError() << "reads the trained model, so it belongs in the "
+                            "body of an rlhf.train_step";
+  int64_t want = getOutput() == ModelOutput::score ? 1 : 2;
+  if (rankOf(getType()) != want)
+    return emitOpError() << stringifyModelOutput(getOutput()) << " is "
+                         << (want == 1 ? "per sequence" : "per token");
+  return success();
+}
