@@ -12,6 +12,62 @@
 using namespace rlhf;
 using namespace rlhf::exec;
 
+rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
+                                  const TrainLoss &loss, int64_t nin,
+                                  rlhf_value *const *ins, const int64_t *lay,
+                                  int64_t minibatches, int64_t epochs,
+                                  const char *settings, const char *label) {
+  ModelState &m = modelAt(p, mi);
+  if (!m.trainable)
+    throw Error("model '" + m.name + "' is not trainable");
+  Layout l = layoutFrom(lay);
+  Settings s(settings);
+  TrainOptions o;
+  o.loss = loss.kind;
+  o.lossFn = loss.fn;
+  o.pad = p->tokenizer->pad();
+  o.minibatches = minibatches;
+  o.settings.clip = s.get("clip", o.settings.clip);
+  o.settings.kl = s.get("kl", o.settings.kl);
+  o.settings.beta = s.get("beta", o.settings.beta);
+  o.recompute = s.get("recompute", 0.0) != 0.0;
+  o.zero = s.get("zero", 0.0) != 0.0;
+  // Adam moments follow the parameters when the train layout changed
+  // (collective, so every rank takes part).
+  moveMoments(p, m, l);
+  double lossValue = timed(p, label, {"call", {l}}, [&] {
+    std::vector<at::Tensor> x(static_cast<size_t>(nin)),
+        masks(static_cast<size_t>(nin));
+    for (int64_t i = 0; i < nin; ++i)
+      x[size_t(i)] = trainRows(p, ins[i], l, minibatches, &masks[size_t(i)]);
+    ParallelGroups &g = p->groupsOf(l);
+    if (!g.member)
+      return 0.0;
+    TrainBatch b = loss.batch(x, masks);
+    o.microBatches = std::max<int64_t>(1, lay[4]);
+    o.dp = g.dp.get();
+    for (auto &[n, t] : m.params)
+      t = t.detach().requires_grad_(true);
+    LlamaModel model = makeModel(p, m, l);
+    double total = 0;
+    for (int64_t e = 0; e < epochs; ++e)
+      total += trainStep(model, *m.opt, b, o).loss;
+    m.params = model.params();
+    for (auto &[n, t] : m.params)
+      t = t.detach();
+    return total / double(std::max<int64_t>(1, epochs));
+  });
+  m.changed = true;
+  ++m.trainCalls;
+  bool member = p->groupsOf(l).member;
+  p->record("loss/" + m.name, lossValue, member);
+  if (loss.metrics)
+    loss.metrics(member);
+  at::Tensor lt = at::full({}, lossValue, at::kFloat);
+  return recordValue(
+      p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
+}
+
 extern "C" {
 
 void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
@@ -218,18 +274,6 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
                        int64_t minibatches, int64_t epochs,
                        const char *settings, const char *label) {
   return guarded(p, label, [&] {
-    ModelState &m = modelAt(p, mi);
-    if (!m.trainable)
-      throw Error("model '" + m.name + "' is not trainable");
-    Layout l = layoutFrom(lay);
-    Settings s(settings);
-    TrainOptions o;
-    o.minibatches = minibatches;
-    o.settings.clip = s.get("clip", o.settings.clip);
-    o.settings.kl = s.get("kl", o.settings.kl);
-    o.settings.beta = s.get("beta", o.settings.beta);
-    o.recompute = s.get("recompute", 0.0) != 0.0;
-    o.zero = s.get("zero", 0.0) != 0.0;
     static const std::pair<LossKind, int64_t> kinds[] = {
         {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
         {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};
@@ -237,20 +281,12 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
       throw Error("train: loss " + std::to_string(loss) + " with " +
                   std::to_string(nin) +
                   " inputs does not match the runtime's losses");
-    o.loss = kinds[loss].first;
+    TrainLoss t;
+    t.kind = kinds[loss].first;
     double kl = 0;
     bool hasKl = false;
-    // Adam moments follow the parameters when the train layout changed
-    // (collective, so every rank takes part).
-    moveMoments(p, m, l);
-    double lossValue = timed(p, label, {"call", {l}}, [&] {
-      std::vector<at::Tensor> x(static_cast<size_t>(nin)),
-          masks(static_cast<size_t>(nin));
-      for (int64_t i = 0; i < nin; ++i)
-        x[size_t(i)] = trainRows(p, ins[i], l, minibatches, &masks[size_t(i)]);
-      ParallelGroups &g = p->groupsOf(l);
-      if (!g.member)
-        return 0.0;
+    t.batch = [&](const std::vector<at::Tensor> &x,
+                  const std::vector<at::Tensor> &masks) {
       TrainBatch b;
       b.seq = x[0];
       // Whole sequences without a generation mask train on every real token.
@@ -260,7 +296,7 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
             .to(at::kFloat);
       };
       b.lossMask = lossMask(0);
-      switch (o.loss) {
+      switch (t.kind) {
       case LossKind::PpoActor:
         b.oldLogprobs = x[1];
         b.advantages = x[2];
@@ -289,28 +325,12 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
       case LossKind::Sft:
         break;
       }
-      o.microBatches = std::max<int64_t>(1, lay[4]);
-      o.dp = g.dp.get();
-      for (auto &[n, t] : m.params)
-        t = t.detach().requires_grad_(true);
-      LlamaModel model = makeModel(p, m, l);
-      double total = 0;
-      for (int64_t e = 0; e < epochs; ++e)
-        total += trainStep(model, *m.opt, b, o).loss;
-      m.params = model.params();
-      for (auto &[n, t] : m.params)
-        t = t.detach();
-      return total / double(std::max<int64_t>(1, epochs));
-    });
-    m.changed = true;
-    ++m.trainCalls;
-    bool member = p->groupsOf(l).member;
-    p->record("loss/" + m.name, lossValue, member);
-    if (o.loss == LossKind::Grpo)
-      p->record("kl", kl, member && hasKl);
-    at::Tensor lt = at::full({}, lossValue, at::kFloat);
-    return recordValue(
-        p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
+      return b;
+    };
+    if (t.kind == LossKind::Grpo)
+      t.metrics = [&](bool member) { p->record("kl", kl, member && hasKl); };
+    return trainCall(p, mi, t, nin, ins, lay, minibatches, epochs, settings,
+                     label);
   });
 }
 

@@ -4,8 +4,9 @@
 // Private to runtime/lib: the executor behind rlhf_program.h is split by
 // concern into Program.cpp (a run's life: start, steps, metrics,
 // checkpoints, datasets), ProgramValues.cpp (where batch values live and how
-// they move between layouts) and ProgramCalls.cpp (model calls,
-// reallocations, transfers and host functions). They share this state.
+// they move between layouts), ProgramCalls.cpp (model calls,
+// reallocations, transfers and host functions) and ProgramFns.cpp (functions
+// written in the language, as fn code). They share this state.
 //
 // Batch values are either replicated on every rank (dataset batches,
 // host-computed tensors) or split by rows over the data-parallel groups of
@@ -25,6 +26,7 @@
 #include "rlhf/runtime/Dataset.h"
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/FnProgram.h"
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Model.h"
@@ -43,6 +45,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <getopt.h>
 #include <map>
 #include <memory>
@@ -50,7 +53,7 @@
 #include <sstream>
 #include <sys/resource.h>
 
-// A private header of three files: the executor's structs are global (the
+// A private header of the executor's files: its structs are global (the
 // C API's opaque types) and name the runtime's types unqualified.
 using namespace rlhf;
 
@@ -208,6 +211,10 @@ struct rlhf_prog {
       groups;
   Layout replicated; ///< every rank, all rows
 
+  /// Parsed fn programs by the address of their code (a constant of the
+  /// compiled program), with the text to tell a reused address.
+  std::map<const char *, std::pair<std::string, FnProgram>> fnPrograms;
+
   std::deque<rlhf_value> values; ///< this step's values
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
@@ -321,6 +328,28 @@ double meanKl(const at::Tensor &lp, const at::Tensor &ref,
 /// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
 /// a no-op when there).
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to);
+
+/// What differs between a built-in loss's and an fn loss's train call.
+struct TrainLoss {
+  LossKind kind = LossKind::Sft;
+  const FnProgram *fn = nullptr;
+  /// This rank's batch from its rows `x` and masks of the inputs (called on
+  /// members of the call's layout only).
+  std::function<TrainBatch(const std::vector<at::Tensor> &x,
+                           const std::vector<at::Tensor> &masks)>
+      batch;
+  /// Records the call's metrics after the loss (every rank, the same
+  /// slots; `member`: whether this rank trained).
+  std::function<void(bool member)> metrics;
+};
+
+/// A train call of model `mi` on `lay` (rlhf_train, rlhf_train_fn): epochs
+/// of trainStep over this rank's rows of the inputs, the loss metric, and a
+/// record {loss}. Runs inside the caller's `guarded`.
+rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const TrainLoss &loss,
+                      int64_t nin, rlhf_value *const *ins, const int64_t *lay,
+                      int64_t minibatches, int64_t epochs, const char *settings,
+                      const char *label);
 
 } // namespace rlhf::exec
 

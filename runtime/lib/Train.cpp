@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/Train.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/FnProgram.h"
 
 #include <torch/torch.h>
 
@@ -298,10 +299,15 @@ at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b,
 /// `f` applied to every defined tensor of `b`.
 template <typename F> TrainBatch mapBatch(const TrainBatch &b, F f) {
   auto g = [&](const at::Tensor &t) { return t.defined() ? f(t) : t; };
-  return {g(b.seq),         g(b.lossMask),   g(b.oldLogprobs),
-          g(b.refLogprobs), g(b.advantages), g(b.oldValues),
-          g(b.returns),     g(b.rejected),   g(b.rejectedMask),
-          g(b.refRejected)};
+  TrainBatch r = b;
+  for (at::Tensor *t :
+       {&r.seq, &r.lossMask, &r.oldLogprobs, &r.refLogprobs, &r.advantages,
+        &r.oldValues, &r.returns, &r.rejected, &r.rejectedMask, &r.refRejected})
+    *t = g(*t);
+  for (auto *ts : {&r.fnInputs, &r.fnMasks})
+    for (at::Tensor &t : *ts)
+      t = g(t);
+  return r;
 }
 
 TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
@@ -314,6 +320,55 @@ double tokenCount(const TrainBatch &b, LossKind k) {
   return b.lossMask.sum().item<double>();
 }
 
+FnInputs fnInputs(const TrainBatch &b, const TrainOptions &o) {
+  return {b.fnInputs, b.fnMasks, o.pad};
+}
+
+/// The rows of an fn loss's batch, checked before it is split.
+int64_t fnRows(const TrainBatch &b, const TrainOptions &o) {
+  const FnProgram &f = *o.lossFn;
+  if (f.mode() != FnProgram::Mode::Loss)
+    throw Error("fn '" + f.name() + "' is a host function, not a loss");
+  if (int64_t(b.fnInputs.size()) != f.numInputs())
+    throw Error("fn '" + f.name() + "' takes " + std::to_string(f.numInputs()) +
+                " inputs, the batch has " + std::to_string(b.fnInputs.size()));
+  int64_t n = f.numInputs() ? b.fnInputs[0].size(0) : 0;
+  for (size_t i = 0; i < b.fnInputs.size(); ++i)
+    if (!b.fnInputs[i].defined() || b.fnInputs[i].dim() == 0 ||
+        b.fnInputs[i].size(0) != n)
+      throw Error("fn '" + f.name() + "': input " + std::to_string(i) +
+                  " does not have the " + std::to_string(n) +
+                  " rows of input 0");
+  if (b.fnMasks.size() > b.fnInputs.size())
+    throw Error("fn '" + f.name() + "': more masks than inputs");
+  return n;
+}
+
+/// The denominators of an fn loss's batch reductions over the minibatch
+/// `mini` on every dp rank.
+std::vector<double> fnDenominators(const TrainBatch &mini,
+                                   const TrainOptions &o) {
+  std::vector<double> d = o.lossFn->localDenominators(fnInputs(mini, o));
+  if (o.dp && !d.empty()) {
+    at::Tensor t = at::tensor(d, at::kDouble);
+    o.dp->allReduceSum(t);
+    for (size_t i = 0; i < d.size(); ++i)
+      d[i] = t[int64_t(i)].item<double>();
+  }
+  return d;
+}
+
+/// An fn loss of one micro-batch, normalised over the minibatch; with
+/// pipeline stages, from the last stage's output `stageOut`.
+at::Tensor fnLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &o,
+                  const std::vector<double> &denoms,
+                  const at::Tensor *stageOut) {
+  FnModel out = [&](int64_t, const at::Tensor &tokens) {
+    return stageOut ? *stageOut : model.forward(tokens);
+  };
+  return o.lossFn->evaluate(fnInputs(b, o), &out, &denoms)[0];
+}
+
 } // namespace
 
 TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
@@ -322,7 +377,15 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   // the model is.
   const TrainBatch batch = mapBatch(
       hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
-  const int64_t N = batch.seq.size(0);
+  const FnProgram *fn = o.lossFn;
+  const int64_t N = fn ? fnRows(batch, o) : batch.seq.size(0);
+  std::vector<int64_t> fnModelInputs =
+      fn ? fn->modelInputs() : std::vector<int64_t>{};
+  if (fn && model.stages() > 1 && fnModelInputs.size() != 1)
+    throw Error("fn loss '" + fn->name() + "' runs the model on " +
+                std::to_string(fnModelInputs.size()) +
+                " token inputs; with pipeline stages a loss may run it on one "
+                "only; train it with pp = 1");
   if (o.minibatches < 1 || N % o.minibatches)
     throw Error("batch of " + std::to_string(N) + " rows does not split into " +
                 std::to_string(o.minibatches) + " minibatches");
@@ -338,11 +401,18 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
     TrainBatch mini = rows(batch, mb * perMini, perMini);
-    // The minibatch's token count over every dp rank normalises the loss.
-    at::Tensor count = at::full({1}, tokenCount(mini, o.loss), at::kDouble);
-    if (o.dp)
-      o.dp->allReduceSum(count);
-    double denom = std::max(1.0, count.item<double>());
+    // The minibatch's token count over every dp rank normalises the loss
+    // (an fn loss normalises itself by its denominators).
+    double denom = 1;
+    std::vector<double> fnDenoms;
+    if (fn) {
+      fnDenoms = fnDenominators(mini, o);
+    } else {
+      at::Tensor count = at::full({1}, tokenCount(mini, o.loss), at::kDouble);
+      if (o.dp)
+        o.dp->allReduceSum(count);
+      denom = std::max(1.0, count.item<double>());
+    }
     for (auto &[n, p] : model.params())
       if (p.grad().defined())
         p.mutable_grad().zero_();
@@ -362,25 +432,29 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     for (int64_t u = 0; u < o.microBatches; ++u) {
       TrainBatch micro = rows(mini, u * perMicro, perMicro);
       if (model.stages() > 1) {
-        if (!perToken(o.loss))
+        if (!fn && !perToken(o.loss))
           throw Error(
               "DPO and reward-model losses with pipeline stages are not "
               "supported yet; train them with pp = 1");
         // Every stage runs its part; the last computes the loss.
-        StageActivations acts = model.stageForward(micro.seq);
+        StageActivations acts = model.stageForward(
+            fn ? micro.fnInputs[size_t(fnModelInputs[0])].to(at::kLong)
+               : micro.seq);
         if (model.lastStage()) {
-          at::Tensor sum = perTokenLoss(acts.output, micro, o);
-          (sum / denom).backward();
+          at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, &acts.output)
+                              : perTokenLoss(acts.output, micro, o);
+          (fn ? sum : sum / denom).backward();
           total += sum.item<double>();
         }
         model.stageBackward(acts);
         accumulate();
         continue;
       }
-      at::Tensor sum = perToken(o.loss)
+      at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, nullptr)
+                       : perToken(o.loss)
                            ? perTokenLoss(model.forward(micro.seq), micro, o)
                            : pairLoss(model, micro, o);
-      (sum / denom).backward();
+      (fn ? sum : sum / denom).backward();
       accumulate();
       total += sum.item<double>();
     }

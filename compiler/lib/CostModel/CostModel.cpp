@@ -235,7 +235,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   case CallKind::Train: {
     double seqPerDp = double(c.batch) / dp / std::max<int64_t>(1, c.minibatches);
     double mbs = std::max<int64_t>(1, s.microBatches);
-    double tokensPerMb = seqPerDp * c.seqLen / mbs;
+    double forwards = double(std::max<int64_t>(1, c.forwards));
+    double tokensPerMb = seqPerDp * c.seqLen * forwards / mbs;
     double passes = s.recompute ? 4.0 : 3.0;
     auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, passes,
                                       s.recompute ? 6 : 4);
@@ -257,7 +258,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.ppComm = rounds * steps * ppc;
     e.time.dpComm = rounds * dpc;
     e.time.optimizer = rounds * opt;
-    e.flops = 3.0 * fwdFlops(double(c.batch) * c.seqLen, c.seqLen) * c.epochs;
+    e.flops = 3.0 * fwdFlops(double(c.batch) * c.seqLen * forwards, c.seqLen) *
+              c.epochs;
     e.memory.grads = grads;
     e.memory.optimizer = kOptimizerBytesPerParam * optState;
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.

@@ -3,6 +3,7 @@
 #include "rlhfc/CostModel/FromIR.h"
 
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace rlhfc::cost;
@@ -54,6 +55,15 @@ CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
         c.seqLen = std::max<int64_t>(c.seqLen, dims(v)[1]);
     c.minibatches = t.getMinibatches();
     c.epochs = t.getEpochs();
+    if (t.getLoss() == r::LossKind::dpo || t.getLoss() == r::LossKind::rm)
+      c.forwards = 2;
+    if (t.getLoss() == r::LossKind::fn) {
+      // One forward pass per token input the loss reads the model on
+      // (rlhf-simplify-fns has merged repeated reads).
+      llvm::SmallPtrSet<Value, 2> seqs;
+      t.getBody().walk([&](r::ModelOutputOp m) { seqs.insert(m.getTokens()); });
+      c.forwards = std::max<int64_t>(1, int64_t(seqs.size()));
+    }
   }
   return c;
 }
@@ -148,6 +158,20 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         "optim", "mem GB", "weights", "grads", "optim", "act", "kv");
     double total = 0;
     for (Operation &op : alg.getBodyBlock()) {
+      if (auto c = dyn_cast<r::ComputeOp>(op)) {
+        HostEstimate h = estimateHost(c);
+        total += h.time;
+        std::string name =
+            ("compute " + (c.getFnAttr()
+                               ? c.getFnAttr().getValue()
+                               : r::stringifyComputeKind(c.getKind())))
+                .str();
+        os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} "
+                            "{7,8} {8,8} | {9,8}\n",
+                            name, where(op.getLoc()), "controller", sec(h.time),
+                            sec(h.time), "", "", "", "", gb(h.bytes));
+        continue;
+      }
       if (!r::isModelCall(&op))
         continue;
       auto modelRef = op.getAttrOfType<FlatSymbolRefAttr>("model");
@@ -176,7 +200,8 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
     os << llvm::formatv(
         "sum of call times: {0} per iteration (calls run one after "
         "another; placement marked * is the default: all GPUs, "
-        "dp x tp x pp)\n\n",
+        "dp x tp x pp; host functions run on the controller, their memory "
+        "is the controller's)\n\n",
         sec(total));
   }
   return success();

@@ -73,8 +73,15 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
                "; functions are inlined, so they cannot recurse");
       return std::nullopt;
     }
+  if (c.states[&callee] == FnChecker::State::InProgress) {
+    // The callee's own check is under way further up: a cycle.
+    fail(e.base->loc, "'" + callee.name + "' calls itself through '" +
+                          stack.back().decl->name +
+                          "'; functions are inlined, so they cannot recurse");
+    return std::nullopt;
+  }
   if (!c.valid(callee)) {
-    failed = true; // reported in the callee (or as the cycle it closes)
+    failed = true; // reported in the callee
     return std::nullopt;
   }
   std::string sig = "'" + callee.name + FnChecker::signature(callee) + "'";
@@ -148,10 +155,35 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
       return std::nullopt;
     args.push_back(*v);
   }
+  // Checking, a callee's result depends only on what is known of its
+  // arguments: check each combination once.
+  std::string key;
+  if (generic) {
+    llvm::raw_string_ostream os(key);
+    os << callee.name << (loss ? "/loss" : "/host");
+    for (const FnVal &a : args) {
+      os << "|" << int(a.rank) << ":" << llvm::join(a.dims, ",") << ":"
+         << (a.kind ? int(*a.kind) : -1) << ":" << a.number << a.model << a.cut
+         << a.reduced << a.input << ":";
+      if (a.constant)
+        os << *a.constant;
+    }
+    if (auto it = checked.find(key); it != checked.end()) {
+      if (!it->second)
+        failed = true;
+      return it->second;
+    }
+  }
+  bool before = failed;
+  failed = false;
   auto out = body(callee, std::move(args), std::move(dims), e.loc);
-  if (!out)
-    return std::nullopt;
-  return out->front();
+  std::optional<FnVal> result;
+  if (out && !failed)
+    result = out->front();
+  failed |= before;
+  if (generic)
+    checked[key] = result;
+  return result;
 }
 
 std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
@@ -344,6 +376,11 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
     return std::nullopt;
   }
   combine({&x, &discount});
+  if (mask.model || mask.cut) {
+    v.cut = true;
+    if (!v.cutLoc)
+      v.cutLoc = mask.model ? mlir::LocationAttr(e.args[2].loc) : mask.cutLoc;
+  }
   v.id = emit("rcumsum", {x.id, discount.id, mask.id}, v.rank, e.loc);
   return v;
 }

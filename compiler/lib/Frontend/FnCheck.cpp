@@ -4,10 +4,12 @@
 #include "FnEval.h"
 
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Units.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <set>
 
 using namespace rlhfc;
@@ -53,6 +55,12 @@ bool plainNumber(const ast::Expr &e) {
   return e.kind == ast::Expr::Kind::Number && e.text.empty();
 }
 
+bool integerLiteral(const ast::Expr &e) {
+  if (e.kind == ast::Expr::Kind::Neg)
+    return integerLiteral(*e.base);
+  return e.number == std::floor(e.number);
+}
+
 } // namespace
 
 std::optional<TensorKind> FnChecker::kindOf(const FnType &t) {
@@ -73,7 +81,7 @@ std::string FnChecker::signature(const FnDecl &d) {
     const ast::FnParam &p = d.params[i];
     s += (i ? ", " : "") + p.name + ": " + typeText(p.type);
     if (p.fallback && p.fallback->kind == ast::Expr::Kind::Number)
-      s += " = " + llvm::formatv("{0}", p.fallback->number).str();
+      s += " = " + formatNumber(p.fallback->number);
   }
   s += ") -> ";
   if (!d.namedResults)
@@ -121,6 +129,8 @@ bool checkSignature(const FnDecl &d, const FnChecker::Diag &error) {
     const FnType &t = p.type;
     bool number = FnChecker::isNumber(t);
     const KindRule *k = kindRule(t.kind);
+    for (const std::string &n : t.dims)
+      dims.insert(n);
     if (!number && !k) {
       bad(t.loc, "unknown parameter type '" + t.kind +
                      "'; a parameter is tokens, mask, logprobs, values, "
@@ -145,8 +155,9 @@ bool checkSignature(const FnDecl &d, const FnChecker::Diag &error) {
       bad(p.fallback->loc, "only number parameters have defaults");
     else if (p.fallback && !plainNumber(*p.fallback))
       bad(p.fallback->loc, "a default is a plain number, such as 0.2");
-    for (const std::string &n : t.dims)
-      dims.insert(n);
+    else if (p.fallback && t.kind == "int" && !integerLiteral(*p.fallback))
+      bad(p.fallback->loc,
+          "the default of int parameter '" + p.name + "' must be an integer");
   }
   seen.clear();
   for (auto &[name, t] : d.results) {

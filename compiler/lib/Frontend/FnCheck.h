@@ -65,9 +65,10 @@ public:
   /// "(x: score[N], clip: number = 0.2) -> advantages[N]".
   static std::string signature(const ast::FnDecl &d);
 
+  enum class State { Unchecked, InProgress, Valid, Invalid };
+
 private:
   friend class FnEval;
-  enum class State { Unchecked, InProgress, Valid, Invalid };
 
   Diag error, warning;
   std::map<std::string, const ast::FnDecl *> decls;

@@ -3,6 +3,7 @@
 #include "FnEval.h"
 
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Units.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -58,6 +59,9 @@ mlir::InFlightDiagnostic FnEval::fail(mlir::Location loc,
   if (stack.size() > 1) {
     auto d = c.error(mlir::Location(stack[1].callLoc), msg);
     d.attachNote(loc) << "inside '" << stack.back().decl->name << "', here";
+    if (!generic && callSite)
+      d.attachNote(mlir::Location(callSite))
+          << "in the call of '" << top.name << "' here";
     return d;
   }
   auto d = c.error(loc, msg);
@@ -287,12 +291,17 @@ std::optional<int64_t> FnEval::integer(const FnVal &v, StringRef what,
                                             : shapeText(v)));
     return std::nullopt;
   }
-  if (!v.constant)
-    return fallback; // a symbolic parameter: checked per call
+  if (!v.constant) {
+    if (generic)
+      return fallback; // a symbolic parameter: checked per call
+    fail(loc, what + " must be a number known before the run, but it has "
+                     "no value here");
+    return std::nullopt;
+  }
   double x = *v.constant;
   if (x != std::floor(x) || x < double(min)) {
     fail(loc, formatv("{0} must be an integer of at least {1}, got {2}", what,
-                      min, x));
+                      min, formatNumber(x)));
     return std::nullopt;
   }
   return int64_t(x);
@@ -383,6 +392,16 @@ std::optional<FnVal> FnEval::binary(const Expr &e) {
     v.cutLoc = a->model || b->model ? mlir::LocationAttr(e.loc)
                : a->cut             ? a->cutLoc
                                     : b->cutLoc;
+    if (a->constant && b->constant) {
+      double x = *a->constant, y = *b->constant;
+      bool r = op == "<"    ? x < y
+               : op == "<=" ? x <= y
+               : op == ">"  ? x > y
+               : op == ">=" ? x >= y
+               : op == "==" ? x == y
+                            : x != y;
+      v.constant = r ? 1.0 : 0.0;
+    }
     v.id = emit(compareOp(op), {a->id, b->id}, v.rank, e.loc);
     return v;
   }
@@ -396,12 +415,18 @@ std::optional<FnVal> FnEval::binary(const Expr &e) {
                       ? (a->reduced && b->number) || (b->reduced && a->number)
                       : a->reduced && b->number;
     if (!linear) {
-      fail(e.loc,
-           "in a loss, batch reductions can only be added, "
-           "subtracted, negated or scaled by a number (here '" +
-               op + "' combines one with " +
-               (a->reduced && b->reduced ? "another" : "a value of the batch") +
-               "): the loss is summed over micro-batches");
+      const FnVal &other = a->reduced ? *b : *a;
+      std::string why =
+          (op == "+" || op == "-") && other.number
+              ? "a constant term would count once per micro-batch"
+          : op == "/" && b->reduced
+              ? "dividing by a reduction is not linear in the batch"
+          : a->reduced && b->reduced
+              ? "a product of two reductions is not linear in the batch"
+              : "'" + op.str() + "' combines it with a value of the batch";
+      fail(e.loc, "in a loss, batch reductions can only be added, "
+                  "subtracted, negated or scaled by a number (" +
+                      why + "): the loss is summed over micro-batches");
       return std::nullopt;
     }
     v.reduced = true;
@@ -410,6 +435,10 @@ std::optional<FnVal> FnEval::binary(const Expr &e) {
                      : op == "-" ? "sub"
                      : op == "*" ? "mul"
                                  : "div";
+  if (op == "/" && b->constant && *b->constant == 0) {
+    fail(e.loc, "division by zero");
+    return std::nullopt;
+  }
   if (a->constant && b->constant) {
     double x = *a->constant, y = *b->constant;
     v.constant = op == "+"   ? x + y
@@ -430,6 +459,10 @@ std::optional<FnVal> FnEval::call(const Expr &e) {
   if (callee.kind != Expr::Kind::Name) {
     fail(callee.loc, "only functions and model outputs (model.logprobs(seq)) "
                      "can be called here");
+    return std::nullopt;
+  }
+  if (stack.back().env.count(callee.text)) {
+    fail(callee.loc, "'" + callee.text + "' is a value, not a function");
     return std::nullopt;
   }
   if (const FnDecl *d = c.find(callee.text))

@@ -102,6 +102,10 @@ private:
   mlir::LocationAttr callSite;
   std::deque<Frame> stack;
   mlir::LocationAttr lmLoc, valueLoc; ///< first model output of each head
+  /// Checking only: a callee's result per callee and argument properties,
+  /// so a function calling another twice is not checked twice (the ops are
+  /// dropped anyway). None: that call failed.
+  std::map<std::string, std::optional<FnVal>> checked;
 };
 
 /// "[N, S]", "a scalar" or "token ids [N, S]".

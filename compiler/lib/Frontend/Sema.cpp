@@ -841,6 +841,10 @@ private:
           error(e.base->loc, "'" + e.base->text + "' is not a function; call a "
                              "built-in such as 'gae(...)' or a model method such "
                              "as 'actor.generate(...)'");
+        } else if (lookupFnPrimitive(e.base->text)) {
+          error(e.base->loc, "'" + e.base->text +
+                                 "' works inside functions; "
+                                 "write an 'fn' that uses it and call that");
         } else if (!lookupBuiltin(e.base->text)) {
           std::vector<std::string> cands = builtinNames();
           for (const std::string &f : fns.names())
@@ -2080,8 +2084,11 @@ private:
       arg.loc = ex.loc;
       if (!isTensor(i)) {
         if (v.kind != Value::Number || v.dim != UnitDim::None) {
-          error(ex.loc, formatv("'{0}' of {1} is a plain number, not {2}",
-                                prm.name, callee, describe(v)));
+          error(ex.loc,
+                formatv("'{0}' of {1} is a plain number, not {2}", prm.name,
+                        callee,
+                        v.kind == Value::Number ? unitDimName(v.dim).str()
+                                                : describe(v)));
           return std::nullopt;
         }
         if (prm.type.kind == "int" && !v.isInteger) {

@@ -177,7 +177,11 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
         c.deps.push_back({d, tensorBytes(v.getType())});
     if (auto comp = dyn_cast<r::ComputeOp>(op)) {
       c.host = true;
-      c.label = ("compute " + r::stringifyComputeKind(comp.getKind())).str();
+      c.hostTime = cost::estimateHost(comp).time;
+      c.label = ("compute " + (comp.getFnAttr()
+                                   ? comp.getFnAttr().getValue()
+                                   : r::stringifyComputeKind(comp.getKind())))
+                    .str();
     } else {
       auto ref = op.getAttrOfType<FlatSymbolRefAttr>("model");
       auto model = symbols.lookup<r::ModelOp>(ref.getValue());

@@ -51,7 +51,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
         ready = std::max(ready, t);
       }
       if (call.host) {
-        finish[c] = ready;
+        finish[c] = ready + call.hostTime;
         continue;
       }
       const Candidate &k = cand(c);

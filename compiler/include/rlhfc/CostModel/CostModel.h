@@ -103,6 +103,9 @@ struct CallShape {
   int64_t seqLen = 0;     ///< inference/train: tokens per sequence
   int64_t minibatches = 1; ///< train: optimizer steps per call
   int64_t epochs = 1;
+  /// train: sequences per row the loss runs the model on (2 for pairwise
+  /// losses such as DPO's chosen and rejected)
+  int64_t forwards = 1;
   bool trainable = false; ///< holds gradients and optimizer state at all times
 };
 
@@ -128,6 +131,19 @@ struct Estimate {
   Memory memory; ///< peak per device
   double flops = 0; ///< useful model FLOPs of the call (for MFU)
 };
+
+/// A host function on the controller: ATen ops over gathered batch tensors.
+struct HostEstimate {
+  double time = 0;  ///< seconds
+  double bytes = 0; ///< peak controller memory of its values
+};
+
+/// The controller's elementwise rate: one core streaming fp32 through ATen
+/// (bytes read and written per second), and the dispatch cost of one op.
+/// Orders of magnitude, not calibrated; host functions are small next to
+/// model calls.
+constexpr double kHostBytesPerSecond = 10e9;
+constexpr double kHostOpSeconds = 5e-6;
 
 /// The fraction of its large-size rate a GEMM of M x N outputs and depth K
 /// reaches (Efficiency::gemmFill, gemmDepth).

@@ -19,6 +19,10 @@ Arch archOf(mlir::rlhf::ModelOp model);
 /// The shape of a generate, inference or train_step op.
 CallShape shapeOf(mlir::Operation *call, mlir::rlhf::ModelOp model);
 
+/// Time and controller memory of a host function: its body's ops for a
+/// function written in the language, a fixed op count for a built-in.
+HostEstimate estimateHost(mlir::rlhf::ComputeOp op);
+
 /// The cost model's view of a mesh and strategy attribute pair.
 Strategy strategyFrom(mlir::rlhf::MeshAttr mesh, mlir::rlhf::StrategyAttr st);
 

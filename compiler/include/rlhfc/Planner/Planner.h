@@ -73,6 +73,7 @@ struct Call {
   mlir::Operation *op = nullptr; ///< null for host compute
   std::string label;             ///< "generate @actor"
   bool host = false;
+  double hostTime = 0; ///< host functions: seconds on the controller
   int model = -1;
   cost::CallShape shape;
   /// Producers this call reads from, with the bytes it reads.

@@ -16,6 +16,8 @@
 
 namespace rlhf {
 
+class FnProgram;
+
 enum class LossKind { Sft, PpoActor, PpoValue, Grpo, Dpo, Rm };
 
 struct LossSettings {
@@ -39,6 +41,10 @@ struct TrainBatch {
   at::Tensor rejected;   ///< [N, S] DPO/RM: rejected sequences
   at::Tensor rejectedMask; ///< [N, S-1]
   at::Tensor refRejected;  ///< [N, S-1] DPO: reference of rejected
+  /// A loss in fn code (TrainOptions::lossFn) reads these instead: its
+  /// inputs in order, and the masks they carry, for mask_of (undefined:
+  /// none; a token input then masks its non-pad predicted tokens).
+  std::vector<at::Tensor> fnInputs, fnMasks;
 };
 
 struct AdamSettings {
@@ -116,6 +122,11 @@ struct TrainOptions {
   Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
   bool recompute = false;     ///< recompute decoder layers in backward
   bool zero = false;          ///< shard Adam's moments over dp (ZeRO-1)
+  /// A loss in fn code (FnProgram.h), replacing `loss` and `settings`: it
+  /// reads batch.fnInputs, and its batch reductions are normalised over the
+  /// minibatch on every dp rank as `loss`'s are.
+  const FnProgram *lossFn = nullptr;
+  int64_t pad = 0; ///< the pad id, for the masks of fn token inputs
 };
 
 struct TrainStats {

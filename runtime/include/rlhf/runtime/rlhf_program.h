@@ -109,6 +109,20 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t ninputs,
                          const char *label);
 void rlhf_ema(rlhf_prog *p, int64_t target, int64_t source, double decay);
 
+/* Functions written in the language, as fn code (rlhf/runtime/FnProgram.h;
+ * `code` is a constant string, parsed once per address). rlhf_apply runs a
+ * `host` function on the inputs gathered on every rank and returns a record
+ * of its outputs by name (per-token outputs carry the mask of the first
+ * input that has one). rlhf_train_fn is rlhf_train with a `loss` function
+ * in place of a built-in loss; settings as there (recompute, zero). */
+rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t ninputs,
+                       rlhf_value *const *inputs, const char *label);
+rlhf_value *rlhf_train_fn(rlhf_prog *p, int64_t model, const char *code,
+                          int64_t ninputs, rlhf_value *const *inputs,
+                          const int64_t *layout, int64_t minibatches,
+                          int64_t epochs, const char *settings,
+                          const char *label);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,85 @@
+//===- HostCompute.cpp - the cost of host functions -----------------------===//
+//
+// A host function streams its batch tensors through ATen ops on the
+// controller: each op costs a dispatch plus the bytes it reads and writes
+// at the controller's rate (CostModel.h). A scan over the sequence
+// (discounted_cumsum) dispatches a few ops per position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhfc/CostModel/FromIR.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <algorithm>
+
+using namespace rlhfc::cost;
+using namespace mlir;
+namespace r = mlir::rlhf;
+
+namespace {
+
+/// Elements of a body value for a batch of `n` rows of `s` positions.
+double elements(Type t, double n, double s) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt)
+    return 1;
+  return rt.getRank() == 1 ? n : n * s;
+}
+
+/// Ops of a built-in per batch element, and whether it scans the sequence.
+std::pair<double, bool> builtinOps(r::ComputeKind k) {
+  switch (k) {
+  case r::ComputeKind::gae:
+    return {16, true};
+  case r::ComputeKind::grpo_adv:
+  case r::ComputeKind::rloo_adv:
+    return {6, false};
+  case r::ComputeKind::remax_adv:
+    return {1, false};
+  case r::ComputeKind::kl_penalty:
+    return {4, false};
+  case r::ComputeKind::exact_match:
+    return {2, false};
+  case r::ComputeKind::fn:
+    break;
+  }
+  return {1, false};
+}
+
+} // namespace
+
+HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
+  double n = 1, s = 1;
+  for (Value v : op.getInputs()) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (r::getTensorKind(t) == r::TensorKind::answer)
+      continue;
+    n = std::max(n, double(t.getDimSize(0)));
+    if (t.getRank() == 2)
+      s = std::max(s, double(t.getDimSize(1)));
+  }
+  HostEstimate e;
+  if (op.getKind() != r::ComputeKind::fn) {
+    auto [ops, scans] = builtinOps(op.getKind());
+    double bytes = 4.0 * n * s;
+    e.time = ops * (kHostOpSeconds + 3 * bytes / kHostBytesPerSecond) +
+             (scans ? 4 * s * kHostOpSeconds : 0);
+    e.bytes = ops * bytes;
+    return e;
+  }
+  op.getBody().walk([&](Operation *inner) {
+    if (inner->getNumResults() != 1 || isa<r::SplatOp>(inner) ||
+        isa<arith::ConstantOp>(inner))
+      return; // free: folded into their users by the runtime
+    double out = 4.0 * elements(inner->getResult(0).getType(), n, s);
+    double in = 0;
+    for (Value v : inner->getOperands())
+      in += 4.0 * elements(v.getType(), n, s);
+    e.time += kHostOpSeconds + (in + out) / kHostBytesPerSecond;
+    if (isa<r::DiscountedCumsumOp>(inner))
+      e.time += 4 * s * kHostOpSeconds;
+    e.bytes += out; // every value stays alive to the end: an upper bound
+  });
+  return e;
+}

@@ -1,0 +1,225 @@
+//===- FnProgram.h - user functions over batch tensors ----------*- C++ -*-===//
+//
+// Advantage estimators and losses written as typed tensor functions in the
+// .rlhf language arrive as "fn code", a text the compiler embeds in the
+// executable. This is its ABI, version 1.
+//
+// One instruction per line, lines separated by '\n' (a final newline is
+// optional, blank lines are errors), tokens separated by single spaces.
+//
+//   rlhf.fn 1 NAME MODE          header; MODE is `host` or `loss`
+//   %k = OP ARGS...              the k-th value, k = 0, 1, ... in order
+//   out NAME %i                  outputs, after every value (at least one)
+//
+// ARGS are value references `%i` (i < k) or literal numbers. Every value has
+// a rank the verifier computes: 0 scalar (a 0-d float tensor), 1 per
+// sequence [N], 2 per token [N, T] with T = S-1 (aligned with the predicted
+// tokens, like logprobs and loss masks), or `tok`: token ids [N, S].
+//
+//   input I KIND          KIND f1 [1], f2 [2] or tok; every input 0..n-1
+//                         must be declared, each exactly once
+//   const X               [0] a number (strtod)
+//   neg exp log sqrt abs sigmoid softplus %x          rank of x
+//   add sub mul div min max lt le gt ge eq ne %a %b   equal ranks, or one
+//                         rank 0; comparisons give 0/1; ranks 1 and 2 never
+//                         mix (`broadcast` first); tok is never arithmetic
+//   where %c %a %b        c != 0 ? a : b, ranks as above
+//   clamp %x %lo %hi      lo, hi rank 0 or the rank of x
+//   broadcast %x %like    [1] -> [2] shaped like `like`
+//   seq_sum %x %m, seq_mean %x %m, seq_var %x %m C, seq_std %x %m C
+//                         [2] -> [1] masked per row; mean = sum(x*m) /
+//                         max(sum(m), 1), var = sum(m*(x-mean)^2) /
+//                         max(sum(m)-C, 1), std = sqrt(var)
+//   group_sum %x G, group_mean %x G, group_var %x G C, group_std %x G C
+//                         [1] -> [1] over groups of G consecutive rows, each
+//                         row replaced by its group's statistic; var divides
+//                         by G-C >= 1 (at::var's correction)
+//   batch_sum %x, batch_mean %x, batch_var %x C, batch_std %x C
+//                         [1] -> [0]; var divides by max(N-C, 1)
+//   token_sum %x %m, token_mean %x %m, token_var %x %m C, token_std %x %m C
+//                         [2] -> [0] over all masked tokens, as seq_*
+//   last %m               [2] 1 at each row's last position with m != 0
+//   next %x               [2] out[:, t] = x[:, t+1], 0 at the end
+//   rcumsum %x %g %m      [2] discounted reverse cumulative sum (GAE's),
+//                         g rank 0: out[:, t] = x[:, t] + g * out[:, u] where
+//                         m[:, t] != 0, u the next such position (0 if none),
+//                         and 0 where m[:, t] = 0
+//   mask_of %t            [2] the mask input t carries: of a tok input its
+//                         loss mask (the generation mask, else its non-pad
+//                         predicted tokens), of an f2 input the mask of the
+//                         call that produced it (an error when it has none);
+//                         t is an `input` value
+//   logprobs %t, values %t, entropy %t   [2]; score %t   [1]
+//                         the trained model's outputs on tok value t; only
+//                         in a loss: at t the logprob of token t+1, the
+//                         value head at position t, the entropy of the
+//                         prediction at t; score is the value head at token
+//                         t+1 of each row's last t with mask_of(t) != 0 (0
+//                         for an empty row), as the reward model's loss
+//
+// A loss has exactly one output, a scalar. Its batch reductions (token_sum,
+// token_mean, batch_sum, batch_mean) run per micro-batch as a local sum over
+// D, where D is fixed per minibatch over all its rows on every dp rank (the
+// mask total for token_mean, the row count for batch_mean, 1 for the sums):
+// the sum over micro-batches and ranks is the minibatch's value. So a loss
+// must be a sum of batch reductions scaled by constants, the masks of its
+// token reductions must not depend on the model, and the reductions that
+// need the whole batch at once (batch_var, batch_std, token_var, token_std,
+// group_*) are not allowed; per-row ones (seq_*) are.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_FNPROGRAM_H
+#define RLHF_RUNTIME_FNPROGRAM_H
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rlhf {
+
+/// The static type of an fn value: its rank, or token ids.
+enum class FnKind : uint8_t {
+  Scalar,   ///< rank 0
+  PerSeq,   ///< rank 1, [N]
+  PerToken, ///< rank 2, [N, T]
+  Tokens,   ///< tok, [N, S] int64
+};
+
+/// "rank 0", "rank 1", "rank 2" or "tok".
+const char *fnKindName(FnKind k);
+
+/// What a function is applied to. Float inputs are fp32 (bool converts);
+/// token inputs are integer ids.
+struct FnInputs {
+  std::vector<at::Tensor> tensors;
+  /// Per input, the mask it carries, [N, T] like per-token values
+  /// (undefined, or a shorter vector: none; mask_of of a token input then
+  /// takes its non-pad predicted tokens).
+  std::vector<at::Tensor> masks;
+  int64_t pad = 0; ///< the tokenizer's pad id
+};
+
+/// The trained model's raw output for the token input `input` (whose ids
+/// are `tokens`): logits [N, S, V] of an lm head or values [N, S] of a value
+/// head.
+using FnModel =
+    std::function<at::Tensor(int64_t input, const at::Tensor &tokens)>;
+
+/// A parsed and verified fn program (see the file comment).
+class FnProgram {
+public:
+  enum class Mode : uint8_t { Host, Loss };
+
+  /// Parses and verifies `code`; an rlhf::Error names the function, the line
+  /// and what is wrong.
+  static FnProgram parse(std::string_view code);
+
+  const std::string &name() const { return fnName; }
+  Mode mode() const { return fnMode; }
+  int64_t numInputs() const { return int64_t(inputs.size()); }
+  FnKind inputKind(int64_t i) const { return inputs.at(size_t(i)); }
+  const std::vector<std::string> &outputNames() const { return outNames; }
+  FnKind outputKind(size_t i) const;
+  /// Whether model ops (logprobs, values, score, entropy) read token input
+  /// `input`.
+  bool readsModel(int64_t input) const;
+  /// The token inputs model ops read, ascending.
+  std::vector<int64_t> modelInputs() const;
+
+  /// A loss's D per batch reduction, in program order, over the rows of
+  /// `in` (the caller sums them over dp): the mask total for token_mean,
+  /// the rows for batch_mean, 0 for the sums (their D is 1 whatever the
+  /// entry). Reads no model. Empty for host functions.
+  std::vector<double> localDenominators(const FnInputs &in) const;
+
+  /// The outputs, in the order of outputNames(). A loss needs `model`; its
+  /// batch reductions divide by `denominators` (from localDenominators
+  /// summed over dp), or, when null, by those of `in` alone. Host functions
+  /// run without gradients; a loss keeps the model's graph.
+  std::vector<at::Tensor>
+  evaluate(const FnInputs &in, const FnModel *model = nullptr,
+           const std::vector<double> *denominators = nullptr) const;
+
+private:
+  // Each reduction family lists sum, mean, var, std in this order.
+  enum class Op : uint8_t {
+    Input,
+    Const,
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Abs,
+    Sigmoid,
+    Softplus,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    Where,
+    Clamp,
+    Broadcast,
+    SeqSum,
+    SeqMean,
+    SeqVar,
+    SeqStd,
+    GroupSum,
+    GroupMean,
+    GroupVar,
+    GroupStd,
+    BatchSum,
+    BatchMean,
+    BatchVar,
+    BatchStd,
+    TokenSum,
+    TokenMean,
+    TokenVar,
+    TokenStd,
+    Last,
+    Next,
+    Rcumsum,
+    MaskOf,
+    Logprobs,
+    Values,
+    Score,
+    Entropy
+  };
+  struct Instr {
+    Op op;
+    int line = 0;           ///< 1-based, for errors
+    std::vector<int> args;  ///< value operands
+    std::vector<int64_t> n; ///< integer literals (input index, G, C)
+    double num = 0;         ///< const's value
+    FnKind kind = FnKind::Scalar;
+    bool model = false; ///< depends on the model's outputs
+    bool sum = false;   ///< (loss) a batch reduction or a linear function of
+                        ///< them: summed over micro-batches
+    int denom = -1;     ///< (loss) index of a batch reduction's D
+  };
+  struct Parser;
+  struct Eval;
+
+  std::string fnName;
+  Mode fnMode = Mode::Host;
+  std::vector<Instr> code;
+  std::vector<FnKind> inputs;
+  std::vector<std::string> outNames;
+  std::vector<int> outValues;
+  int numDenoms = 0;
+};
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_FNPROGRAM_H

@@ -1,0 +1,102 @@
+//===- ProgramFns.cpp - functions written in the language -----------------===//
+//
+// The rlhf_program.h entry points of user functions (FnProgram.h): a host
+// function applied to batch values on the controller, and a train call
+// whose loss is one. The compiler embeds each call site's fn code as a
+// constant string, so a program is parsed once per address.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+
+namespace {
+
+/// The parsed program of `code`, parsed and verified at its first use.
+const FnProgram &fnProgram(rlhf_prog *p, const char *code, FnProgram::Mode mode,
+                           const char *entry) {
+  if (!code)
+    throw Error(std::string(entry) + ": no fn code");
+  auto it = p->fnPrograms.find(code);
+  if (it == p->fnPrograms.end() || it->second.first != code) {
+    FnProgram f = FnProgram::parse(code);
+    it = p->fnPrograms.insert_or_assign(code, std::make_pair(code, f)).first;
+  }
+  const FnProgram &f = it->second.second;
+  if (f.mode() != mode)
+    throw Error(
+        "fn '" + f.name() + "' is " +
+        (mode == FnProgram::Mode::Loss
+             ? "a host function; " + std::string(entry) + " takes a loss"
+             : "a loss; train calls take it (rlhf_train_fn), not " +
+                   std::string(entry)));
+  return f;
+}
+
+void checkInputCount(const FnProgram &f, int64_t nin) {
+  if (nin != f.numInputs())
+    throw Error("fn '" + f.name() + "' takes " + std::to_string(f.numInputs()) +
+                " inputs, the call passes " + std::to_string(nin));
+}
+
+} // namespace
+
+extern "C" {
+
+rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
+                       rlhf_value *const *ins, const char *label) {
+  return guarded(p, label, [&] {
+    const FnProgram &f =
+        fnProgram(p, code, FnProgram::Mode::Host, "rlhf_apply");
+    checkInputCount(f, nin);
+    return timed(p, label, {"host", {}}, [&] {
+      FnInputs in;
+      in.pad = p->tokenizer->pad();
+      int64_t rows = 1;
+      at::Tensor mask; // the first input's that has one, for rank-2 results
+      for (int64_t i = 0; i < nin; ++i) {
+        rlhf_value *v = gathered(p, ins[i]);
+        in.tensors.push_back(v->t);
+        in.masks.push_back(v->mask);
+        if (i == 0)
+          rows = v->rows;
+        if (!mask.defined())
+          mask = v->mask;
+      }
+      std::vector<at::Tensor> out = f.evaluate(in);
+      std::map<std::string, rlhf_value *> fields;
+      for (size_t k = 0; k < out.size(); ++k) {
+        FnKind kind = f.outputKind(k);
+        fields[f.outputNames()[k]] = tensorValue(
+            p, out[k], kind == FnKind::PerToken ? mask : at::Tensor(),
+            kind == FnKind::Scalar ? 1 : rows, std::nullopt);
+      }
+      return recordValue(p, std::move(fields));
+    });
+  });
+}
+
+rlhf_value *rlhf_train_fn(rlhf_prog *p, int64_t mi, const char *code,
+                          int64_t nin, rlhf_value *const *ins,
+                          const int64_t *lay, int64_t minibatches,
+                          int64_t epochs, const char *settings,
+                          const char *label) {
+  return guarded(p, label, [&] {
+    TrainLoss t;
+    t.fn = &fnProgram(p, code, FnProgram::Mode::Loss, "rlhf_train_fn");
+    checkInputCount(*t.fn, nin);
+    t.batch = [](const std::vector<at::Tensor> &x,
+                 const std::vector<at::Tensor> &masks) {
+      TrainBatch b;
+      b.fnInputs = x;
+      b.fnMasks = masks;
+      return b;
+    };
+    return trainCall(p, mi, t, nin, ins, lay, minibatches, epochs, settings,
+                     label);
+  });
+}
+
+} // extern "C"
