@@ -1,0 +1,161 @@
+//===- SemaFnCall.cpp - calls of functions written in the language --------===//
+//
+// Binds an algorithm's arguments to a function's parameters (a record
+// passed by position fills the parameters named like its fields) and
+// instantiates the body for them (FnCheck.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
+                                      llvm::StringMap<Local> &env) {
+  std::string callee = "'" + fn.name + "'";
+  std::string sig = callee + " takes " + FnChecker::signature(fn);
+  const size_t np = fn.params.size();
+  auto isTensor = [&](size_t i) {
+    return !FnChecker::isNumber(fn.params[i].type) ||
+           !fn.params[i].type.dims.empty();
+  };
+  // What each parameter is bound to. A record passed positionally fills
+  // the parameters from there on that it has fields named like (so
+  // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs).
+  std::vector<std::optional<Value>> vals(np);
+  std::vector<const Expr *> exprs(np, nullptr);
+  std::vector<bool> byName(np, false);
+  size_t pos = 0;
+  for (const Arg &a : call.args) {
+    if (a.name.empty()) {
+      if (pos >= np) {
+        error(a.loc, "too many arguments: " + sig);
+        return std::nullopt;
+      }
+      auto v = evalValue(*a.value, env);
+      if (!v)
+        return std::nullopt;
+      bool spread = false;
+      if (v->kind == Value::Record || v->kind == Value::Dataset)
+        while (pos < np && isTensor(pos) && !exprs[pos] &&
+               v->record.find(fn.params[pos].name)) {
+          vals[pos] = v;
+          exprs[pos] = a.value.get();
+          byName[pos++] = spread = true;
+        }
+      if (!spread) {
+        vals[pos] = v;
+        exprs[pos++] = a.value.get();
+      }
+      continue;
+    }
+    auto it = llvm::find_if(
+        fn.params, [&](const ast::FnParam &q) { return q.name == a.name; });
+    if (it == fn.params.end()) {
+      std::vector<std::string> names;
+      for (auto &q : fn.params)
+        names.push_back(q.name);
+      error(a.loc, formatv("{0} has no parameter '{1}'{2}", callee, a.name,
+                           didYouMean(a.name, names)));
+      return std::nullopt;
+    }
+    size_t idx = size_t(it - fn.params.begin());
+    if (exprs[idx]) {
+      error(a.loc, "'" + a.name + "' is given twice");
+      return std::nullopt;
+    }
+    auto v = evalValue(*a.value, env);
+    if (!v)
+      return std::nullopt;
+    vals[idx] = v;
+    exprs[idx] = a.value.get();
+  }
+  Node n{Node::Kind::Host, "", call.loc};
+  n.builtin = fn.name;
+  std::vector<FnArg> args;
+  for (size_t i = 0; i < np; ++i) {
+    const ast::FnParam &prm = fn.params[i];
+    FnArg arg;
+    if (!exprs[i]) {
+      if (!prm.fallback) {
+        error(call.loc, "missing argument '" + prm.name + "': " + sig);
+        return std::nullopt;
+      }
+      auto s = evalScalar(*prm.fallback);
+      if (!s)
+        return std::nullopt;
+      arg.number = s->value;
+      arg.integer = s->isInteger;
+      args.push_back(arg);
+      continue;
+    }
+    const Expr &ex = *exprs[i];
+    const Value &v = *vals[i];
+    arg.loc = ex.loc;
+    if (!isTensor(i)) {
+      if (v.kind != Value::Number || v.dim != UnitDim::None) {
+        error(ex.loc, formatv("'{0}' of {1} is a plain number, not {2}",
+                              prm.name, callee,
+                              v.kind == Value::Number ? unitDimName(v.dim).str()
+                                                      : describe(v)));
+        return std::nullopt;
+      }
+      if (prm.type.kind == "int" && !v.isInteger) {
+        error(ex.loc, "'" + prm.name + "' of " + callee + " is an int");
+        return std::nullopt;
+      }
+      arg.number = v.number;
+      arg.integer = v.isInteger;
+      args.push_back(arg);
+      continue;
+    }
+    // A tensor: a field, a record's field named like the parameter, or
+    // its only field of the parameter's kind.
+    std::optional<Node::Input> t;
+    std::optional<TensorKind> k = FnChecker::kindOf(prm.type);
+    if (byName[i]) {
+      const Field *f = v.record.find(prm.name);
+      t = Node::Input{prm.name, v.producer, f->name, f->type};
+    } else if (k) {
+      t = expectTensor(v, ex, *k, prm.name, callee);
+      if (!t)
+        return std::nullopt;
+    } else if (v.kind == Value::Tensor && v.tensor.kind != TensorKind::Tokens &&
+               v.tensor.kind != TensorKind::Answer) {
+      t = Node::Input{prm.name, v.producer, v.field, v.tensor};
+    } else {
+      error(ex.loc,
+            formatv("'{0}' of {1} takes numbers {2}, but got {3}", prm.name,
+                    callee, prm.type.dims.size() == 1 ? "[N]" : "[N, S]",
+                    describe(v)));
+      return std::nullopt;
+    }
+    t->param = prm.name;
+    if (k && t->type.kind != *k) {
+      error(ex.loc, formatv("'{0}' of {1} takes {2}, but '{3}' holds {4}",
+                            prm.name, callee, tensorKindNoun(*k), t->field,
+                            tensorKindNoun(t->type.kind)));
+      return std::nullopt;
+    }
+    if (t->type.shape.size() != prm.type.dims.size()) {
+      error(ex.loc,
+            formatv("'{0}' of {1} is {2} {3}, but {4} is {5}", prm.name, callee,
+                    prm.type.dims.size() == 1 ? "per sequence" : "per token",
+                    prm.type.dims.size() == 1 ? "[N]" : "[N, S]",
+                    v.origin.empty() ? std::string("the argument")
+                                     : "'" + v.origin + "'",
+                    t->type.str()));
+      return std::nullopt;
+    }
+    arg.tensor = t->type;
+    n.inputs.push_back(*t);
+    args.push_back(arg);
+  }
+  auto body = fns.instantiate(fn, args, call.loc, n.result);
+  if (!body)
+    return std::nullopt;
+  n.fn = std::make_shared<const FnBody>(std::move(*body));
+  return n;
+}

@@ -1,0 +1,348 @@
+//===- SemaImpl.h - the Sema class, shared by its files (private) -*- C++
+//-*-===//
+//
+// Sema is one class split by concern: Sema.cpp (driver, symbols,
+// diagnostics), SemaEntities.cpp (properties, constants, hardware, archs,
+// clusters, models, datasets), SemaRun.cpp (algorithm names, runs, values,
+// statements) and SemaCalls.cpp (model methods, built-ins, functions,
+// annotations). Private to compiler/lib/Frontend; it names the AST's types
+// unqualified, as those files do.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_LIB_FRONTEND_SEMAIMPL_H
+#define RLHFC_LIB_FRONTEND_SEMAIMPL_H
+
+#include "FnCheck.h"
+#include "HfImport.h"
+#include "mlir/IR/Diagnostics.h"
+#include "rlhf/IR/RLHFOps.h"
+#include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Sema.h"
+#include "rlhfc/Frontend/Units.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+#include <functional>
+#include <set>
+#include <tuple>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace rlhfc::sema::detail {
+
+using namespace rlhfc::ast;
+using llvm::formatv;
+using llvm::StringRef;
+
+/// The head whose outputs an fn loss reads.
+inline Head fnHead(const FnBody &b) {
+  for (const FnOp &o : b.ops)
+    if (o.op == "values" || o.op == "score")
+      return Head::Value;
+  return Head::LM;
+}
+
+/// The closest candidate within edit distance 2, for "did you mean".
+inline std::string closest(StringRef word,
+                           llvm::ArrayRef<std::string> candidates) {
+  std::string best;
+  unsigned bestDist = 3;
+  for (const std::string &c : candidates) {
+    unsigned d = word.edit_distance(c, true, bestDist);
+    if (d < bestDist) {
+      bestDist = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+/// "a model", "an arch".
+inline std::string withArticle(StringRef noun) {
+  bool vowel = !noun.empty() && StringRef("aeiou").contains(noun.front());
+  return (vowel ? "an " : "a ") + noun.str();
+}
+
+inline std::string didYouMean(StringRef word,
+                              llvm::ArrayRef<std::string> candidates) {
+  std::string c = closest(word, candidates);
+  return c.empty() ? "" : "; did you mean '" + c + "'?";
+}
+
+enum class PropType {
+  Int,
+  Float,
+  Bytes,
+  Bandwidth,
+  Flops,
+  String,
+  Flag,
+  Name,
+  Call,
+  NameList
+};
+
+struct PropSpec {
+  const char *name;
+  PropType type;
+  bool required;
+};
+
+// Property schemas of each declaration kind. Keep lang/README.md in sync.
+inline const PropSpec kHardwareProps[] = {
+    {"bf16_flops", PropType::Flops, true},
+    {"hbm", PropType::Bytes, true},
+    {"hbm_bandwidth", PropType::Bandwidth, true},
+    {"nvlink_bandwidth", PropType::Bandwidth, true},
+    {"network_bandwidth", PropType::Bandwidth, true},
+    {"host_bandwidth", PropType::Bandwidth, false},
+};
+inline const PropSpec kArchProps[] = {
+    {"layers", PropType::Int, true},
+    {"hidden", PropType::Int, true},
+    {"heads", PropType::Int, true},
+    {"kv_heads", PropType::Int, false},
+    {"ffn", PropType::Int, true},
+    {"vocab", PropType::Int, true},
+    {"max_seq", PropType::Int, false},
+    {"tie_embeddings", PropType::Flag, false},
+};
+inline const PropSpec kModelOnlyProps[] = {
+    {"trainable", PropType::Flag, false},
+    {"frozen", PropType::Flag, false},
+    {"head", PropType::Name, false},
+    {"optimizer", PropType::Call, false},
+    {"checkpoint", PropType::String, false},
+    {"tokenizer", PropType::String, false},
+};
+inline const PropSpec kClusterProps[] = {
+    {"nodes", PropType::Int, true},
+    {"gpus_per_node", PropType::Int, true},
+};
+inline const PropSpec kDatasetProps[] = {
+    {"path", PropType::String, true},
+    {"batch", PropType::Int, true},
+    {"max_prompt_len", PropType::Int, true},
+    {"max_response_len", PropType::Int, false},
+    {"fields", PropType::NameList, true},
+};
+inline const PropSpec kRunProps[] = {
+    {"steps", PropType::Int, true},
+    {"seed", PropType::Int, false},
+    {"save_interval", PropType::Int, false},
+    {"cluster", PropType::Name, false},
+};
+
+/// A scalar with a unit dimension after folding constants.
+struct Scalar {
+  double value = 0;
+  bool isInteger = true;
+  UnitDim dim = UnitDim::None;
+};
+
+class Sema {
+public:
+  Sema(Program &p, mlir::MLIRContext &ctx)
+      : p(p), ctx(ctx),
+        fns([this](mlir::Location l,
+                   const llvm::Twine &m) { return error(l, m); },
+            [](mlir::Location l, const llvm::Twine &m) {
+              return mlir::emitWarning(l, m);
+            }) {}
+
+  mlir::LogicalResult run();
+
+private:
+  // ---- diagnostics -------------------------------------------------------
+  mlir::InFlightDiagnostic error(mlir::Location loc, const llvm::Twine &msg);
+  void warning(mlir::Location loc, const llvm::Twine &msg);
+
+  // ---- symbols -----------------------------------------------------------
+  struct Symbol {
+    enum Kind { Entity, Algorithm, Function } kind;
+    const EntityDecl *entity = nullptr;
+    const AlgorithmDecl *algorithm = nullptr;
+    mlir::Location loc;
+    StringRef kindName() const {
+      return kind == Algorithm  ? "algorithm"
+             : kind == Function ? "function"
+                                : entityKindName(entity->kind);
+    }
+  };
+
+  void collectSymbols();
+
+  std::vector<std::string> namesOfKind(std::optional<EntityKind> k);
+
+  /// Looks up `name` as an entity of kind `k`, with a located error naming
+  /// what was found instead.
+  const EntityDecl *lookupEntity(StringRef name, EntityKind k,
+                                 mlir::Location use, StringRef role);
+
+  // ---- properties --------------------------------------------------------
+  using PropMap = llvm::StringMap<const Property *>;
+
+  /// Gathers the properties of `d` and its bases (the derived ones win),
+  /// rejecting unknown and duplicate names.
+  bool gatherProps(const EntityDecl &d, llvm::ArrayRef<PropSpec> specs,
+                   PropMap &out, std::vector<const EntityDecl *> &chain);
+
+  bool checkRequired(const EntityDecl &d, llvm::ArrayRef<PropSpec> specs,
+                     const PropMap &props);
+
+  // ---- constant expressions ----------------------------------------------
+  std::optional<Scalar> evalScalar(const Expr &e);
+
+  std::optional<double> evalNumber(const Expr &e, UnitDim dim, StringRef what);
+
+  /// A positive integer within [lo, hi].
+  std::optional<int64_t> evalInt(const Expr &e, StringRef what, int64_t lo = 1,
+                                 int64_t hi = int64_t(1) << 40);
+
+  std::optional<std::string> evalString(const Expr &e, StringRef what);
+
+  std::optional<std::string> evalName(const Expr &e, StringRef what);
+
+  template <typename T>
+  void setInt(const PropMap &m, StringRef key, T &dst, int64_t lo = 1,
+              int64_t hi = int64_t(1) << 40) {
+    if (auto *prop = m.lookup(key))
+      if (checkHasValue(*prop))
+        if (auto v = evalInt(*prop->value, "'" + key.str() + "'", lo, hi))
+          dst = *v;
+  }
+
+  void setNum(const PropMap &m, StringRef key, UnitDim dim, double &dst);
+  bool flag(const PropMap &m, StringRef key);
+  bool checkHasValue(const Property &prop);
+
+  // ---- entities ----------------------------------------------------------
+  void resolveEntity(const std::string &name);
+
+  const Hardware *resolveHardware(const EntityDecl &d);
+
+  bool fillArch(const EntityDecl &d, const PropMap &m, Arch &a);
+
+  const Arch *resolveArch(const EntityDecl &d);
+
+  void resolveCluster(const EntityDecl &d);
+
+  void resolveModel(const EntityDecl &d);
+
+  void parseOptimizer(const Expr &e, Optimizer &o);
+
+  void resolveDataset(const EntityDecl &d);
+
+  // ---- algorithms: names only (bodies are typed per run) ------------------
+  void checkAlgorithmNames(const AlgorithmDecl &a);
+
+  void walkNames(const Expr &e, const llvm::StringMap<mlir::Location> &locals);
+
+  // ---- runs: instantiate and type the dataflow ---------------------------
+  /// What a name in an algorithm body stands for.
+  struct Value {
+    enum Kind {
+      None,
+      Poisoned,
+      Model,
+      Dataset,
+      Cluster,
+      Number,
+      Record,
+      Tensor
+    } kind = None;
+    const sema::Model *model = nullptr;
+    const sema::Dataset *dataset = nullptr;
+    const sema::Cluster *cluster = nullptr;
+    double number = 0;
+    bool isInteger = false;
+    UnitDim dim = UnitDim::None;
+    RecordType record;
+    TensorType tensor;
+    int producer = -1;  ///< node index, -1 = dataset
+    std::string field;  ///< for tensors: the field of the producer
+    std::string origin; ///< "g.seq", for messages
+    mlir::LocationAttr defLoc;
+  };
+
+  struct Local {
+    Value value;
+    mlir::Location loc;
+    bool used = false;
+  };
+
+  std::string describe(const Value &v);
+
+  void instantiate(const RunDecl &r);
+
+  /// A program tokenizes with one sentencepiece model: the models that name
+  /// one agree.
+  void checkTokenizers(const Instance &inst);
+
+  /// An offloaded model rests in host memory in its call's layout: it has
+  /// that one call, and no ema writes it.
+  void checkOffloads(const Instance &inst);
+
+  std::optional<Value> bindParam(const Param &prm, const Expr &arg);
+
+  std::optional<Value> evalValue(const Expr &e, llvm::StringMap<Local> &env);
+
+  void checkStmt(const Stmt &s, llvm::StringMap<Local> &env);
+
+  void markUsed(const Expr &e, llvm::StringMap<Local> &env);
+
+  std::optional<Node> checkCall(const Expr &e, llvm::StringMap<Local> &env);
+
+  /// Reads `name = value` settings of a call against the callee's table.
+  bool readSettings(const Expr &call, llvm::ArrayRef<SettingSpec> specs,
+                    size_t firstSetting, llvm::StringMap<Local> &env, Node &n,
+                    StringRef callee);
+
+  std::optional<Node> checkMethodCall(const Expr &call,
+                                      llvm::StringMap<Local> &env);
+
+  /// Checks that `v` is a tensor of kind `k`, projecting a record to its
+  /// field named `name` or its only field of that kind.
+  std::optional<Node::Input> expectTensor(const Value &v, const Expr &at,
+                                          TensorKind k, StringRef name,
+                                          StringRef callee);
+
+  std::optional<Node> checkBuiltinCall(const Expr &call,
+                                       llvm::StringMap<Local> &env);
+
+  void checkAnnotation(const Annotation &an, Node &n,
+                       llvm::StringMap<Local> &env);
+
+  Program &p;
+  mlir::MLIRContext &ctx;
+  FnChecker fns;
+  bool failed = false;
+  unsigned numErrors = 0;
+  std::map<std::string, Symbol> symbols;
+  std::set<std::string> brokenArchs; // archs whose errors were reported
+  /// `: hf("dir")` imports by declaration, read once (nullopt: reported).
+  std::map<const EntityDecl *, std::optional<HfImport>> hfImports;
+  /// The import the last gatherProps met on its chain, if any.
+  const HfImport *gatheredHf = nullptr;
+
+  /// A call of a function written in the language: binds its tensors and
+  /// numbers, then instantiates its body for them.
+  std::optional<Node> checkFnCall(const Expr &call, const ast::FnDecl &fn,
+                                  llvm::StringMap<Local> &env);
+
+  const HfImport *hfImport(const EntityDecl &d);
+  std::vector<std::string> symbolOrder;
+  Instance *current = nullptr;
+  const RunDecl *currentRun = nullptr;
+};
+
+} // namespace rlhfc::sema::detail
+
+#endif // RLHFC_LIB_FRONTEND_SEMAIMPL_H
