@@ -6,8 +6,9 @@ JSON object per step). Exits non-zero with a message when a check fails.
       the mean of KEY over the last W steps exceeds the first W by M
   metrics.py same A B --keys k1,k2 --rtol R --atol T
       both runs have the same steps and agree on the keys within tolerance
-  metrics.py steps FILE N
-      steps 0..N-1 each appear exactly once, in order
+  metrics.py steps FILE N [--finite k1,k2]
+      steps 0..N-1 each appear exactly once, in order (and the keys are
+      present and finite at every step)
 """
 import argparse
 import json
@@ -55,7 +56,12 @@ def steps(a):
     got = [r["step"] for r in load(a.file)]
     if got != list(range(a.n)):
         fail(f"steps {got} are not 0..{a.n - 1} once each")
-    print(f"OK: steps 0..{a.n - 1} once each")
+    for r in load(a.file):
+        for k in filter(None, a.finite.split(",")):
+            if k not in r or not math.isfinite(r[k]):
+                fail(f"step {r['step']}: {k} is {r.get(k)!r}, not a finite number")
+    print(f"OK: steps 0..{a.n - 1} once each" +
+          (f", {a.finite} finite" if a.finite else ""))
 
 
 p = argparse.ArgumentParser()
@@ -76,6 +82,7 @@ s.set_defaults(run=same)
 t = sub.add_parser("steps")
 t.add_argument("file")
 t.add_argument("n", type=int)
+t.add_argument("--finite", default="")
 t.set_defaults(run=steps)
 a = p.parse_args()
 a.run(a)
