@@ -30,7 +30,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.rlhf_tools_dir, append_path=True)
 
 tool_dirs = [config.rlhf_tools_dir, config.llvm_tools_dir]
-tools = ["rlhfc", "rlhf-opt", "rlhf-lsp-server", "rlhf-run", "rlhf-comm-worker",
+tools = ["rlhfc", "rlhf-opt", "rlhf-lsp-server", "rlhf-run", "rlhf-fn-eval", "rlhf-comm-worker",
          "rlhf-capi-worker", "rlhf-cost-validate", "rlhf-bench-gpu-runtime"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 

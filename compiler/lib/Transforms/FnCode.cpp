@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FnCode.h"
+#include "rlhfc/Transforms/FnCode.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -98,6 +98,21 @@ private:
     }
   }
 
+  /// `x != 0` read only by selects: how MLIRGen writes `where(x, a, b)`,
+  /// whose runtime `where` reads x itself.
+  static bool isWhereCondition(arith::CmpFOp c) {
+    if (c.getPredicate() != arith::CmpFPredicate::UNE ||
+        !llvm::all_of(c->getUsers(),
+                      [](Operation *u) { return isa<arith::SelectOp>(u); }))
+      return false;
+    Value zero = c.getRhs();
+    if (auto z = zero.getDefiningOp<r::SplatOp>())
+      zero = z.getScalar();
+    auto k = zero.getDefiningOp<arith::ConstantOp>();
+    auto f = k ? dyn_cast<FloatAttr>(k.getValue()) : FloatAttr();
+    return f && f.getValueAsDouble() == 0;
+  }
+
   LogicalResult encode(Operation &op) {
     auto unary = [&](const char *name) {
       def(op.getResult(0), name + refs(op.getOperands()));
@@ -127,6 +142,10 @@ private:
         .Case([&](arith::MinimumFOp) { return unary("min"); })
         .Case([&](arith::MaximumFOp) { return unary("max"); })
         .Case([&](arith::CmpFOp c) -> LogicalResult {
+          if (isWhereCondition(c)) {
+            ids[c] = ids.lookup(c.getLhs()); // the selects read the lhs
+            return success();
+          }
           const char *name = compare(c.getPredicate());
           if (!name)
             return c.emitOpError("has a predicate the runtime lacks");
@@ -137,12 +156,8 @@ private:
           // (how MLIRGen writes a where) needs no extra op.
           Value cond = s.getCondition();
           if (auto c = cond.getDefiningOp<arith::CmpFOp>();
-              c && c.getPredicate() == arith::CmpFPredicate::UNE)
-            if (auto z = c.getRhs().getDefiningOp<r::SplatOp>())
-              if (auto k = z.getScalar().getDefiningOp<arith::ConstantOp>())
-                if (auto f = dyn_cast<FloatAttr>(k.getValue());
-                    f && f.getValueAsDouble() == 0)
-                  cond = c.getLhs();
+              c && isWhereCondition(c))
+            cond = c.getLhs();
           def(s, "where " + ref(cond) +
                      refs({s.getTrueValue(), s.getFalseValue()}));
           return success();
@@ -196,4 +211,23 @@ FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op) {
 FailureOr<std::string> rlhfc::encodeFnCode(r::TrainStepOp op) {
   StringRef loss = "loss";
   return Encoder().run(op, op.getFnAttr().getValue(), true, op.getBody(), loss);
+}
+
+LogicalResult rlhfc::printFnCode(ModuleOp module, llvm::raw_ostream &os) {
+  bool first = true;
+  WalkResult res = module.walk([&](Operation *op) {
+    FailureOr<std::string> code = failure();
+    if (auto c = dyn_cast<r::ComputeOp>(op); c && c.getFnAttr())
+      code = encodeFnCode(c);
+    else if (auto t = dyn_cast<r::TrainStepOp>(op); t && t.getFnAttr())
+      code = encodeFnCode(t);
+    else
+      return WalkResult::advance();
+    if (failed(code))
+      return WalkResult::interrupt();
+    os << (first ? "" : "\n") << *code << "\n";
+    first = false;
+    return WalkResult::advance();
+  });
+  return failure(res.wasInterrupted());
 }

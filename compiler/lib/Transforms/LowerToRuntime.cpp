@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FnCode.h"
+#include "rlhfc/Transforms/FnCode.h"
 #include "PassUtils.h"
 #include "rlhfc/Support/SourcePaths.h"
 #include "rlhfc/Transforms/Passes.h"

@@ -11,6 +11,7 @@
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
 #include "rlhfc/Planner/Timeline.h"
+#include "rlhfc/Transforms/FnCode.h"
 #include "rlhfc/Transforms/Pipeline.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -37,6 +38,7 @@ enum class Emit {
   AST,
   MLIR,
   PlannedMLIR,
+  FnCode,
   Plan,
   Timeline,
   Trace,
@@ -61,6 +63,9 @@ cl::opt<Emit>
                     clEnumValN(Emit::PlannedMLIR, "planned-mlir",
                                "the dialect after planning: placement, "
                                "reallocations, transfers, costs, schedule"),
+                    clEnumValN(Emit::FnCode, "fn-code",
+                               "the runtime code of every function call "
+                               "(fn), after folding; rlhf-fn-eval runs it"),
                     clEnumValN(Emit::Plan, "plan",
                                "the plan as JSON: per call mesh, strategy, "
                                "time and memory; reallocations; transfers"),
@@ -237,6 +242,8 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     os << "\n";
     return mlir::success();
   }
+  if (emit == Emit::FnCode)
+    return rlhfc::printFnCode(*module, os);
   if (emit == Emit::LLVM || emit == Emit::Obj || emit == Emit::Exe)
     return codegen(*module, os);
   llvm::json::Array plans;

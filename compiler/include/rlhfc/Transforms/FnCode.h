@@ -1,9 +1,10 @@
-//===- FnCode.h - function bodies as runtime fn code (private) --*- C++ -*-===//
+//===- FnCode.h - function bodies as runtime fn code ------------*- C++ -*-===//
 
-#ifndef RLHFC_LIB_TRANSFORMS_FNCODE_H
-#define RLHFC_LIB_TRANSFORMS_FNCODE_H
+#ifndef RLHFC_TRANSFORMS_FNCODE_H
+#define RLHFC_TRANSFORMS_FNCODE_H
 
 #include "rlhf/IR/RLHFOps.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
@@ -15,6 +16,10 @@ namespace rlhfc {
 mlir::FailureOr<std::string> encodeFnCode(mlir::rlhf::ComputeOp op);
 mlir::FailureOr<std::string> encodeFnCode(mlir::rlhf::TrainStepOp op);
 
+/// Prints the fn code of every function call in `module`, in program
+/// order, separated by blank lines (`rlhfc --emit=fn-code`).
+mlir::LogicalResult printFnCode(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 } // namespace rlhfc
 
-#endif // RLHFC_LIB_TRANSFORMS_FNCODE_H
+#endif // RLHFC_TRANSFORMS_FNCODE_H
