@@ -231,18 +231,20 @@ struct FnProgram::Parser {
     if (kindOf(int(v)) == FnKind::Tokens)
       fail("output '" + name + "' is token ids; outputs are float values");
     if (f.fnMode == Mode::Loss) {
+      // The first output is the loss; later ones are metrics, held to the
+      // same shape so they add up over micro-batches too.
       const Instr &in = f.code[size_t(v)];
-      if (!f.outNames.empty())
-        fail("a loss has exactly one output; '" + name + "' is a second");
+      const bool first = f.outNames.empty();
+      const std::string what = first ? "the loss '" : "the metric '";
       if (in.kind != FnKind::Scalar)
-        fail("the loss '" + name + "' must be rank 0, " + show(int(v)) +
+        fail(what + name + "' must be rank 0, " + show(int(v)) +
              " is not");
       if (!in.sum)
-        fail("the loss '" + name + "' (" + ref(int(v)) +
+        fail(what + name + "' (" + ref(int(v)) +
              ") is no batch reduction: reduce it with token_mean, token_sum, "
              "batch_mean or batch_sum");
-      if (!in.model)
-        fail("the loss '" + name + "' (" + ref(int(v)) +
+      if (first && !in.model)
+        fail(what + name + "' (" + ref(int(v)) +
              ") does not depend on the model");
     }
     f.outNames.push_back(std::move(name));

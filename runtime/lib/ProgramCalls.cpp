@@ -35,6 +35,9 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
   moveMoments(p, m, l);
+  // An fn loss's metrics (its outputs after the loss), by name.
+  std::vector<double> fnMetrics;
+  const size_t numMetrics = loss.fn ? loss.fn->outputNames().size() - 1 : 0;
   double lossValue = timed(p, label, {"call", {l}}, [&] {
     std::vector<at::Tensor> x(static_cast<size_t>(nin)),
         masks(static_cast<size_t>(nin));
@@ -50,8 +53,13 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
       t = t.detach().requires_grad_(true);
     LlamaModel model = makeModel(p, m, l);
     double total = 0;
-    for (int64_t e = 0; e < epochs; ++e)
-      total += trainStep(model, *m.opt, b, o).loss;
+    for (int64_t e = 0; e < epochs; ++e) {
+      TrainStats st = trainStep(model, *m.opt, b, o);
+      total += st.loss;
+      fnMetrics.resize(st.metrics.size(), 0.0);
+      for (size_t k = 0; k < st.metrics.size(); ++k)
+        fnMetrics[k] += st.metrics[k] / double(std::max<int64_t>(1, epochs));
+    }
     m.params = model.params();
     for (auto &[n, t] : m.params)
       t = t.detach();
@@ -63,9 +71,19 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   p->record("loss/" + m.name, lossValue, member);
   if (loss.metrics)
     loss.metrics(member);
-  at::Tensor lt = at::full({}, lossValue, at::kFloat);
-  return recordValue(
-      p, {{"loss", tensorValue(p, lt, at::Tensor(), 1, std::nullopt)}});
+  std::map<std::string, rlhf_value *> fields;
+  auto scalar = [&](double v) {
+    return tensorValue(p, at::full({}, v, at::kFloat), at::Tensor(), 1,
+                       std::nullopt);
+  };
+  fields["loss"] = scalar(lossValue);
+  fnMetrics.resize(numMetrics, 0.0); // ranks outside the layout
+  for (size_t k = 0; k < numMetrics; ++k) {
+    const std::string &name = loss.fn->outputNames()[k + 1];
+    p->record(name + "/" + m.name, fnMetrics[k], member);
+    fields[name] = scalar(fnMetrics[k]);
+  }
+  return recordValue(p, std::move(fields));
 }
 
 extern "C" {

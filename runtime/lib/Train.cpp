@@ -359,14 +359,20 @@ std::vector<double> fnDenominators(const TrainBatch &mini,
 }
 
 /// An fn loss of one micro-batch, normalised over the minibatch; with
-/// pipeline stages, from the last stage's output `stageOut`.
+/// pipeline stages, from the last stage's output `stageOut`. Its metrics
+/// (the outputs after the loss) are added to `metrics`.
 at::Tensor fnLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &o,
-                  const std::vector<double> &denoms,
-                  const at::Tensor *stageOut) {
+                  const std::vector<double> &denoms, const at::Tensor *stageOut,
+                  std::vector<double> &metrics) {
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
     return stageOut ? *stageOut : model.forward(tokens);
   };
-  return o.lossFn->evaluate(fnInputs(b, o), &out, &denoms)[0];
+  std::vector<at::Tensor> v =
+      o.lossFn->evaluate(fnInputs(b, o), &out, &denoms);
+  metrics.resize(v.size() - 1, 0.0);
+  for (size_t k = 1; k < v.size(); ++k)
+    metrics[k - 1] += v[k].item<double>();
+  return v[0];
 }
 
 } // namespace
@@ -429,6 +435,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       }
     };
     double total = 0;
+    std::vector<double> metrics(
+        fn ? size_t(fn->outputNames().size() - 1) : size_t(0), 0.0);
     for (int64_t u = 0; u < o.microBatches; ++u) {
       TrainBatch micro = rows(mini, u * perMicro, perMicro);
       if (model.stages() > 1) {
@@ -441,8 +449,9 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
             fn ? micro.fnInputs[size_t(fnModelInputs[0])].to(at::kLong)
                : micro.seq);
         if (model.lastStage()) {
-          at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, &acts.output)
-                              : perTokenLoss(acts.output, micro, o);
+          at::Tensor sum =
+              fn ? fnLoss(model, micro, o, fnDenoms, &acts.output, metrics)
+                 : perTokenLoss(acts.output, micro, o);
           (fn ? sum : sum / denom).backward();
           total += sum.item<double>();
         }
@@ -450,7 +459,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
         accumulate();
         continue;
       }
-      at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, nullptr)
+      at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, nullptr, metrics)
                        : perToken(o.loss)
                            ? perTokenLoss(model.forward(micro.seq), micro, o)
                            : pairLoss(model, micro, o);
@@ -507,12 +516,18 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       for (auto &[n, g] : grads)
         g.mul_(clip / (norm + 1e-6));
     opt.step(model.params(), grads, zero);
-    at::Tensor l = at::full({1}, total, at::kDouble);
+    // The loss, then the metrics: micro-batch sums, summed over ranks.
+    std::vector<double> sums{total};
+    sums.insert(sums.end(), metrics.begin(), metrics.end());
+    at::Tensor l = at::tensor(sums, at::kDouble);
     if (o.dp)
       o.dp->allReduceSum(l);
     if (model.stages() > 1) // only the last stage saw the loss
       model.ppComm()->allReduceSum(l);
-    stats.loss += l.item<double>() / denom / double(o.minibatches);
+    stats.loss += l[0].item<double>() / denom / double(o.minibatches);
+    stats.metrics.resize(metrics.size(), 0.0);
+    for (size_t k = 0; k < metrics.size(); ++k)
+      stats.metrics[k] += l[int64_t(k + 1)].item<double>() / double(o.minibatches);
     stats.gradNorm = norm;
   }
   return stats;

@@ -72,7 +72,7 @@ std::optional<TensorKind> FnChecker::kindOf(const FnType &t) {
 }
 
 bool FnChecker::isLoss(const FnDecl &d) {
-  return d.results.size() == 1 && d.results[0].second.kind == "loss";
+  return !d.results.empty() && d.results[0].second.kind == "loss";
 }
 
 std::string FnChecker::signature(const FnDecl &d) {
@@ -164,8 +164,15 @@ bool checkSignature(const FnDecl &d, const FnChecker::Diag &error) {
     if (d.namedResults && !seen.insert(name).second)
       bad(t.loc, "result '" + name + "' of '" + d.name + "' is declared twice");
     if (t.kind == "loss") {
-      if (d.results.size() != 1 || d.namedResults || !t.dims.empty())
-        bad(t.loc, "a loss function returns one scalar: write '-> loss'");
+      if (&t != &d.results[0].second || !t.dims.empty())
+        bad(t.loc, "a loss is the first result of a loss function, one "
+                   "scalar: write '-> loss' or '-> (loss: loss, kl: "
+                   "number)'");
+      continue;
+    }
+    if (FnChecker::isLoss(d) && (t.kind != "number" || !t.dims.empty())) {
+      bad(t.loc, "after its loss, a loss function returns metrics: scalars "
+                 "written 'name: number'");
       continue;
     }
     const KindRule *k = kindRule(t.kind);
@@ -273,7 +280,8 @@ std::optional<FnBody> FnChecker::instantiate(const FnDecl &d,
         break;
       }
     result.fields.push_back({"loss", {TensorKind::Loss, DType::F32, {n}}});
-    body.outputs.push_back({"loss", out->front().id});
+    for (size_t i = 0; i < d.results.size(); ++i)
+      body.outputs.push_back({i ? d.results[i].first : "loss", (*out)[i].id});
     return body;
   }
   for (size_t i = 0; i < d.results.size(); ++i) {

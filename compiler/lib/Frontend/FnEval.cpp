@@ -188,6 +188,14 @@ std::optional<FnVal> FnEval::result(const FnDecl &d, size_t i, FnVal v,
                 "from them");
     return std::nullopt;
   }
+  if (i > 0 && FnChecker::isLoss(d) && stack.size() == 1 && loss &&
+      v.rank == FnRank::Scalar && !v.reduced) {
+    fail(e.loc, "metric '" + d.results[i].first +
+                    "' of a loss must be a sum of token or batch reductions "
+                    "scaled by numbers, like the loss, so that it adds up "
+                    "over micro-batches");
+    return std::nullopt;
+  }
   std::optional<TensorKind> want = FnChecker::kindOf(t);
   std::vector<std::string> dims;
   for (const std::string &n : t.dims) {

@@ -278,6 +278,12 @@ std::optional<Node> Sema::checkMethodCall(const Expr &call,
                        in->record.find("loss")->type};
     n.inputs.push_back(lossIn);
     n.result.fields = {{"loss", {TensorKind::Loss, DType::F32, {}}}};
+    if (fnLoss) // the loss function's metrics follow its loss
+      for (size_t k = 1; k < current->nodes[in->producer].fn->outputs.size();
+           ++k)
+        n.result.fields.push_back(
+            {current->nodes[in->producer].fn->outputs[k].first,
+             {TensorKind::Number, DType::F32, {}}});
     return n;
   }
   case Node::Kind::Ema: {

@@ -209,8 +209,11 @@ FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op) {
 }
 
 FailureOr<std::string> rlhfc::encodeFnCode(r::TrainStepOp op) {
-  StringRef loss = "loss";
-  return Encoder().run(op, op.getFnAttr().getValue(), true, op.getBody(), loss);
+  SmallVector<StringRef> names; // the loss, then its metrics
+  for (StringAttr n : cast<r::RecordType>(op.getStats().getType()).getNames())
+    names.push_back(n.getValue());
+  return Encoder().run(op, op.getFnAttr().getValue(), true, op.getBody(),
+                       names);
 }
 
 LogicalResult rlhfc::printFnCode(ModuleOp module, llvm::raw_ostream &os) {

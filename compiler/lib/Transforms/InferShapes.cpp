@@ -61,7 +61,10 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
           rb.add("values", d, f32, r::TensorKind::values)
               .add("score", {d[0]}, f32, r::TensorKind::score);
         inferred = rb.get();
-      } else if (isa<r::TrainStepOp>(op)) {
+      } else if (auto t = dyn_cast<r::TrainStepOp>(op)) {
+        // An fn loss's metrics follow the loss in the stats record.
+        if (t.getLoss() == r::LossKind::fn)
+          return WalkResult::advance();
         inferred = rb.add("loss", {}, f32, r::TensorKind::loss).get();
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         // A function's record comes from its signature, sized by Sema.

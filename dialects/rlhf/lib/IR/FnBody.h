@@ -9,8 +9,8 @@ namespace mlir::rlhf {
 
 /// Checks the body of a compute or train step of kind `fn`: named, one block
 /// whose arguments mirror `inputs`, ending in an rlhf.yield of the `results`
-/// fields (host functions) or of one scalar that reads the trained model
-/// (losses).
+/// fields: tensors for host functions; for losses, f64 scalars, the first
+/// (the loss) reading the trained model, the rest metrics.
 LogicalResult verifyFnBody(Operation *op, StringAttr fn, ValueRange inputs,
                            Region &body, bool loss,
                            ArrayRef<RankedTensorType> results);

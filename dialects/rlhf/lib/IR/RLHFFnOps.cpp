@@ -60,9 +60,14 @@ LogicalResult mlir::rlhf::verifyFnBody(Operation *op, StringAttr fn,
   if (!yield)
     return op->emitOpError() << "body must end in rlhf.yield";
   if (loss) {
-    if (yield.getValues().size() != 1 ||
-        !yield.getValues()[0].getType().isF64())
-      return yield.emitOpError() << "of a loss yields one f64 scalar";
+    // The loss, then one metric per further field of the stats record.
+    if (yield.getValues().empty() ||
+        yield.getValues().size() != std::max<size_t>(1, results.size()) ||
+        llvm::any_of(yield.getValues().getTypes(),
+                     [](Type t) { return !t.isF64(); }))
+      return yield.emitOpError()
+             << "of a loss yields f64 scalars: the loss, then one per "
+                "metric of its stats record";
     bool lm = false, value = false;
     body.walk([&](ModelOutputOp m) {
       bool isValue = m.getOutput() == ModelOutput::values ||

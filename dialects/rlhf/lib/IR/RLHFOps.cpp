@@ -311,7 +311,8 @@ LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult TrainStepOp::verify() {
   if (getLoss() == LossKind::fn) {
     if (failed(verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
-                            /*loss=*/true, {})))
+                            /*loss=*/true,
+                            cast<RecordType>(getStats().getType()).getTypes())))
       return failure();
   } else if (failed(verifyNoFnBody(*this, getFnAttr(), getBody())) ||
              failed(verifyInputKinds(*this, stringifyLossKind(getLoss()),

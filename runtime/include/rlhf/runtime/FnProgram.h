@@ -57,7 +57,9 @@
 //                         t+1 of each row's last t with mask_of(t) != 0 (0
 //                         for an empty row), as the reward model's loss
 //
-// A loss has exactly one output, a scalar. Its batch reductions (token_sum,
+// A loss's first output is the loss, a scalar that depends on the model;
+// further outputs are metrics of the train call (scalars the same shape as
+// a loss, recorded without a gradient). Its batch reductions (token_sum,
 // token_mean, batch_sum, batch_mean) run per micro-batch as a local sum over
 // D, where D is fixed per minibatch over all its rows on every dp rank (the
 // mask total for token_mean, the row count for batch_mean, 1 for the sums):

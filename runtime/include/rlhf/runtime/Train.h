@@ -132,6 +132,9 @@ struct TrainOptions {
 struct TrainStats {
   double loss = 0;     ///< mean over minibatches
   double gradNorm = 0; ///< of the last minibatch, before clipping
+  /// An fn loss's metrics (its outputs after the loss), means over
+  /// minibatches like `loss`.
+  std::vector<double> metrics;
 };
 
 /// Per-token log-probabilities [N, S-1] of `seq` under `logits` [N, S, V].
