@@ -4,11 +4,15 @@
 // that does not parse yet): after `x.`, inside the parentheses of a call,
 // or at the start of a value. What `x` is comes from the syntax tree, of
 // the document or, when it does not parse, of the document with the line
-// being typed blanked out. The lists are Builtins.cpp's tables.
+// being typed blanked out. The lists are Builtins.cpp's tables. In a
+// function (`fn`): `let` and `return` at the start of a statement, values
+// elsewhere in its body, the types of parameters and results in its header,
+// and the trained model's outputs after `model.` in a loss.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Features.h"
+#include "Functions.h"
 
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
@@ -91,17 +95,29 @@ class Completer {
 public:
   Completer(Document &doc, const Document &scope, size_t offset)
       : doc(doc), scope(scope), text(doc.getText()), src(text.text()),
-        offset(offset), alg(enclosingAlgorithm(scope, offset)) {}
+        offset(offset), alg(enclosingAlgorithm(scope, offset)),
+        fn(enclosingFunction(scope, offset)) {}
 
   mlsp::CompletionList run() {
     size_t word = text.wordStart(offset);
     if (word > 0 && src[word - 1] == '.') {
       size_t dot = word - 1;
       llvm::StringRef base = src.slice(text.wordStart(dot), dot);
-      if (!base.empty() && !llvm::isDigit(base.front())) // not `1.5`
+      if (fn) {
+        if (base == "model" && isLoss(*fn))
+          outputs();
+      } else if (!base.empty() && !llvm::isDigit(base.front())) { // not `1.5`
         member(base);
+      }
       return std::move(list);
     }
+    if (fn && word > bodyBegin(text, *fn)) {
+      fnBody(word);
+      return std::move(list);
+    }
+    // A function's header, which need not parse yet.
+    if ((!alg && types(word)) || fn)
+      return std::move(list);
     std::optional<size_t> paren = openParen(text, offset);
     bool valueStart = previousChar(src, word) == '=';
     if (paren && !valueStart) {
@@ -197,6 +213,14 @@ private:
       for (const SettingSpec &s : m->settings)
         if (!given.count(s.name))
           setting(s, index++);
+    } else if (const ast::FnDecl *f =
+                   isMethod ? nullptr : scope.lookupFunction(callee)) {
+      // A function replaces the built-in of its name.
+      for (const ast::FnParam &p : f->params)
+        if (!given.count(p.name))
+          add(p.name, mlsp::CompletionItemKind::Property,
+              "parameter: " + paramTypeText(p), order('0', index++),
+              p.name + " = ");
     } else if (const BuiltinSpec *b =
                    isMethod ? nullptr : lookupBuiltin(callee)) {
       for (const InputSpec &in : b->inputs)
@@ -231,8 +255,100 @@ private:
             "1" + s.target);
     }
     for (const BuiltinSpec &b : allBuiltins())
-      add(b.name, mlsp::CompletionItemKind::Function, b.signature,
-          std::string("2") + b.name, "", b.summary);
+      if (!scope.lookupFunction(b.name))
+        add(b.name, mlsp::CompletionItemKind::Function, b.signature,
+            std::string("2") + b.name, "", b.summary);
+    functions();
+  }
+
+  /// The functions of the program and its imports, but the one being
+  /// written (functions are inlined and cannot recurse), and in a function
+  /// that is not a loss, the losses.
+  void functions() {
+    for (const auto &[name, f] : scope.getFunctions())
+      if (f != fn && (!fn || isLoss(*fn) || !isLoss(*f)))
+        add(name, mlsp::CompletionItemKind::Function, signatureOf(*f),
+            "2" + name, "", docOf(scope, *f));
+  }
+
+  /// After `model.` in a loss.
+  void outputs() {
+    for (auto [i, m] : llvm::enumerate(modelOutputs()))
+      add(m.name, mlsp::CompletionItemKind::Method,
+          formatv("(seq) -> {0}, {1} head", m.shape, m.head).str(),
+          order('0', i), "", m.summary);
+  }
+
+  /// In a function's body.
+  void fnBody(size_t word) {
+    char before = previousChar(src, word);
+    if (before == ';' || before == '{') {
+      add("let", mlsp::CompletionItemKind::Keyword, "let name = value;", "0let",
+          "let ");
+      add("return", mlsp::CompletionItemKind::Keyword, "return value;",
+          "0return", "return ");
+      return;
+    }
+    // `let x`: a new name.
+    if (src.slice(text.previousWordStart(word), word).trim() == "let")
+      return;
+    std::optional<size_t> paren = openParen(text, offset);
+    if (paren && (before == '(' || before == ','))
+      namedArguments(*paren, word);
+    fnValues(word);
+  }
+
+  /// After `name:` in the parameters or results of a function, or after
+  /// `->`: the types, `loss` only for results. False elsewhere.
+  bool types(size_t word) {
+    auto endOfCode = [&](size_t i) {
+      while (i > 0 && llvm::isSpace(src[i - 1]))
+        --i;
+      return i;
+    };
+    bool result = src.slice(0, endOfCode(word)).ends_with("->");
+    if (!result) {
+      std::optional<size_t> paren = openParen(text, offset);
+      if (!paren || previousChar(src, word) != ':')
+        return false;
+      // `fn name(` or `-> (`.
+      size_t end = endOfCode(*paren), name = text.wordStart(end);
+      result = src.slice(0, end).ends_with("->");
+      if (!result &&
+          (name == end ||
+           src.slice(text.previousWordStart(name), name).trim() != "fn"))
+        return false;
+    }
+    for (auto [i, t] : llvm::enumerate(fnTypes()))
+      if (result || !t.result)
+        add(t.name, mlsp::CompletionItemKind::TypeParameter,
+            std::string(t.name) + t.shape, order('0', i), "", t.summary);
+    return true;
+  }
+
+  /// A value in a function body: a parameter, an earlier let, `model` in a
+  /// loss, a function or a primitive.
+  void fnValues(size_t word) {
+    for (const ast::FnParam &p : fn->params)
+      add(p.name, mlsp::CompletionItemKind::Variable, paramTypeText(p),
+          "1" + p.name);
+    for (const ast::FnStmt &s : fn->body) {
+      auto loc = mlir::cast<mlir::FileLineColLoc>(s.loc);
+      if (s.kind == ast::FnStmt::Kind::Let &&
+          scope.getText().offsetOf(loc) < word)
+        add(s.name, mlsp::CompletionItemKind::Variable,
+            "let = " + letValueText(scope, s), "1" + s.name);
+    }
+    if (isLoss(*fn))
+      add("model", mlsp::CompletionItemKind::Variable,
+          "the model this loss trains", "1model", "",
+          "its outputs: `model.logprobs(seq)`, `model.entropy(seq)` (an lm "
+          "head), `model.values(seq)`, `model.score(seq)` (a value head)");
+    for (const FnPrimitiveSpec &p : allFnPrimitives())
+      if (!scope.lookupFunction(p.name))
+        add(p.name, mlsp::CompletionItemKind::Function, p.signature,
+            std::string("2") + p.name, "", p.summary);
+    functions();
   }
 
   Document &doc;
@@ -241,6 +357,7 @@ private:
   llvm::StringRef src;
   size_t offset;
   const ast::AlgorithmDecl *alg;
+  const ast::FnDecl *fn;
   mlsp::CompletionList list;
 };
 

@@ -32,9 +32,18 @@ void rlhfc::lsp::findDefinitions(Document &doc, const mlsp::Position &pos,
     return declaredAt(o->param->loc, o->param->name);
   case Kind::Result:
     return declaredAt(o->stmt->loc, o->stmt->target);
+  case Kind::Function:
+    // In the main file or an imported one (the stdlib's estimators).
+    return declaredAt(o->fn->loc, o->fn->name);
+  case Kind::FnLocal:
+    if (o->let)
+      return declaredAt(o->let->loc, o->let->name);
+    return declaredAt(o->fnParam->loc, o->fnParam->name);
   case Kind::Method:
   case Kind::Builtin:
   case Kind::Field:
+  case Kind::Primitive:
+  case Kind::Output:
     return; // built into the language
   }
 }

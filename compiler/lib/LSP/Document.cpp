@@ -36,6 +36,11 @@ Document::Document(mlir::MLIRContext &ctx, const ServerOptions &options,
     for (const auto &a : m->algorithms)
       algorithms.emplace(a->name, a.get());
   }
+  // Sema keeps the first function of a name in the imports, then in the
+  // main file.
+  for (size_t i = 1; i <= program.modules.size(); ++i)
+    for (const auto &f : program.modules[i % program.modules.size()]->functions)
+      functions.emplace(f->name, f.get());
   occurrences = indexOccurrences(*this);
 }
 
@@ -55,6 +60,11 @@ const ast::AlgorithmDecl *
 Document::lookupAlgorithm(llvm::StringRef name) const {
   auto it = algorithms.find(name.str());
   return it == algorithms.end() ? nullptr : it->second;
+}
+
+const ast::FnDecl *Document::lookupFunction(llvm::StringRef name) const {
+  auto it = functions.find(name.str());
+  return it == functions.end() ? nullptr : it->second;
 }
 
 std::vector<const sema::Instance *>

@@ -51,6 +51,10 @@ struct Occurrence {
     Method,    ///< the method of a model call: actor.`generate`(...)
     Builtin,   ///< a host function: `gae`(...)
     Field,     ///< a field of a record: g.`seq`
+    Function,  ///< a function (`fn`), declared or called
+    Primitive, ///< a primitive of function bodies: `exp`(...)
+    FnLocal,   ///< a parameter or `let` of a function, declared or used
+    Output,    ///< an output of the trained model in a loss: model.`logprobs`
   };
   Kind kind;
   size_t begin = 0, end = 0; ///< byte offsets in the main file
@@ -65,9 +69,16 @@ struct Occurrence {
   const ast::Stmt *stmt = nullptr;
   /// Method, Builtin: the call; Field: the field expression.
   const ast::Expr *expr = nullptr;
-  /// Method, Builtin: where Sema put the call's dataflow node (a statement
-  /// that binds the call is located at its name).
+  /// Method, Builtin, Function called from an algorithm: where Sema put the
+  /// call's dataflow node (a statement that binds the call is located at its
+  /// name).
   std::optional<mlir::Location> nodeLoc;
+  /// Function: the one named; FnLocal, Primitive, Output: the one the name is
+  /// used in.
+  const ast::FnDecl *fn = nullptr;
+  /// FnLocal: the parameter, or the `let` that binds the name.
+  const ast::FnParam *fnParam = nullptr;
+  const ast::FnStmt *let = nullptr;
 };
 
 /// The plan of one run, as `rlhfc --emit=plan` reports it.
@@ -97,6 +108,13 @@ public:
 
   const ast::EntityDecl *lookupEntity(llvm::StringRef name) const;
   const ast::AlgorithmDecl *lookupAlgorithm(llvm::StringRef name) const;
+  /// The function (`fn`) of the program or its imports named `name`; it
+  /// replaces a built-in of the same name.
+  const ast::FnDecl *lookupFunction(llvm::StringRef name) const;
+  /// Every function, by name.
+  const std::map<std::string, const ast::FnDecl *> &getFunctions() const {
+    return functions;
+  }
   /// The runs of the program that instantiate `alg`, in order.
   std::vector<const sema::Instance *>
   instancesOf(const ast::AlgorithmDecl &alg) const;
@@ -145,6 +163,7 @@ private:
   const SourceText *mainText = nullptr;
   std::map<std::string, const ast::EntityDecl *> entities;
   std::map<std::string, const ast::AlgorithmDecl *> algorithms;
+  std::map<std::string, const ast::FnDecl *> functions;
   std::vector<Occurrence> occurrences;
   std::vector<RecordedDiagnostic> frontendDiags, planDiags;
   bool planned = false, planDiagsTaken = false;

@@ -2,11 +2,13 @@
 //
 // Markdown hovers: a model's architecture and parameter count, the planned
 // mesh, strategy, time and memory of a model call, the type of a result or
-// field, the signature of a built-in, and a run's plan.
+// field, the signature of a built-in, and a run's plan. Functions (`fn`)
+// have theirs in Functions.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Features.h"
+#include "Functions.h"
 
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
@@ -446,6 +448,12 @@ std::optional<mlsp::Hover> rlhfc::lsp::findHover(Document &doc,
     break;
   case Kind::Field:
     fieldHover(doc, *o, os);
+    break;
+  case Kind::Function:
+  case Kind::Primitive:
+  case Kind::FnLocal:
+  case Kind::Output:
+    functionHover(doc, *o, os);
     break;
   }
   os.flush();

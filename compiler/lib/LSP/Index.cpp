@@ -3,7 +3,9 @@
 // Walks the main file's syntax tree and resolves each name the way Sema
 // does: inside an algorithm, parameters and bound results first, then the
 // global declarations (clusters in @place); in a run and in a base, the
-// global declarations.
+// global declarations. A callee is a function (`fn`) before a built-in of
+// the same name. Inside a function, names are its parameters and lets, and
+// callees functions, then primitives, or `model.` outputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +36,8 @@ public:
       entity(*e);
     for (const auto &a : m->algorithms)
       algorithm(*a);
+    for (const auto &f : m->functions)
+      function(*f);
     for (const auto &r : m->runs)
       run(*r);
     llvm::sort(out, [](const Occurrence &a, const Occurrence &b) {
@@ -53,6 +57,7 @@ private:
     o.end = o.begin + name.size();
     o.name = name.str();
     o.algorithm = alg;
+    o.fn = fn;
     out.push_back(std::move(o));
     return &out.back();
   }
@@ -137,6 +142,46 @@ private:
     stmt = nullptr;
   }
 
+  void function(const ast::FnDecl &f) {
+    fn = &f;
+    if (Occurrence *o = add(Kind::Function, f.loc, f.name))
+      o->isDecl = true;
+    for (const ast::FnParam &p : f.params)
+      if (Occurrence *o = add(Kind::FnLocal, p.loc, p.name)) {
+        o->fnParam = &p;
+        o->isDecl = true;
+      }
+    for (const ast::FnStmt &s : f.body) {
+      // A let's value reads the names bound before it.
+      for (const ast::ExprPtr &v : s.values)
+        expr(*v);
+      if (s.kind == ast::FnStmt::Kind::Let)
+        if (Occurrence *o = add(Kind::FnLocal, s.loc, s.name)) {
+          o->let = &s;
+          o->isDecl = true;
+        }
+      bound.push_back(&s);
+    }
+    fn = nullptr;
+    bound.clear();
+  }
+
+  /// A name in a function body: the latest let of it, or a parameter.
+  void fnLocal(const ast::Expr &e) {
+    for (auto it = bound.rbegin(); it != bound.rend(); ++it)
+      if ((*it)->kind == ast::FnStmt::Kind::Let && (*it)->name == e.text) {
+        if (Occurrence *o = add(Kind::FnLocal, e.loc, e.text))
+          o->let = *it;
+        return;
+      }
+    for (const ast::FnParam &p : fn->params)
+      if (p.name == e.text) {
+        if (Occurrence *o = add(Kind::FnLocal, e.loc, e.text))
+          o->fnParam = &p;
+        return;
+      }
+  }
+
   /// A name in an algorithm body.
   void local(const ast::Expr &e) {
     auto param = llvm::find_if(
@@ -160,7 +205,7 @@ private:
     using EK = ast::Expr::Kind;
     switch (e.kind) {
     case EK::Name:
-      return local(e);
+      return fn ? fnLocal(e) : local(e);
     case EK::Field:
       expr(*e.base);
       if (Occurrence *o = add(Kind::Field, e.loc, e.text))
@@ -197,11 +242,30 @@ private:
   void call(const ast::Expr &e) {
     const ast::Expr &callee = *e.base;
     Occurrence *o = nullptr;
-    if (callee.kind == ast::Expr::Kind::Field) {
+    bool isName = callee.kind == ast::Expr::Kind::Name;
+    const ast::FnDecl *f = isName ? doc.lookupFunction(callee.text) : nullptr;
+    if (fn) {
+      // `model.logprobs(seq)`; `model` itself names nothing to show.
+      bool output = callee.kind == ast::Expr::Kind::Field &&
+                    callee.base->kind == ast::Expr::Kind::Name &&
+                    callee.base->text == "model";
+      if (output) {
+        add(Kind::Output, callee.loc, callee.text);
+      } else if (f) {
+        if (Occurrence *called = add(Kind::Function, callee.loc, callee.text))
+          called->fn = f;
+      } else if (isName && lookupFnPrimitive(callee.text)) {
+        add(Kind::Primitive, callee.loc, callee.text);
+      } else {
+        expr(callee);
+      }
+    } else if (callee.kind == ast::Expr::Kind::Field) {
       expr(*callee.base);
       o = add(Kind::Method, callee.loc, callee.text);
-    } else if (callee.kind == ast::Expr::Kind::Name &&
-               lookupBuiltin(callee.text)) {
+    } else if (f) {
+      if ((o = add(Kind::Function, callee.loc, callee.text)))
+        o->fn = f;
+    } else if (isName && lookupBuiltin(callee.text)) {
       o = add(Kind::Builtin, callee.loc, callee.text);
     } else {
       expr(callee);
@@ -222,6 +286,9 @@ private:
   const SourceText &text;
   const ast::AlgorithmDecl *alg = nullptr;
   const ast::Stmt *stmt = nullptr;
+  /// The function being indexed, and its statements so far.
+  const ast::FnDecl *fn = nullptr;
+  std::vector<const ast::FnStmt *> bound;
   std::vector<Occurrence> out;
 };
 

@@ -174,6 +174,25 @@ size_t SourceText::previousWordStart(size_t offset) const {
   return wordStart(i);
 }
 
+std::string SourceText::commentAbove(size_t offset) const {
+  std::vector<llvm::StringRef> lines;
+  for (size_t line = positionOf(offset).line; line > 0; --line) {
+    llvm::StringRef text =
+        buf.slice(lineStarts[line - 1], lineStarts[line]).trim();
+    if (!text.consume_front("//"))
+      break;
+    text.consume_front(" ");
+    lines.push_back(text);
+  }
+  std::string out;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (it != lines.rbegin())
+      out += '\n';
+    out += it->str();
+  }
+  return out;
+}
+
 bool SourceText::inCommentOrString(size_t offset) const {
   for (size_t i = 0; i < buf.size() && i < offset;) {
     size_t skipped = skipCommentOrString(i);

@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <string>
 #include <vector>
 
 namespace rlhfc::lsp {
@@ -54,6 +55,11 @@ public:
   /// Start of the word before `offset`, across whitespace: the keyword
   /// `model` for the offset of `actor` in `model actor`.
   size_t previousWordStart(size_t offset) const;
+
+  /// The `//` comment lines right above the line of `offset`, up to a line
+  /// that is not one, without their `//` and the space after it: the
+  /// documentation of a declaration. Lines are joined by '\n'.
+  std::string commentAbove(size_t offset) const;
 
   /// Whether `offset` lies inside a comment or a string literal.
   bool inCommentOrString(size_t offset) const;

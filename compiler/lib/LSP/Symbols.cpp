@@ -2,11 +2,13 @@
 //
 // One symbol per import and declaration, each spanning from its keyword to
 // its `;` or closing `}`, with properties, parameters and statements as
-// children.
+// children; a function (`fn`) has its signature as detail and its
+// parameters and lets as children.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Features.h"
+#include "Functions.h"
 
 #include <functional>
 
@@ -49,6 +51,8 @@ public:
       items.emplace_back(offset(e->loc), [this, &e] { return entity(*e); });
     for (const auto &a : m->algorithms)
       items.emplace_back(offset(a->loc), [this, &a] { return algorithm(*a); });
+    for (const auto &f : m->functions)
+      items.emplace_back(offset(f->loc), [this, &f] { return function(*f); });
     for (const auto &r : m->runs)
       items.emplace_back(offset(r->loc), [this, &r] { return run(*r); });
     llvm::stable_sort(
@@ -159,6 +163,35 @@ private:
     mlsp::DocumentSymbol s(st.target, mlsp::SymbolKind::Variable, whole,
                            nameRange(st.loc, st.target));
     s.detail = callee;
+    return s;
+  }
+
+  mlsp::DocumentSymbol function(const ast::FnDecl &f) const {
+    mlsp::DocumentSymbol s = decl(f.name, mlsp::SymbolKind::Function, f.loc);
+    s.detail = signatureOf(f);
+    for (const ast::FnParam &p : f.params) {
+      // From the name to the end of the type or default.
+      size_t begin = offset(p.loc);
+      llvm::StringRef src =
+          text.text().slice(begin, text.itemEnd(begin, /*inList=*/true));
+      size_t end = begin + src.rtrim().size();
+      mlsp::DocumentSymbol ps(p.name, mlsp::SymbolKind::Variable,
+                              range(begin, end), nameRange(p.loc, p.name));
+      ps.detail = paramTypeText(p);
+      s.children.push_back(std::move(ps));
+    }
+    for (const ast::FnStmt &st : f.body) {
+      if (st.kind != ast::FnStmt::Kind::Let)
+        continue;
+      // From `let` to the `;`.
+      size_t name = offset(st.loc);
+      size_t begin = text.previousWordStart(name);
+      mlsp::DocumentSymbol ls(st.name, mlsp::SymbolKind::Variable,
+                              range(begin, text.itemEnd(name)),
+                              nameRange(st.loc, st.name));
+      ls.detail = letValueText(doc, st);
+      s.children.push_back(std::move(ls));
+    }
     return s;
   }
 

@@ -11,8 +11,9 @@
 //    source.rlhf and meta.* scopes, and no character of these valid programs
 //    may be scoped invalid.*.
 // 2. The grammar is in step with the compiler: every keyword of RLHF.g4, every
-//    host function and model method of compiler/lib/Frontend/Builtins.cpp and
-//    every unit of compiler/lib/Frontend/Units.cpp is scoped as such.
+//    host function, model method and primitive of function bodies of
+//    compiler/lib/Frontend/Builtins.cpp and every unit of
+//    compiler/lib/Frontend/Units.cpp is scoped as such.
 // 3. Self-test: the same checks run against grammars with a rule removed, and
 //    must fail, so a check that can never fail is caught.
 //
@@ -29,9 +30,12 @@ const REPO = path.resolve(repoArg >= 0 ? args[repoArg + 1] : path.join(__dirname
 
 // The keywords this checker (and the grammar) know. RLHF.g4 must declare
 // exactly these; a new keyword needs a grammar rule and a role below.
-const KEYWORDS = ['import', 'hardware', 'arch', 'cluster', 'model', 'dataset', 'algorithm', 'run', 'true', 'false'];
+const KEYWORDS = ['import', 'hardware', 'arch', 'cluster', 'model', 'dataset', 'algorithm', 'run', 'fn', 'let', 'return',
+  'true', 'false'];
 const ENTITY_KINDS = ['hardware', 'arch', 'cluster', 'model', 'dataset'];
 const OPTIMIZERS = ['adam', 'adamw']; // Sema.cpp: a model's optimizer = adam(...) | adamw(...)
+// The outputs of the trained model in a loss: model.logprobs(seq) (lang/README.md, 6.4).
+const MODEL_OUTPUTS = ['logprobs', 'values', 'score', 'entropy'];
 
 // ---------------------------------------------------------------- compiler
 function read(rel) {
@@ -46,7 +50,9 @@ function compilerBuiltins() {
   const src = read('compiler/lib/Frontend/Builtins.cpp');
   const functions = [...src.matchAll(/^\s*\{"(\w+)",\s*$/gm)].map((m) => m[1]);
   const methods = [...src.matchAll(/\{"(\w+)", Node::Kind::/g)].map((m) => m[1]);
-  return { functions, methods };
+  const table = /kFnPrimitives\[\] = \{([\s\S]*?)\n\};/.exec(src);
+  const primitives = table ? [...table[1].matchAll(/\{"(\w+)",/g)].map((m) => m[1]) : [];
+  return { functions, methods, primitives };
 }
 function compilerUnits() {
   return [...read('compiler/lib/Frontend/Units.cpp').matchAll(/\{"(\w+)", [^,]+, UnitDim::/g)].map((m) => m[1]);
@@ -61,6 +67,7 @@ const LEX = [
   ['string', /"(?:[^"\\\r\n]|\\[^\r\n])*"/y],
   ['number', /[0-9](?:_?[0-9])*(?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9](?:_?[0-9])*)?[a-zA-Z]*/y],
   ['ident', /[a-zA-Z_][a-zA-Z_0-9]*/y],
+  ['op', /->|<=|>=|==|!=/y], // RLHF.g4's literal tokens of two characters
 ];
 
 function lex(text, file) {
@@ -94,6 +101,7 @@ class Parser {
     this.toks = toks.filter((t) => t.type !== 'line-comment' && t.type !== 'block-comment');
     this.text = text;
     this.i = 0;
+    this.inFn = false; // in the body of a function: primitives and model outputs
     for (const t of toks) {
       if (t.type === 'line-comment') t.role = 'comment.line.double-slash.rlhf';
       if (t.type === 'block-comment') t.role = 'comment.block.rlhf';
@@ -104,7 +112,7 @@ class Parser {
   }
   is(text, k = 0) {
     const t = this.peek(k);
-    return t.type === text || (t.type === 'punct' && t.text === text);
+    return t.type === text || ((t.type === 'punct' || t.type === 'op') && t.text === text);
   }
   fail(msg) {
     const t = this.peek();
@@ -158,6 +166,8 @@ class Parser {
       this.take('{', 'punctuation.section.block.begin.rlhf');
       while (!this.is('}')) this.stmt();
       this.take('}', 'punctuation.section.block.end.rlhf');
+    } else if (t.type === 'fn') {
+      this.fnDecl();
     } else if (t.type === 'run') {
       this.take('run', 'keyword.other.run.rlhf');
       this.ident('entity.name.function.rlhf');
@@ -166,6 +176,71 @@ class Parser {
     } else {
       this.fail('expected a declaration');
     }
+  }
+  // fnDecl: FN name '(' fnParam, ... ')' '->' fnResults '{' fnStmt* '}'
+  fnDecl() {
+    this.take('fn', 'storage.type.function.rlhf');
+    this.ident('entity.name.function.fn.rlhf');
+    this.take('(', 'punctuation.section.parens.begin.rlhf');
+    while (!this.is(')')) {
+      this.ident('variable.parameter.rlhf');
+      this.fnType();
+      if (this.is('=')) {
+        this.take('=', 'keyword.operator.assignment.rlhf');
+        this.expr();
+      }
+      if (!this.is(')')) this.take(',', 'punctuation.separator.comma.rlhf');
+    }
+    this.take(')', 'punctuation.section.parens.end.rlhf');
+    this.take('->', 'keyword.operator.arrow.rlhf');
+    if (this.is('(')) {
+      this.take('(', 'punctuation.section.parens.begin.rlhf');
+      while (!this.is(')')) {
+        this.ident('variable.other.result.rlhf');
+        this.fnType();
+        if (!this.is(')')) this.take(',', 'punctuation.separator.comma.rlhf');
+      }
+      this.take(')', 'punctuation.section.parens.end.rlhf');
+    } else {
+      this.kind();
+    }
+    this.take('{', 'punctuation.section.block.begin.rlhf');
+    this.inFn = true;
+    while (!this.is('}')) {
+      if (this.is('let')) {
+        this.take('let', 'storage.type.let.rlhf');
+        this.ident('variable.other.definition.rlhf');
+        this.take('=', 'keyword.operator.assignment.rlhf');
+        this.expr();
+      } else {
+        this.take('return', 'keyword.control.return.rlhf');
+        this.expr();
+        while (this.is(',')) {
+          this.take(',', 'punctuation.separator.comma.rlhf');
+          this.expr();
+        }
+      }
+      this.take(';', 'punctuation.terminator.rlhf');
+    }
+    this.inFn = false;
+    this.take('}', 'punctuation.section.block.end.rlhf');
+  }
+  // ':' fnType
+  fnType() {
+    this.take(':', 'punctuation.separator.type.rlhf');
+    this.kind();
+  }
+  // fnType: kind=IDENT ('[' dims+=IDENT (',' dims+=IDENT)* ']')?
+  kind() {
+    this.ident('support.type.rlhf');
+    if (!this.is('[')) return;
+    this.take('[', 'punctuation.section.brackets.begin.rlhf');
+    this.ident('entity.name.type.dimension.rlhf');
+    while (this.is(',')) {
+      this.take(',', 'punctuation.separator.comma.rlhf');
+      this.ident('entity.name.type.dimension.rlhf');
+    }
+    this.take(']', 'punctuation.section.brackets.end.rlhf');
   }
   string() {
     const t = this.peek();
@@ -211,8 +286,16 @@ class Parser {
     }
     this.take(')', 'punctuation.section.parens.end.rlhf');
   }
-  // expr with the precedence of RLHF.g4: postfix, unary minus, * /, + -.
+  // expr with the precedence of RLHF.g4: postfix, unary minus, * /, + -,
+  // comparisons.
   expr() {
+    this.add();
+    while (['<', '<=', '>', '>=', '==', '!='].some((op) => this.is(op))) {
+      this.take(this.peek().text, 'keyword.operator.comparison.rlhf');
+      this.add();
+    }
+  }
+  add() {
     this.mul();
     while (this.is('+') || this.is('-')) {
       this.take(this.peek().text, 'keyword.operator.arithmetic.rlhf');
@@ -237,13 +320,19 @@ class Parser {
   postfix() {
     let callee = this.primary(); // a name token that a '(' would call
     let member = false;
+    let receiver = null; // the token before '.'
     for (;;) {
       if (this.is('.')) {
         this.take('.', 'punctuation.accessor.rlhf');
+        receiver = callee;
         callee = this.ident('variable.other.member.rlhf');
         member = true;
       } else if (this.is('(')) {
-        if (callee) callee.role = calleeRole(callee.text, member);
+        if (callee) {
+          callee.role = this.inFn
+            ? fnCalleeRole(callee.text, member, receiver && receiver.type === 'model')
+            : calleeRole(callee.text, member);
+        }
         this.args();
         callee = null;
       } else if (this.is('[')) {
@@ -272,6 +361,11 @@ class Parser {
       this.i++;
       t.role = 'variable.other.rlhf';
       return t;
+    } else if (t.type === 'model') {
+      // RLHF.g4 nameRef: the model a loss trains, inside a function.
+      this.i++;
+      t.role = this.inFn ? 'variable.language.model.rlhf' : 'keyword.other.reserved.rlhf';
+      return t;
     } else if (this.is('(')) {
       this.take('(', 'punctuation.section.parens.begin.rlhf');
       this.expr();
@@ -292,10 +386,20 @@ class Parser {
 
 let BUILTIN_FUNCTIONS = [];
 let BUILTIN_METHODS = [];
+let PRIMITIVES = [];
 function calleeRole(name, member) {
   if (member) return BUILTIN_METHODS.includes(name) ? 'support.function.method.rlhf' : 'entity.name.function.member.rlhf';
   if (BUILTIN_FUNCTIONS.includes(name)) return 'support.function.builtin.rlhf';
   if (OPTIMIZERS.includes(name)) return 'support.function.optimizer.rlhf';
+  return 'entity.name.function.call.rlhf';
+}
+// In a function body: primitives, not host functions (a function of the
+// stdlib may have a host function's name), and model outputs.
+function fnCalleeRole(name, member, ofModel) {
+  if (member) {
+    return ofModel && MODEL_OUTPUTS.includes(name) ? 'support.function.model-output.rlhf' : calleeRole(name, member);
+  }
+  if (PRIMITIVES.includes(name)) return 'support.function.primitive.rlhf';
   return 'entity.name.function.call.rlhf';
 }
 
@@ -379,6 +483,15 @@ function syncSnippets() {
   const snippets = [];
   for (const f of BUILTIN_FUNCTIONS) snippets.push([`host function ${f}`, `algorithm a(m: model) {\n  r = ${f}(m.x, k = 1);\n}\n`]);
   for (const m of BUILTIN_METHODS) snippets.push([`model method ${m}`, `algorithm a(m: model) {\n  m.${m}(m.x);\n}\n`]);
+  for (const p of PRIMITIVES) {
+    snippets.push([`primitive ${p}`, `fn f(x: score[N], n: int = 2) -> score[N] {\n  let y = ${p}(x, n) >= 0;\n  return y;\n}\n`]);
+  }
+  for (const o of MODEL_OUTPUTS) {
+    snippets.push([`model output ${o}`,
+      `fn l(s: tokens[N, S]) -> loss {\n  return token_mean(model.${o}(s), mask_of(s));\n}\n`]);
+  }
+  snippets.push(['function with named results', 'fn g(a: number[N, S], b: int) -> (x: advantages[N, S], y: returns[N, S]) {\n' +
+    '  return where(a != b, a, -a), clamp(a, lo = 0, hi = b);\n}\n']);
   for (const u of KNOWN_UNITS) snippets.push([`unit ${u}`, `hardware h { x = 1${u}; y = 2.5${u}; z = 1e3${u}; }\n`]);
   for (const k of ENTITY_KINDS) snippets.push([`keyword ${k}`, `${k} n : b { ${k} = x; }\n`]);
   snippets.push(['keywords true false', `model m { trainable = true; frozen = false; }\n`]);
@@ -433,6 +546,13 @@ function mutants(raw) {
   drop('no escapes', (r) => (r.strings.patterns[0].patterns = []));
   drop('no block comments', (r) => r.comments.patterns.shift());
   drop('no variables', (r) => r.expression.patterns.splice(-2, 1));
+  drop('no fn keyword', (r) => delete r['fn-declaration'].beginCaptures['1']);
+  drop('no let', (r) => r['fn-body'].patterns.splice(1, 1));
+  drop('no primitives', (r) => (r['fn-expression'].patterns = r['fn-expression'].patterns.filter(
+    (p) => !(p.name || '').startsWith('support.function.primitive'))));
+  drop('no model outputs', (r) => r['fn-expression'].patterns.splice(4, 1));
+  drop('no comparisons', (r) => r.operators.patterns.shift());
+  drop('no shapes', (r) => (r['fn-shape'].patterns = []));
   return out;
 }
 
@@ -443,10 +563,11 @@ async function main() {
     problems.push(`lang/RLHF.g4 keywords are [${g4.join(' ')}], this checker knows [${KEYWORDS.join(' ')}]: ` +
       'update syntaxes/rlhf.tmLanguage.json and test/check-scopes.js');
   }
-  ({ functions: BUILTIN_FUNCTIONS, methods: BUILTIN_METHODS } = compilerBuiltins());
-  if (BUILTIN_FUNCTIONS.length < 5 || BUILTIN_METHODS.length < 3) {
+  ({ functions: BUILTIN_FUNCTIONS, methods: BUILTIN_METHODS, primitives: PRIMITIVES } = compilerBuiltins());
+  if (BUILTIN_FUNCTIONS.length < 5 || BUILTIN_METHODS.length < 3 || PRIMITIVES.length < 10) {
     problems.push(`could not read the built-ins from compiler/lib/Frontend/Builtins.cpp ` +
-      `(found functions [${BUILTIN_FUNCTIONS}], methods [${BUILTIN_METHODS}]); update compilerBuiltins()`);
+      `(found functions [${BUILTIN_FUNCTIONS}], methods [${BUILTIN_METHODS}], primitives [${PRIMITIVES}]); ` +
+      'update compilerBuiltins()');
   }
   const units = compilerUnits();
   if (units.length < 10) problems.push(`could not read the units from compiler/lib/Frontend/Units.cpp (found [${units}])`);
