@@ -433,7 +433,8 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
     if (di < 0 || di >= int64_t(p->datasets.size()))
       throw Error("dataset index out of range");
     DatasetState &d = p->datasets[size_t(di)];
-    std::vector<Example> rows = d.data->batch(step, d.batch, uint64_t(p->seed));
+    auto rows = std::make_shared<const std::vector<Example>>(
+        d.data->batch(step, d.batch, uint64_t(p->seed)));
     const int64_t B = d.batch, pad = p->tokenizer->pad();
     std::map<std::string, rlhf_value *> fields;
     for (const std::string &f : d.fields) {
@@ -444,7 +445,7 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
       at::Tensor t = at::full({B, width}, pad, at::kLong);
       for (int64_t b = 0; b < B; ++b) {
         std::vector<int64_t> ids =
-            p->tokenizer->encode(rows[size_t(b)].at(f), !answer);
+            p->tokenizer->encode((*rows)[size_t(b)].at(f), !answer);
         if (!answer && f != "prompt")
           ids.push_back(p->tokenizer->eos());
         // Prompts keep their end (left-padded); others their start.
@@ -459,6 +460,7 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
       if (!prompt && !answer) // whole sequences: train on every real token
         mask = predictedTokens(t, pad);
       fields[f] = tensorValue(p, t, mask, B, std::nullopt);
+      fields[f]->examples = rows; // script_reward sends the text
     }
     return recordValue(p, std::move(fields));
   });

@@ -384,6 +384,9 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
         p->record("reward", score.mean().item<double>(), true);
         return one("score", score, at::Tensor(), x[0]->rows);
       }
+      case RLHF_COMPUTE_SCRIPT_REWARD:
+        need(2);
+        return scriptReward(p, ins[1], x, s);
       case RLHF_COMPUTE_GRPO_ADV:
         need(1);
         return one("advantages",

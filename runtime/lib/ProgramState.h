@@ -26,6 +26,7 @@
 #include "rlhf/runtime/Dataset.h"
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/ExternalReward.h"
 #include "rlhf/runtime/FnProgram.h"
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/HostCompute.h"
@@ -69,6 +70,8 @@ struct rlhf_value {
   at::Tensor mask;  ///< [rows, S-1] loss mask of a token tensor, if any
   int64_t rows = 0; ///< rows over all ranks
   std::optional<rlhf::Layout> layout; ///< unset: replicated on every rank
+  /// A dataset column's rows as text, for host functions that read text.
+  std::shared_ptr<const std::vector<rlhf::Example>> examples;
 };
 
 namespace rlhf::exec {
@@ -119,15 +122,29 @@ inline std::string layoutStr(const Layout &l) {
          " pp=" + std::to_string(l.pp);
 }
 
-/// The "key=value,..." settings of a call, as code generation writes them.
+/// The "key=value,..." settings of a call, as code generation writes them:
+/// numbers, and text as key="..." with %XX escapes (rlhf_program.h).
 class Settings {
 public:
   explicit Settings(const char *text) {
     std::stringstream ss(text ? text : "");
     std::string item;
     while (std::getline(ss, item, ','))
-      if (auto eq = item.find('='); eq != std::string::npos)
-        values[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
+      if (auto eq = item.find('='); eq != std::string::npos) {
+        std::string v = item.substr(eq + 1);
+        if (v.size() >= 2 && v.front() == '"' && v.back() == '"')
+          texts[item.substr(0, eq)] = unescape(v.substr(1, v.size() - 2));
+        else
+          values[item.substr(0, eq)] = std::stod(v);
+      }
+  }
+  bool has(const std::string &key) const { return values.count(key) != 0; }
+  bool hasText(const std::string &key) const { return texts.count(key) != 0; }
+  std::string text(const std::string &key) const {
+    auto it = texts.find(key);
+    if (it == texts.end())
+      throw Error("setting '" + key + "' is missing");
+    return it->second;
   }
   double get(const std::string &key, double fallback) const {
     auto it = values.find(key);
@@ -141,7 +158,19 @@ public:
   }
 
 private:
+  static std::string unescape(const std::string &s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == '%' && i + 2 < s.size()) {
+        out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        out += s[i];
+      }
+    return out;
+  }
   std::map<std::string, double> values;
+  std::map<std::string, std::string> texts;
 };
 
 inline std::vector<std::string> splitList(const std::string &s) {
@@ -210,6 +239,10 @@ struct rlhf_prog {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
       groups;
   Layout replicated; ///< every rank, all rows
+
+  /// script_reward's worker pools (rank 0 only), by their settings; they
+  /// live until the program is deleted, which stops them.
+  std::map<std::string, std::unique_ptr<ExternalRewardPool>> rewardPools;
 
   /// Parsed fn programs by the address of their code (a constant of the
   /// compiled program), with the text to tell a reused address.
@@ -342,6 +375,12 @@ struct TrainLoss {
   /// slots; `member`: whether this rank trained).
   std::function<void(bool member)> metrics;
 };
+
+/// script_reward: rank 0 decodes every sample, scores it with the pool of
+/// the call's command, and broadcasts the scores. `answer` is the input as
+/// passed (a dataset column carries its rows' text); `x` the gathered inputs.
+rlhf_value *scriptReward(rlhf_prog *p, rlhf_value *answer,
+                         const std::vector<rlhf_value *> &x, const Settings &s);
 
 /// A train call of model `mi` on `lay` (rlhf_train, rlhf_train_fn): epochs
 /// of trainStep over this rank's rows of the inputs, the loss metric, and a

@@ -167,7 +167,7 @@ func.func @f(%t: tensor<8x16xi32, #rlhf.kind<tokens>>) {
   %s = rlhf.train_step @actor fn "l"(%t) minibatches 1 epochs 1 settings {} body {
   ^bb0(%x: tensor<?x?xi32>):
     %lp = rlhf.model_output logprobs %x : tensor<?x?xi32> -> tensor<?x?xf32>
-    // expected-error @+1 {{of a loss yields one f64 scalar}}
+    // expected-error @+1 {{of a loss yields f64 scalars: the loss, then one per metric of its stats record}}
     rlhf.yield %lp : tensor<?x?xf32>
   } : tensor<8x16xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
   return

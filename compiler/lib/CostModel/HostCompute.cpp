@@ -12,12 +12,19 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace rlhfc::cost;
 using namespace mlir;
 namespace r = mlir::rlhf;
 
 namespace {
+
+/// The assumed latency of one script_reward request: a worker decoding a
+/// JSON line, checking an answer and replying. Real checkers range from
+/// 0.1 ms (a regex) to seconds (running unit tests); this is an order of
+/// magnitude for a math-answer checker, not a measurement.
+constexpr double kScriptRequestSeconds = 1e-3;
 
 /// Elements of a body value for a batch of `n` rows of `s` positions.
 double elements(Type t, double n, double s) {
@@ -40,6 +47,7 @@ std::pair<double, bool> builtinOps(r::ComputeKind k) {
   case r::ComputeKind::kl_penalty:
     return {4, false};
   case r::ComputeKind::exact_match:
+  case r::ComputeKind::script_reward: // decoding; the requests are below
     return {2, false};
   case r::ComputeKind::fn:
     break;
@@ -66,6 +74,14 @@ HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
     e.time = ops * (kHostOpSeconds + 3 * bytes / kHostBytesPerSecond) +
              (scans ? 4 * s * kHostOpSeconds : 0);
     e.bytes = ops * bytes;
+    if (op.getKind() == r::ComputeKind::script_reward) {
+      // One request per sample, `workers` in flight: N / workers rounds of
+      // an assumed per-request latency (a Python checker's parse and reply).
+      double workers = 4;
+      if (auto w = op.getSettings().getAs<FloatAttr>("workers"))
+        workers = std::max(1.0, w.getValueAsDouble());
+      e.time += std::ceil(n / workers) * kScriptRequestSeconds;
+    }
     return e;
   }
   op.getBody().walk([&](Operation *inner) {

@@ -117,6 +117,8 @@ public:
                 << "." << inp.field << " : " << inp.type.str() << "\n";
       for (auto &[k, v] : n.attrs)
         line(2) << k << " = " << formatNumber(v) << "\n";
+      for (auto &[k, v] : n.textAttrs)
+        line(2) << k << " = \"" << v << "\"\n";
       if (n.placement)
         line(2) << llvm::formatv("place gpus=[{0}:{1}] dp={2} tp={3} pp={4} mbs={5}\n",
                                  n.placement->firstGpu,

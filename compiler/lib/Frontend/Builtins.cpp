@@ -79,6 +79,30 @@ std::vector<BuiltinSpec> makeBuiltins() {
        {},
        std::nullopt,
        [](int64_t N, int64_t) { return record({{"score", perSeq(TensorKind::Score, N)}}); }},
+      {"script_reward",
+       "verifiable reward from your own program: 'command' runs as a pool of "
+       "worker processes, each reading one JSON request per line on stdin "
+       "({\"prompt\", \"response\", \"answer\", \"row\", \"step\", "
+       "\"fields\"}) and writing one reply line {\"score\": x} to stdout",
+       {tensor("seq", TensorKind::Tokens),
+        tensor("answer", TensorKind::Answer)},
+       {{"command", 0, 0, 0, false, true,
+         "the worker command, run by /bin/sh -c in the folder of this .rlhf "
+         "file, e.g. \"python3 verify.py\"",
+         /*text=*/true},
+        {"workers", 4, 1, 256, true, false,
+         "worker processes, and so requests in flight"},
+        {"timeout", 30, 0.1, 86400, false, false,
+         "seconds a worker may take to reply to one request"},
+        {"default", 0, -kInf, kInf, false, false,
+         "the score of a row whose worker crashed, timed out or replied "
+         "badly, with a warning and a restarted worker; without it such a "
+         "row stops the run",
+         /*text=*/false, /*optional=*/true}},
+       std::nullopt,
+       [](int64_t N, int64_t) {
+         return record({{"score", perSeq(TensorKind::Score, N)}});
+       }},
       {"ppo_actor_loss",
        "clipped PPO policy loss",
        {genRecord("gen"), tensor("advantages", TensorKind::Advantages)},

@@ -123,6 +123,8 @@ private:
     SmallVector<NamedAttribute> attrs;
     for (auto &[k, v] : n.attrs)
       attrs.push_back(b.getNamedAttr(k, f64(v)));
+    for (auto &[k, v] : n.textAttrs) // script_reward's command
+      attrs.push_back(b.getNamedAttr(k, b.getStringAttr(v)));
     return b.getDictionaryAttr(attrs);
   }
 

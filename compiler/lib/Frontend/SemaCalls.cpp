@@ -34,6 +34,10 @@ bool Sema::readSettings(const Expr &call, llvm::ArrayRef<SettingSpec> specs,
       ok = false;
       continue;
     }
+    if (spec->text || a.value->kind == Expr::Kind::String) {
+      ok &= readTextSetting(a, *spec, env, n, callee);
+      continue;
+    }
     auto v = evalValue(*a.value, env);
     if (!v)
       return false;
@@ -66,16 +70,59 @@ bool Sema::readSettings(const Expr &call, llvm::ArrayRef<SettingSpec> specs,
     n.attrs.emplace_back(a.name, v->number);
   }
   for (const SettingSpec &s : specs) {
-    if (given.count(s.name))
+    if (given.count(s.name) || s.optional)
       continue;
     if (s.required) {
-      error(call.loc, formatv("{0} needs '{1} = ...'", callee, s.name));
+      error(call.loc, formatv("{0} needs '{1} = {2}'", callee, s.name,
+                              s.text ? "\"...\"" : "..."));
       ok = false;
       continue;
     }
     n.attrs.emplace_back(s.name, s.fallback);
   }
   return ok;
+}
+
+bool Sema::readTextSetting(const Arg &a, const SettingSpec &spec,
+                           llvm::StringMap<Local> &env, Node &n,
+                           StringRef callee) {
+  const Expr &e = *a.value;
+  if (!spec.text) { // a string where a number is needed
+    double x = 0;
+    bool numeric = !e.text.empty() && !StringRef(e.text).getAsDouble(x);
+    error(e.loc,
+          formatv("'{0}' of {1} is a number, not a string{2}", a.name, callee,
+                  numeric ? "; write it without quotes: '" + a.name + " = " +
+                                e.text + "'"
+                          : std::string()));
+    return false;
+  }
+  if (e.kind != Expr::Kind::String) {
+    std::string what = "a number";
+    if (e.kind == Expr::Kind::Bool)
+      what = "'true' or 'false'";
+    else if (e.kind == Expr::Kind::List)
+      what = "a list";
+    else if (e.kind == Expr::Kind::Call)
+      what = "a call";
+    else if (e.kind == Expr::Kind::Name || e.kind == Expr::Kind::Field) {
+      auto v = evalValue(e, env);
+      if (!v)
+        return false;
+      what = describe(*v);
+    }
+    error(e.loc, formatv("'{0}' of {1} is a string in double quotes, not "
+                         "{2}; write '{0} = \"...\"'",
+                         a.name, callee, what));
+    return false;
+  }
+  if (e.text.empty()) {
+    error(e.loc, formatv("'{0}' of {1} is empty; give {2}", a.name, callee,
+                         spec.help));
+    return false;
+  }
+  n.textAttrs.emplace_back(a.name, e.text);
+  return true;
 }
 
 std::optional<Node> Sema::checkMethodCall(const Expr &call,

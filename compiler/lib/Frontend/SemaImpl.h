@@ -304,6 +304,9 @@ private:
   bool readSettings(const Expr &call, llvm::ArrayRef<SettingSpec> specs,
                     size_t firstSetting, llvm::StringMap<Local> &env, Node &n,
                     StringRef callee);
+  /// A setting given as a string, or one that needs a string (`spec.text`).
+  bool readTextSetting(const Arg &a, const SettingSpec &spec,
+                       llvm::StringMap<Local> &env, Node &n, StringRef callee);
 
   std::optional<Node> checkMethodCall(const Expr &call,
                                       llvm::StringMap<Local> &env);

@@ -91,6 +91,7 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
           break;
         case r::ComputeKind::kl_penalty:
         case r::ComputeKind::exact_match:
+        case r::ComputeKind::script_reward:
           rb.add("score", {n}, f32, r::TensorKind::score);
           break;
         case r::ComputeKind::fn:

@@ -46,7 +46,8 @@ static_assert(int(r::ComputeKind::gae) == RLHF_COMPUTE_GAE &&
               int(r::ComputeKind::remax_adv) == RLHF_COMPUTE_REMAX_ADV &&
               int(r::ComputeKind::rloo_adv) == RLHF_COMPUTE_RLOO_ADV &&
               int(r::ComputeKind::kl_penalty) == RLHF_COMPUTE_KL_PENALTY &&
-              int(r::ComputeKind::exact_match) == RLHF_COMPUTE_EXACT_MATCH);
+              int(r::ComputeKind::exact_match) == RLHF_COMPUTE_EXACT_MATCH &&
+              int(r::ComputeKind::script_reward) == RLHF_COMPUTE_SCRIPT_REWARD);
 
 namespace {
 
@@ -163,11 +164,27 @@ SmallVector<int64_t> layoutOf(r::MeshAttr mesh, r::StrategyAttr st) {
   return {mesh.getFirst(), st.getDp(), st.getTp(), st.getPp(), st.getMbs()};
 }
 
-/// "k=v,..." of a settings dictionary (numbers only).
+/// A text setting's value: "..." with the bytes that would end it (and
+/// control bytes) written %XX (rlhf_program.h).
+std::string quoted(StringRef text) {
+  std::string out = "\"";
+  for (unsigned char c : text)
+    out += c == '%' || c == ',' || c == '"' || c < 0x20
+               ? llvm::formatv("%{0:X-2}", unsigned(c)).str()
+               : std::string(1, char(c));
+  return out + "\"";
+}
+
+/// "k=v,..." of a settings dictionary: numbers and text.
 std::string settingsString(DictionaryAttr d) {
   std::string s;
   for (NamedAttribute a : d) {
     double v = 0;
+    if (auto t = dyn_cast<StringAttr>(a.getValue())) {
+      s += (s.empty() ? "" : ",") + a.getName().str() + "=" +
+           quoted(t.getValue());
+      continue;
+    }
     if (auto f = dyn_cast<FloatAttr>(a.getValue()))
       v = f.getValueAsDouble();
     else if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
@@ -506,11 +523,19 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                       e.string(l, c.getFnAttr().getValue())});
           continue;
         }
-        handle[c.getResult()] =
-            e.call(l, "rlhf_compute", e.ptr,
-                   {p, e.int64(l, int64_t(c.getKind())), n, arr,
-                    e.string(l, settingsString(c.getSettings())),
-                    e.string(l, r::stringifyComputeKind(c.getKind()))});
+        std::string settings = settingsString(c.getSettings());
+        if (c.getKind() == r::ComputeKind::script_reward) {
+          // The command runs in the folder of the .rlhf file that calls it,
+          // so relative paths in it resolve like a dataset's path.
+          if (!c.getSettings().getAs<StringAttr>("command"))
+            return c.emitError("script_reward has no 'command' setting");
+          if (!fileOf(l).empty())
+            settings += ",cwd=" + quoted(resolveFrom(l, "."));
+        }
+        handle[c.getResult()] = e.call(
+            l, "rlhf_compute", e.ptr,
+            {p, e.int64(l, int64_t(c.getKind())), n, arr, e.string(l, settings),
+             e.string(l, r::stringifyComputeKind(c.getKind()))});
       } else if (auto em = dyn_cast<r::EmaOp>(op)) {
         e.call(l, "rlhf_ema", e.voidTy,
                {p, modelIdx(em.getTarget()), modelIdx(em.getSource()),

@@ -15,7 +15,7 @@
 
 namespace rlhfc {
 
-/// A named scalar setting such as `clip = 0.2`.
+/// A named setting such as `clip = 0.2` or `command = "python3 check.py"`.
 struct SettingSpec {
   const char *name;
   double fallback;
@@ -23,6 +23,10 @@ struct SettingSpec {
   bool integer = false;
   bool required = false;
   const char *help = "";
+  /// A string in double quotes instead of a number (min, max unused).
+  bool text = false;
+  /// Not given: no value at all, and the callee's documented behaviour.
+  bool optional = false;
 };
 
 /// A tensor input: one kind, or a record with the listed fields.

@@ -123,6 +123,8 @@ struct Node {
   std::vector<Input> inputs;
   /// Scalar settings: max_new_tokens, clip, minibatches...
   std::vector<std::pair<std::string, double>> attrs;
+  /// String settings: script_reward's command.
+  std::vector<std::pair<std::string, std::string>> textAttrs;
   RecordType result;
   std::optional<Placement> placement;
 

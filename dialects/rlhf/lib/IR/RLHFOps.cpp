@@ -29,6 +29,7 @@ ArrayRef<TensorKind> expectedInputs(ComputeKind k) {
   case ComputeKind::rloo_adv: return score;
   case ComputeKind::kl_penalty: return kl;
   case ComputeKind::exact_match: return match;
+  case ComputeKind::script_reward: return match;
   case ComputeKind::fn:
     break; // the body's block arguments say
   }
@@ -360,7 +361,33 @@ LogicalResult TrainStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+/// script_reward's settings where present: the lowering requires the
+/// command, which the front end attaches after building the op.
+static LogicalResult verifyScriptReward(ComputeOp op) {
+  DictionaryAttr s = op.getSettings();
+  if (Attribute c = s.get("command")) {
+    auto text = dyn_cast<StringAttr>(c);
+    if (!text || text.getValue().empty())
+      return op.emitOpError()
+             << "'command' of script_reward must be a non-empty string";
+  }
+  // An absent number passes; one that is not a float attribute fails.
+  auto number = [&](StringRef key, double absent) {
+    Attribute a = s.get(key);
+    auto f = dyn_cast_or_null<FloatAttr>(a);
+    return !a ? absent : f ? f.getValueAsDouble() : -1.0;
+  };
+  if (number("workers", 1) < 1)
+    return op.emitOpError() << "'workers' of script_reward must be at least 1";
+  if (number("timeout", 1) <= 0)
+    return op.emitOpError() << "'timeout' of script_reward must be positive";
+  return success();
+}
+
 LogicalResult ComputeOp::verify() {
+  if (getKind() == ComputeKind::script_reward &&
+      failed(verifyScriptReward(*this)))
+    return failure();
   if (getKind() != ComputeKind::fn)
     return failure(
         failed(verifyNoFnBody(*this, getFnAttr(), getBody())) ||

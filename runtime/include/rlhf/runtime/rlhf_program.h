@@ -42,7 +42,9 @@ enum {
   RLHF_COMPUTE_REMAX_ADV = 2,
   RLHF_COMPUTE_RLOO_ADV = 3,
   RLHF_COMPUTE_KL_PENALTY = 4,
-  RLHF_COMPUTE_EXACT_MATCH = 5
+  RLHF_COMPUTE_EXACT_MATCH = 5,
+  /* 6 is the dialect's `fn`, which runs through rlhf_apply. */
+  RLHF_COMPUTE_SCRIPT_REWARD = 7
 };
 
 /* arch: {layers, hidden, heads, kv_heads, ffn, vocab, max_seq, value_head,
@@ -104,6 +106,10 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, int64_t loss,
                        int64_t ninputs, rlhf_value *const *inputs,
                        const int64_t *layout, int64_t minibatches,
                        int64_t epochs, const char *settings, const char *label);
+/* settings: "key=value,..." of numbers, or key="text" with '%', ',', '"'
+ * and control bytes written %XX. RLHF_COMPUTE_SCRIPT_REWARD reads command,
+ * cwd, workers, timeout and an optional default; rank 0 runs the worker
+ * pool (rlhf/runtime/ExternalReward.h) and broadcasts the scores. */
 rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t ninputs,
                          rlhf_value *const *inputs, const char *settings,
                          const char *label);

@@ -37,7 +37,8 @@ def RLHF_ComputeKind : I32EnumAttr<"ComputeKind",
     I32EnumAttrCase<"rloo_adv", 3>,
     I32EnumAttrCase<"kl_penalty", 4>,
     I32EnumAttrCase<"exact_match", 5>,
-    I32EnumAttrCase<"fn", 6>]> {
+    I32EnumAttrCase<"fn", 6>,
+    I32EnumAttrCase<"script_reward", 7>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }
