@@ -439,6 +439,14 @@ std::optional<FnVal> FnEval::reduction(const Expr &e, StringRef over,
     if (!n)
       return std::nullopt;
     group = *n;
+    // A group's variance divides by G - correction, which must stay >= 1.
+    if (group && spread && correction >= group) {
+      fail(e.loc, formatv("{0} over groups of {1} with correction {2} "
+                          "divides by {1} - {2}; groups need more samples "
+                          "than the correction",
+                          what, group, correction));
+      return std::nullopt;
+    }
     if (group && !sizes.empty()) {
       auto it = sizes.find(x.dims[0]);
       if (it != sizes.end() && it->second % group) {

@@ -307,9 +307,12 @@ std::optional<int64_t> FnEval::integer(const FnVal &v, StringRef what,
     return std::nullopt;
   }
   double x = *v.constant;
-  if (x != std::floor(x) || x < double(min)) {
-    fail(loc, formatv("{0} must be an integer of at least {1}, got {2}", what,
-                      min, formatNumber(x)));
+  // Group sizes and corrections count rows: 2^40 is far beyond a batch,
+  // and keeps the conversion below defined.
+  constexpr double kMax = double(int64_t(1) << 40);
+  if (x != std::floor(x) || x < double(min) || x > kMax) {
+    fail(loc, formatv("{0} must be an integer between {1} and 2^40, got {2}",
+                      what, min, formatNumber(x)));
     return std::nullopt;
   }
   return int64_t(x);

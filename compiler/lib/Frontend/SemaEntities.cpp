@@ -540,9 +540,78 @@ void Sema::resolveDataset(const EntityDecl &d) {
   p.datasets[d.name] = ds;
 }
 
+void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
+  const Expr &e = *tp.value;
+  const std::string &text = *ds.promptTemplate;
+  // The location of byte `offset` of the template's value.
+  auto at = [&](size_t offset) -> mlir::Location {
+    auto flc = llvm::dyn_cast<mlir::FileLineColLoc>(e.loc);
+    if (!flc)
+      return e.loc;
+    return mlir::FileLineColLoc::get(flc.getFilename(), flc.getLine(),
+                                     flc.getColumn() + 1 +
+                                         sourceColumns(text, offset));
+  };
+  for (StringRef whole : {"chosen", "rejected", "text"})
+    if (llvm::is_contained(ds.fields, whole)) {
+      error(e.loc, formatv("a template writes prompts, but dataset '{0}' "
+                           "holds whole sequences ('{1}'); remove 'template' "
+                           "or use a dataset of prompts",
+                           ds.name, whole));
+      return;
+    }
+  if (text.empty()) {
+    error(e.loc, "'template' is empty; write the prompt text with {column} "
+                 "placeholders, e.g. \"Question: {question}\\nAnswer:\"");
+    return;
+  }
+  std::vector<Placeholder> holes;
+  TemplateError bad = scanTemplate(text, holes);
+  switch (bad.kind) {
+  case TemplateError::Unclosed:
+    error(at(bad.offset), "unclosed '{' in the template; end the placeholder "
+                          "with '}', or write '{{' for a literal '{'");
+    return;
+  case TemplateError::Stray:
+    error(at(bad.offset),
+          "stray '}' in the template; write '}}' for a literal '}'");
+    return;
+  case TemplateError::Empty:
+    error(at(bad.offset), "empty placeholder '{}' in the template; name a "
+                          "field between the braces, or write '{{' for a "
+                          "literal '{'");
+    return;
+  case TemplateError::None:
+    break;
+  }
+  std::set<std::string> used;
+  bool known = true;
+  for (const Placeholder &h : holes) {
+    used.insert(h.name);
+    if (llvm::is_contained(ds.fields, h.name))
+      continue;
+    error(at(h.offset + 1),
+          formatv("unknown field '{0}' in the template (the dataset's "
+                  "fields are {1}); add it to 'fields'{2}",
+                  h.name, llvm::join(ds.fields, ", "),
+                  didYouMean(h.name, ds.fields)));
+    known = false;
+  }
+  for (const std::string &c : ds.fields)
+    if (known && !used.count(c) && c != "answer")
+      warning(e.loc, formatv("field '{0}' of dataset '{1}' is not used by its "
+                             "template; remove it from 'fields'",
+                             c, ds.name));
+}
+
 const HfImport *Sema::hfImport(const EntityDecl &d) {
   auto it = hfImports.find(&d);
-  if (it == hfImports.end())
+  if (it == hfImports.end()) {
     it = hfImports.emplace(&d, importHf(d)).first;
+    if (!it->second) { // importHf reported why
+      failed = true;
+      ++numErrors;
+    }
+  }
   return it->second ? &*it->second : nullptr;
 }

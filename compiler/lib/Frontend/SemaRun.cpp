@@ -237,7 +237,10 @@ void Sema::instantiate(const RunDecl &r) {
     return;
 
   for (const Param &prm : alg.params) {
-    const Value &v = env.find(prm.name)->second.value;
+    auto bound = env.find(prm.name);
+    if (bound == env.end()) // its declaration failed and said why
+      return;
+    const Value &v = bound->second.value;
     if (v.kind == Value::Model)
       inst.models.push_back(v.model);
     if (v.kind == Value::Dataset)
