@@ -27,6 +27,20 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   std::vector<std::optional<Value>> vals(np);
   std::vector<const Expr *> exprs(np, nullptr);
   std::vector<bool> byName(np, false);
+  // Where a record filled several parameters, later positional arguments
+  // shift: say so on errors about them.
+  const Expr *spreadArg = nullptr;
+  std::string spreadParams, spreadFirst;
+  auto explainShift = [&](mlir::InFlightDiagnostic &&d) {
+    if (spreadArg)
+      d.attachNote(spreadArg->loc)
+          << "this record filled " << spreadParams
+          << " from its fields, so the arguments after it moved on; pass "
+             "one field (e.g. '"
+          << (spreadArg->kind == Expr::Kind::Name ? spreadArg->text
+                                                  : std::string("r"))
+          << "." << spreadFirst << "') to fill one parameter";
+  };
   size_t pos = 0;
   for (const Arg &a : call.args) {
     if (a.name.empty()) {
@@ -38,6 +52,7 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
       if (!v)
         return std::nullopt;
       bool spread = false;
+      size_t first = pos;
       if (v->kind == Value::Record || v->kind == Value::Dataset)
         while (pos < np && isTensor(pos) && !exprs[pos] &&
                v->record.find(fn.params[pos].name)) {
@@ -45,6 +60,15 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
           exprs[pos] = a.value.get();
           byName[pos++] = spread = true;
         }
+      if (pos - first > 1) {
+        spreadArg = a.value.get();
+        spreadFirst = fn.params[first].name;
+        spreadParams.clear();
+        for (size_t i = first; i < pos; ++i)
+          spreadParams += (i > first ? (i + 1 == pos ? " and '" : ", '")
+                                     : std::string("'")) +
+                          fn.params[i].name + "'";
+      }
       if (!spread) {
         vals[pos] = v;
         exprs[pos++] = a.value.get();
@@ -63,7 +87,7 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
     }
     size_t idx = size_t(it - fn.params.begin());
     if (exprs[idx]) {
-      error(a.loc, "'" + a.name + "' is given twice");
+      explainShift(error(a.loc, "'" + a.name + "' is given twice"));
       return std::nullopt;
     }
     auto v = evalValue(*a.value, env);
@@ -96,10 +120,11 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
     arg.loc = ex.loc;
     if (!isTensor(i)) {
       if (v.kind != Value::Number || v.dim != UnitDim::None) {
-        error(ex.loc, formatv("'{0}' of {1} is a plain number, not {2}",
-                              prm.name, callee,
-                              v.kind == Value::Number ? unitDimName(v.dim).str()
-                                                      : describe(v)));
+        explainShift(error(
+            ex.loc,
+            formatv("'{0}' of {1} is a plain number, not {2}", prm.name, callee,
+                    v.kind == Value::Number ? unitDimName(v.dim).str()
+                                            : describe(v))));
         return std::nullopt;
       }
       if (prm.type.kind == "int" && !v.isInteger) {
