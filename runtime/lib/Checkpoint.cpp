@@ -38,15 +38,9 @@ ParamMap moments(const ParamMap &params, const Adam *opt, bool second) {
   return out;
 }
 
-} // namespace
-
-void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
-                          const ParamMap &mine, const Adam *opt,
-                          const Layout &layout, Communicator &world,
-                          int64_t step) {
-  // Gathered through host memory: a whole model's weights and moments need
-  // not fit on rank 0's GPU. The weights saved are fp32: the master weights
-  // where Adam keeps them (bf16 runs), so a resumed run continues exactly.
+/// `mine` detached, on the host and fp32: Adam's master weights where it
+/// keeps them (bf16 runs), so what is saved continues a run exactly.
+ParamMap hostWeights(const ParamMap &mine, const Adam *opt) {
   ParamMap detached;
   for (auto &[n, p] : mine) {
     at::Tensor w = p.detach();
@@ -56,6 +50,24 @@ void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
         w = it->second;
     detached[n] = w.to(at::kCPU, at::kFloat);
   }
+  return detached;
+}
+
+} // namespace
+
+ParamMap rlhf::gatherWeights(const ModelConfig &cfg, const ParamMap &mine,
+                             const Adam *opt, const Layout &layout,
+                             Communicator &world) {
+  return reallocate(cfg, hostWeights(mine, opt), layout, kRankZero, world);
+}
+
+void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
+                          const ParamMap &mine, const Adam *opt,
+                          const Layout &layout, Communicator &world,
+                          int64_t step) {
+  // Gathered through host memory: a whole model's weights and moments need
+  // not fit on rank 0's GPU.
+  ParamMap detached = hostWeights(mine, opt);
   ParamMap full = reallocate(cfg, detached, layout, kRankZero, world);
   ParamMap m, v;
   if (opt) {

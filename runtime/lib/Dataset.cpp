@@ -13,7 +13,69 @@
 
 using namespace rlhf;
 
-JsonlDataset::JsonlDataset(const std::string &path, const std::vector<std::string> &fields) {
+PromptTemplate::PromptTemplate(const std::string &text) {
+  auto bad = [&](size_t at, const std::string &what) {
+    return Error("prompt template \"" + text + "\": " + what + " at offset " +
+                 std::to_string(at));
+  };
+  std::string lit;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    bool twice = i + 1 < text.size() && text[i + 1] == c;
+    if (c == '}' && !twice)
+      throw bad(i, "stray '}'");
+    if (c != '{' || twice) {
+      lit += c;
+      i += twice;
+      continue;
+    }
+    size_t close = text.find_first_of("{}", i + 1);
+    if (close == std::string::npos || text[close] == '{')
+      throw bad(i, "unclosed '{'");
+    if (close == i + 1)
+      throw bad(i, "empty placeholder");
+    std::string col = text.substr(i + 1, close - i - 1);
+    if (!lit.empty())
+      pieces.push_back({std::move(lit), false});
+    lit.clear();
+    if (std::find(cols.begin(), cols.end(), col) == cols.end())
+      cols.push_back(col);
+    pieces.push_back({std::move(col), true});
+    i = close;
+  }
+  if (!lit.empty())
+    pieces.push_back({std::move(lit), false});
+}
+
+std::string PromptTemplate::render(const Example &row) const {
+  std::string out;
+  for (const Piece &p : pieces) {
+    if (!p.column) {
+      out += p.text;
+      continue;
+    }
+    auto it = row.find(p.text);
+    if (it == row.end())
+      throw Error("missing field \"" + p.text +
+                  "\", which the prompt template uses");
+    out += it->second;
+  }
+  return out;
+}
+
+JsonlDataset::JsonlDataset(const std::string &path,
+                           const std::vector<std::string> &fields,
+                           const PromptTemplate *tmpl) {
+  // With a template, `prompt` is rendered rather than read.
+  std::vector<std::string> read = fields;
+  size_t ownColumns = read.size();
+  if (tmpl) {
+    read.erase(std::remove(read.begin(), read.end(), "prompt"), read.end());
+    ownColumns = read.size();
+    for (const std::string &c : tmpl->columns())
+      if (std::find(read.begin(), read.end(), c) == read.end())
+        read.push_back(c);
+  }
   std::ifstream in(path);
   if (!in)
     throw Error("cannot open dataset '" + path + "': " + std::strerror(errno));
@@ -29,10 +91,14 @@ JsonlDataset::JsonlDataset(const std::string &path, const std::vector<std::strin
     if (!j.is_object())
       throw Error(where + "expected a JSON object, got " + std::string(j.type_name()));
     Example ex;
-    for (const std::string &f : fields) {
+    for (size_t k = 0; k < read.size(); ++k) {
+      const std::string &f = read[k];
       auto it = j.find(f);
       if (it == j.end())
-        throw Error(where + "missing field \"" + f + "\"");
+        throw Error(where + "missing field \"" + f + "\"" +
+                    (k < ownColumns ? ""
+                                    : ", which the prompt template uses; add "
+                                      "it to the row or change 'template'"));
       if (it->is_string())
         ex[f] = it->get<std::string>();
       else if (it->is_number())
@@ -41,6 +107,8 @@ JsonlDataset::JsonlDataset(const std::string &path, const std::vector<std::strin
         throw Error(where + "field \"" + f + "\" must be a string or a number, got " +
                     std::string(it->type_name()));
     }
+    if (tmpl)
+      ex["prompt"] = tmpl->render(ex);
     rows.push_back(std::move(ex));
   }
   if (rows.empty())

@@ -3,12 +3,15 @@
 // A run's life behind rlhf_program.h: the program's constants and command
 // line, start (rendezvous, device, datasets, initial or resumed models),
 // each step's begin and end (metrics, progress, traces, checkpoints), the
-// datasets' batches, and the finish (memory against the plan). Values live
-// in ProgramValues.cpp, the calls in ProgramCalls.cpp (ProgramState.h).
+// datasets' batches, and the finish (--export-hf, memory against the plan).
+// Values live in ProgramValues.cpp, the calls in ProgramCalls.cpp
+// (ProgramState.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ProgramState.h"
+
+#include "rlhf/runtime/HfCheckpoint.h"
 
 using namespace rlhf;
 using namespace rlhf::exec;
@@ -42,6 +45,82 @@ void saveAll(rlhf_prog *p, int64_t step) {
   p->world->barrier();
 }
 
+/// The config.json of model `m` as exported: an imported checkpoint's own
+/// (its model_type, max_position_embeddings, sliding window) with the
+/// numbers the run computed with; a plain arch as LLaMA, or as Qwen2 when it
+/// has q/k/v biases (LLaMA's attention_bias would add an o_proj bias too).
+HfArch exportArch(const ModelState &m) {
+  HfArch a;
+  HfConfigError ignored;
+  if (isHfCheckpoint(m.checkpoint))
+    if (std::optional<HfArch> read = readHfConfig(m.checkpoint, ignored))
+      a = *read;
+  if (a.modelType.empty())
+    a.modelType = m.cfg.shape.qkvBias ? "qwen2" : "llama";
+  if (a.maxPositions <= 0)
+    a.maxPositions = m.cfg.maxSeq;
+  a.shape = m.cfg.shape;
+  a.ropeTheta = m.cfg.ropeTheta;
+  a.normEps = m.cfg.normEps;
+  a.rope = m.cfg.rope;
+  return a;
+}
+
+/// --export-hf: every trainable model's final weights, gathered whole to
+/// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the
+/// files of the tokenizer the run used (else of its checkpoint directory).
+void exportHf(rlhf_prog *p) {
+  const fs::path root(p->exportHfDir);
+  std::string programTokenizer;
+  if (!p->tokenizerPath.empty())
+    programTokenizer = fs::is_directory(p->tokenizerPath)
+                           ? p->tokenizerPath
+                           : fs::path(p->tokenizerPath).parent_path().string();
+  for (ModelState &m : p->models) {
+    if (!m.trainable)
+      continue;
+    if (m.cfg.shape.valueHead) {
+      if (p->rank == 0)
+        std::printf("export-hf: skipping '%s': transformers has no causal LM "
+                    "with a value head\n",
+                    m.name.c_str());
+      continue;
+    }
+    // Master weights live in the optimizer's layout; bring them to the
+    // parameters' as a checkpoint does.
+    if (m.opt)
+      m.opt->unshard();
+    moveMoments(p, m, m.layout);
+    ParamMap full = gatherWeights(m.cfg, m.offloaded ? m.host : m.params,
+                                  m.opt.get(), m.layout, *p->world);
+    if (p->rank == 0) {
+      std::string tokenizerDir = !programTokenizer.empty() ? programTokenizer
+                                 : isHfCheckpoint(m.checkpoint) ? m.checkpoint
+                                                                : "";
+      fs::path dir = root / m.name;
+      try {
+        saveHfCheckpoint(dir.string(), exportArch(m), full,
+                         /*maxShardBytes=*/int64_t(5) << 30, /*bf16=*/false,
+                         tokenizerDir);
+        // An imported checkpoint's generation settings (bos, eos, pad ids)
+        // still hold.
+        fs::path gen = fs::path(m.checkpoint) / "generation_config.json";
+        if (isHfCheckpoint(m.checkpoint) && fs::exists(gen))
+          fs::copy_file(gen, dir / gen.filename(),
+                        fs::copy_options::overwrite_existing);
+      } catch (const fs::filesystem_error &e) {
+        throw Error("--export-hf: cannot write '" + dir.string() +
+                    "': " + e.code().message() +
+                    "; the run's checkpoints in --out still hold the weights");
+      }
+      std::printf("export-hf: %s -> %s\n", m.name.c_str(),
+                  dir.string().c_str());
+      std::fflush(stdout);
+    }
+  }
+  p->world->barrier();
+}
+
 int64_t latestCheckpoint(const rlhf_prog *p) {
   std::ifstream in(fs::path(p->outDir) / "checkpoints" / "latest");
   int64_t step = -1;
@@ -61,6 +140,9 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  --out DIR        metrics.jsonl and checkpoints go here (default "
       "%s-run)\n"
       "  --resume         continue from the last checkpoint in --out\n"
+      "  --export-hf DIR  at the end, write every trainable model as a\n"
+      "                   Hugging Face checkpoint in DIR/<model>\n"
+      "                   (config.json, safetensors, tokenizer files)\n"
       "  --data NAME=PATH read dataset NAME from PATH instead\n"
       "  --quiet          no per-step progress lines\n"
       "  --trace FILE     write what each rank ran (calls, reallocations,\n"
@@ -92,6 +174,7 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
   static const option opts[] = {{"steps", required_argument, nullptr, 's'},
                                 {"out", required_argument, nullptr, 'o'},
                                 {"resume", no_argument, nullptr, 'r'},
+                                {"export-hf", required_argument, nullptr, 'x'},
                                 {"data", required_argument, nullptr, 'd'},
                                 {"quiet", no_argument, nullptr, 'q'},
                                 {"trace", required_argument, nullptr, 't'},
@@ -116,6 +199,11 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     case 'r':
       p->resume = true;
       break;
+    case 'x':
+      if (!*optarg)
+        die(p, "--export-hf needs a directory; see --help");
+      p->exportHfDir = optarg;
+      break;
     case 'd': {
       std::string kv = optarg;
       auto eq = kv.find('=');
@@ -134,6 +222,9 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       usage(argv[0], p);
       std::exit(0);
     default:
+      for (const option *o = opts; o->name; ++o)
+        if (optopt == o->val && o->has_arg == required_argument)
+          die(p, std::string("--") + o->name + " needs a value; see --help");
       die(p,
           std::string("unknown option '") + argv[optind - 1] + "'; see --help");
     }
@@ -190,6 +281,16 @@ void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
   p->datasets.push_back(std::move(d));
 }
 
+void rlhf_prog_set_dataset_template(rlhf_prog *p, const char *name,
+                                    const char *tmpl) {
+  guarded(p, "dataset", [&] {
+    for (DatasetState &d : p->datasets)
+      if (d.name == name)
+        d.promptTemplate.emplace(tmpl);
+    return 0;
+  });
+}
+
 void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes) {
   if (gpu >= 0 && gpu < 1 << 20) {
     if (size_t(gpu) >= p->predictedMemory.size())
@@ -218,7 +319,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     for (DatasetState &d : p->datasets) {
       if (auto it = p->dataOverride.find(d.name); it != p->dataOverride.end())
         d.path = it->second;
-      d.data = std::make_unique<JsonlDataset>(d.path, d.fields);
+      d.data = std::make_unique<JsonlDataset>(
+          d.path, d.fields, d.promptTemplate ? &*d.promptTemplate : nullptr);
       all.push_back(d.data.get());
     }
     if (p->tokenizerPath.empty())
@@ -279,6 +381,16 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       p->groupsOf(m.layout);
     }
     p->firstStep = resumed >= 0 ? resumed + 1 : 0;
+
+    // An export directory that cannot be made fails now, not after training.
+    if (!p->exportHfDir.empty() && p->rank == 0) {
+      std::error_code ec;
+      fs::create_directories(p->exportHfDir, ec);
+      if (ec || !fs::is_directory(p->exportHfDir))
+        throw Error("--export-hf: cannot create directory '" + p->exportHfDir +
+                    "'" + (ec ? " (" + ec.message() + ")" : std::string()) +
+                    "; name a writable directory");
+    }
 
     if (p->rank == 0) {
       fs::create_directories(fs::path(p->outDir) / "checkpoints");
@@ -388,6 +500,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
 
 int rlhf_prog_finish(rlhf_prog *p) {
   return guarded(p, "finish", [&] {
+    if (!p->exportHfDir.empty())
+      exportHf(p);
     at::Tensor peaks =
         at::tensor({peakRssBytes(), devicePeakBytes(p->device)}, at::kDouble)
             .view({1, 2});

@@ -97,6 +97,7 @@ struct DatasetState {
   std::string name, path;
   int64_t batch = 0, promptLen = 0, responseLen = 0;
   std::vector<std::string> fields;
+  std::optional<PromptTemplate> promptTemplate; ///< renders `prompt`
   std::unique_ptr<JsonlDataset> data;
 };
 
@@ -215,6 +216,7 @@ struct rlhf_prog {
   double predictedIteration = 0;
   std::vector<double> predictedMemory;
   std::string outDir, resumeFrom, tracePath;
+  std::string exportHfDir; ///< --export-hf: trained models go here at the end
   std::unique_ptr<MeasuredTrace> trace; ///< with --trace
   bool resume = false, quiet = false;
   std::map<std::string, std::string> dataOverride;

@@ -105,7 +105,10 @@ private:
   }
 
   void dataset(const sema::Dataset &d) {
-    b.create<r::DatasetOp>(d.loc, d.name, d.path, recordType(d.type));
+    b.create<r::DatasetOp>(
+        d.loc, b.getStringAttr(d.name), b.getStringAttr(d.path),
+        TypeAttr::get(recordType(d.type)),
+        d.promptTemplate ? b.getStringAttr(*d.promptTemplate) : StringAttr());
   }
 
   /// The tensor for input `in`, reusing one rlhf.field per (producer, field).

@@ -3,10 +3,11 @@
 //
 // Sema is one class split by concern: Sema.cpp (driver, symbols,
 // diagnostics), SemaEntities.cpp (properties, constants, hardware, archs,
-// clusters, models, datasets), SemaRun.cpp (algorithm names, runs, values,
-// statements) and SemaCalls.cpp (model methods, built-ins, functions,
-// annotations). Private to compiler/lib/Frontend; it names the AST's types
-// unqualified, as those files do.
+// clusters, models), SemaDataset.cpp (datasets and their templates),
+// SemaRun.cpp (algorithm names, runs, values, statements) and SemaCalls.cpp
+// (model methods, built-ins, functions, annotations). Private to
+// compiler/lib/Frontend; it names the AST's types unqualified, as those
+// files do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,6 +133,7 @@ inline const PropSpec kDatasetProps[] = {
     {"max_prompt_len", PropType::Int, true},
     {"max_response_len", PropType::Int, false},
     {"fields", PropType::NameList, true},
+    {"template", PropType::String, false},
 };
 inline const PropSpec kRunProps[] = {
     {"steps", PropType::Int, true},
@@ -239,6 +241,10 @@ private:
   void parseOptimizer(const Expr &e, Optimizer &o);
 
   void resolveDataset(const EntityDecl &d);
+
+  /// Located errors for a dataset's malformed `template`, or one naming a
+  /// column the dataset does not list.
+  void checkPromptTemplate(const Property &tp, const Dataset &ds);
 
   // ---- algorithms: names only (bodies are typed per run) ------------------
   void checkAlgorithmNames(const AlgorithmDecl &a);

@@ -356,6 +356,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
              {prog, e.string(dloc, d.getSymName()), e.string(dloc, path),
               e.int64(dloc, batch), e.int64(dloc, promptLen),
               e.int64(dloc, responseLen), e.string(dloc, fields)});
+      if (auto tmpl = d.getPromptTemplate())
+        e.call(dloc, "rlhf_prog_set_dataset_template", e.voidTy,
+               {prog, e.string(dloc, d.getSymName()), e.string(dloc, *tmpl)});
     }
     // One tokenizer serves the program (the front end checks that models
     // naming one agree).

@@ -398,7 +398,8 @@ int main(int argc, char **argv) {
       "worker's code. Across nodes, run one rlhf-run per node; the launchers\n"
       "watch each other, so a failed worker or a dead node ends the job on\n"
       "every node. Inside a Slurm step the nodes come from Slurm. Options\n"
-      "after <program> go to the program.\n");
+      "after <program> go to the program (--steps, --out, --resume,\n"
+      "--export-hf DIR, ...; see <program> --help).\n");
   if (numWorkers == 0) {
     errs() << "rlhf-run: error: -n must be at least 1\n";
     return 2;

@@ -85,7 +85,10 @@ struct Dataset {
   mlir::LocationAttr loc;
   std::string path;
   int64_t batch = 0, maxPromptLen = 0, maxResponseLen = 0;
-  std::vector<std::string> fields;
+  std::vector<std::string> fields; ///< the columns read from each row
+  /// `template`: the text of each row's `prompt`, with `{column}`
+  /// placeholders; `type` then has `prompt` even when `fields` lacks it.
+  std::optional<std::string> promptTemplate;
   RecordType type;
 };
 

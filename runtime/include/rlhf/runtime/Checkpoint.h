@@ -30,6 +30,13 @@ void saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
                     const ParamMap &mine, const Adam *opt, const Layout &layout,
                     Communicator &world, int64_t step);
 
+/// The whole fp32 weights of a model sharded over `layout` (Adam's master
+/// weights where it keeps them), gathered through host memory to rank 0;
+/// other ranks get an empty map. Every rank of `world` calls it.
+ParamMap gatherWeights(const ModelConfig &cfg, const ParamMap &mine,
+                       const Adam *opt, const Layout &layout,
+                       Communicator &world);
+
 /// Reads a checkpoint written by saveCheckpoint into `layout`.
 CheckpointState loadCheckpoint(const std::string &dir, const ModelConfig &cfg,
                                const Layout &layout, Communicator &world);

@@ -12,11 +12,38 @@ namespace rlhf {
 /// One example: field name -> text.
 using Example = std::map<std::string, std::string>;
 
+/// A dataset's prompt template: text with `{column}` placeholders, and `{{`
+/// and `}}` for literal braces.
+class PromptTemplate {
+public:
+  /// Throws rlhf::Error for malformed text (rlhfc checks templates first).
+  explicit PromptTemplate(const std::string &text);
+
+  /// The columns its placeholders name, each once, in order of first use.
+  const std::vector<std::string> &columns() const { return cols; }
+
+  /// The template filled in from `row`; throws rlhf::Error naming a column
+  /// the row lacks.
+  std::string render(const Example &row) const;
+
+private:
+  struct Piece {
+    std::string text; ///< literal text, or the column to put here
+    bool column = false;
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::string> cols;
+};
+
 /// A JSONL file of objects with string fields. Every line is validated when
 /// the file is opened; an invalid line is an rlhf::Error "path:line: what".
 class JsonlDataset {
 public:
-  JsonlDataset(const std::string &path, const std::vector<std::string> &fields);
+  /// Reads `fields` of every row. With `tmpl`, `prompt` is instead the
+  /// template rendered from the row: the columns the template names are
+  /// read too, and a row without one is an error naming its line.
+  JsonlDataset(const std::string &path, const std::vector<std::string> &fields,
+               const PromptTemplate *tmpl = nullptr);
 
   size_t size() const { return rows.size(); }
   const Example &operator[](size_t i) const { return rows[i]; }

@@ -69,6 +69,10 @@ void rlhf_prog_set_model_rope(rlhf_prog *p, const char *name, double theta,
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t max_prompt_len,
                            int64_t max_response_len, const char *fields);
+/* Dataset `name` (added before) renders each row's prompt from this template:
+ * `{column}` placeholders filled from the row, `{{` and `}}` for braces. */
+void rlhf_prog_set_dataset_template(rlhf_prog *p, const char *name,
+                                    const char *tmpl);
 /* A sentencepiece .model file for every model and dataset; without one the
  * program uses the datasets' character vocabulary. */
 void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path);

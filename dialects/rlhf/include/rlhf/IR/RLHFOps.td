@@ -73,10 +73,22 @@ def RLHF_DatasetOp : RLHF_Op<"dataset", [Symbol]> {
     ```mlir
     rlhf.dataset @prompts "prompts.jsonl" : !rlhf.record<prompt: tensor<512x128xi32, #rlhf.kind<tokens>>>
     ```
+
+    With `template`, each row's `prompt` text is the template with its
+    `{column}` placeholders replaced by the row's columns (`{{` and `}}`
+    stand for braces); the columns are read from the file beside the
+    record's other fields.
+
+    ```mlir
+    rlhf.dataset @gsm "gsm.jsonl" template "Q: {question}\0AA:" : !rlhf.record<prompt: ..., answer: ...>
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$path,
-                       TypeAttrOf<RLHF_RecordType>:$batch_type);
-  let assemblyFormat = "$sym_name $path attr-dict `:` $batch_type";
+                       TypeAttrOf<RLHF_RecordType>:$batch_type,
+                       OptionalAttr<StrAttr>:$prompt_template);
+  let assemblyFormat = [{
+    $sym_name $path (`template` $prompt_template^)? attr-dict `:` $batch_type
+  }];
 }
 
 //===----------------------------------------------------------------------===//

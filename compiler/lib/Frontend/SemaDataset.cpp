@@ -1,0 +1,154 @@
+//===- SemaDataset.cpp - datasets and their prompt templates --------------===//
+//
+// A dataset's properties, the record type its fields give, and the checks on
+// its `template` (lang/README.md §3.6), with errors located inside the
+// string.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PromptTemplate.h"
+#include "SemaImpl.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+void Sema::resolveDataset(const EntityDecl &d) {
+  PropMap m;
+  std::vector<const EntityDecl *> chain;
+  if (!gatherProps(d, kDatasetProps, m, chain) ||
+      !checkRequired(d, kDatasetProps, m))
+    return;
+  Dataset ds;
+  ds.name = d.name;
+  ds.loc = d.loc;
+  if (auto *pp = m.lookup("path"); pp && checkHasValue(*pp))
+    if (auto s = evalString(*pp->value, "'path'"))
+      ds.path = *s;
+  setInt(m, "batch", ds.batch, 1, 1 << 24);
+  setInt(m, "max_prompt_len", ds.maxPromptLen, 1, 1 << 20);
+  setInt(m, "max_response_len", ds.maxResponseLen, 0, 1 << 20);
+  // With a template, 'fields' lists the columns it reads, and the record's
+  // 'prompt' is the rendered template.
+  const Property *tp = m.lookup("template");
+  if (tp && checkHasValue(*tp))
+    ds.promptTemplate = evalString(*tp->value, "'template'");
+  const Property *f = m.lookup("fields");
+  if (!f || !checkHasValue(*f))
+    return;
+  if (f->value->kind != Expr::Kind::List || f->value->elems.empty()) {
+    error(f->value->loc, "'fields' must be a list of field names, e.g. "
+                         "'fields = [prompt, answer];'");
+    return;
+  }
+  static const std::vector<std::string> roles = {"prompt", "answer", "chosen",
+                                                 "rejected", "text"};
+  auto typeOf = [&](StringRef field) {
+    TensorType t{TensorKind::Tokens, DType::I32, {ds.batch, ds.maxPromptLen}};
+    if (field == "answer") {
+      t.kind = TensorKind::Answer;
+      t.shape = {ds.batch, std::max<int64_t>(ds.maxResponseLen, 1)};
+    } else if (field != "prompt") {
+      t.shape = {ds.batch, ds.maxPromptLen + ds.maxResponseLen};
+    }
+    return t;
+  };
+  std::set<std::string> seen;
+  for (auto &el : f->value->elems) {
+    if (el->kind != Expr::Kind::Name) {
+      error(el->loc, "a dataset field is a name such as 'prompt'");
+      continue;
+    }
+    bool role = llvm::is_contained(roles, el->text);
+    if (!role && !tp) {
+      error(el->loc, formatv("unknown dataset field '{0}' (fields are "
+                             "prompt, answer, chosen, rejected and text){1}",
+                             el->text, didYouMean(el->text, roles)));
+      continue;
+    }
+    if (!seen.insert(el->text).second) {
+      error(el->loc, "dataset field '" + el->text + "' is listed twice");
+      continue;
+    }
+    ds.fields.push_back(el->text);
+    if (role)
+      ds.type.fields.push_back(Field{el->text, typeOf(el->text)});
+  }
+  if (tp) {
+    if (ds.promptTemplate)
+      checkPromptTemplate(*tp, ds);
+    if (!seen.count("prompt"))
+      ds.type.fields.insert(ds.type.fields.begin(),
+                            Field{"prompt", typeOf("prompt")});
+  }
+  if ((seen.count("chosen") || seen.count("rejected")) && !ds.maxResponseLen)
+    error(d.loc, "dataset '" + d.name +
+                     "' has preference pairs but no "
+                     "'max_response_len'; set it to the longest response");
+  p.datasets[d.name] = ds;
+}
+
+void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
+  const Expr &e = *tp.value;
+  const std::string &text = *ds.promptTemplate;
+  // The location of byte `offset` of the template's value.
+  auto at = [&](size_t offset) -> mlir::Location {
+    auto flc = llvm::dyn_cast<mlir::FileLineColLoc>(e.loc);
+    if (!flc)
+      return e.loc;
+    return mlir::FileLineColLoc::get(flc.getFilename(), flc.getLine(),
+                                     flc.getColumn() + 1 +
+                                         sourceColumns(text, offset));
+  };
+  for (StringRef whole : {"chosen", "rejected", "text"})
+    if (llvm::is_contained(ds.fields, whole)) {
+      error(e.loc, formatv("a template writes prompts, but dataset '{0}' "
+                           "holds whole sequences ('{1}'); remove 'template' "
+                           "or use a dataset of prompts",
+                           ds.name, whole));
+      return;
+    }
+  if (text.empty()) {
+    error(e.loc, "'template' is empty; write the prompt text with {column} "
+                 "placeholders, e.g. \"Question: {question}\\nAnswer:\"");
+    return;
+  }
+  std::vector<Placeholder> holes;
+  TemplateError bad = scanTemplate(text, holes);
+  switch (bad.kind) {
+  case TemplateError::Unclosed:
+    error(at(bad.offset), "unclosed '{' in the template; end the placeholder "
+                          "with '}', or write '{{' for a literal '{'");
+    return;
+  case TemplateError::Stray:
+    error(at(bad.offset),
+          "stray '}' in the template; write '}}' for a literal '}'");
+    return;
+  case TemplateError::Empty:
+    error(at(bad.offset), "empty placeholder '{}' in the template; name a "
+                          "field between the braces, or write '{{' for a "
+                          "literal '{'");
+    return;
+  case TemplateError::None:
+    break;
+  }
+  std::set<std::string> used;
+  bool known = true;
+  for (const Placeholder &h : holes) {
+    used.insert(h.name);
+    if (llvm::is_contained(ds.fields, h.name))
+      continue;
+    error(at(h.offset + 1),
+          formatv("unknown field '{0}' in the template (the dataset's "
+                  "fields are {1}); add it to 'fields'{2}",
+                  h.name, llvm::join(ds.fields, ", "),
+                  didYouMean(h.name, ds.fields)));
+    known = false;
+  }
+  for (const std::string &c : ds.fields)
+    if (known && !used.count(c) && c != "answer")
+      warning(e.loc, formatv("field '{0}' of dataset '{1}' is not used by its "
+                             "template; remove it from 'fields'",
+                             c, ds.name));
+}
