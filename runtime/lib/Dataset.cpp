@@ -14,37 +14,16 @@
 using namespace rlhf;
 
 PromptTemplate::PromptTemplate(const std::string &text) {
-  auto bad = [&](size_t at, const std::string &what) {
-    return Error("prompt template \"" + text + "\": " + what + " at offset " +
-                 std::to_string(at));
-  };
-  std::string lit;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    bool twice = i + 1 < text.size() && text[i + 1] == c;
-    if (c == '}' && !twice)
-      throw bad(i, "stray '}'");
-    if (c != '{' || twice) {
-      lit += c;
-      i += twice;
-      continue;
-    }
-    size_t close = text.find_first_of("{}", i + 1);
-    if (close == std::string::npos || text[close] == '{')
-      throw bad(i, "unclosed '{'");
-    if (close == i + 1)
-      throw bad(i, "empty placeholder");
-    std::string col = text.substr(i + 1, close - i - 1);
-    if (!lit.empty())
-      pieces.push_back({std::move(lit), false});
-    lit.clear();
-    if (std::find(cols.begin(), cols.end(), col) == cols.end())
-      cols.push_back(col);
-    pieces.push_back({std::move(col), true});
-    i = close;
+  std::vector<TemplatePiece> parsed;
+  TemplateSyntax bad = parsePromptTemplate(text, parsed);
+  if (bad.kind != TemplateSyntax::Ok)
+    throw Error("prompt template \"" + text + "\": " + bad.what() +
+                " at offset " + std::to_string(bad.offset));
+  for (TemplatePiece &p : parsed) {
+    if (p.column && std::find(cols.begin(), cols.end(), p.text) == cols.end())
+      cols.push_back(p.text);
+    pieces.push_back({std::move(p.text), p.column});
   }
-  if (!lit.empty())
-    pieces.push_back({std::move(lit), false});
 }
 
 std::string PromptTemplate::render(const Example &row) const {

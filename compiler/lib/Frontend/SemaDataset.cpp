@@ -8,6 +8,7 @@
 
 #include "PromptTemplate.h"
 #include "SemaImpl.h"
+#include "rlhf/runtime/PromptTemplate.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace rlhfc;
@@ -114,36 +115,38 @@ void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
                  "placeholders, e.g. \"Question: {question}\\nAnswer:\"");
     return;
   }
-  std::vector<Placeholder> holes;
-  TemplateError bad = scanTemplate(text, holes);
+  std::vector<rlhf::TemplatePiece> pieces;
+  rlhf::TemplateSyntax bad = rlhf::parsePromptTemplate(text, pieces);
   switch (bad.kind) {
-  case TemplateError::Unclosed:
+  case rlhf::TemplateSyntax::Unclosed:
     error(at(bad.offset), "unclosed '{' in the template; end the placeholder "
                           "with '}', or write '{{' for a literal '{'");
     return;
-  case TemplateError::Stray:
+  case rlhf::TemplateSyntax::Stray:
     error(at(bad.offset),
           "stray '}' in the template; write '}}' for a literal '}'");
     return;
-  case TemplateError::Empty:
+  case rlhf::TemplateSyntax::Empty:
     error(at(bad.offset), "empty placeholder '{}' in the template; name a "
                           "field between the braces, or write '{{' for a "
                           "literal '{'");
     return;
-  case TemplateError::None:
+  case rlhf::TemplateSyntax::Ok:
     break;
   }
   std::set<std::string> used;
   bool known = true;
-  for (const Placeholder &h : holes) {
-    used.insert(h.name);
-    if (llvm::is_contained(ds.fields, h.name))
+  for (const rlhf::TemplatePiece &h : pieces) {
+    if (!h.column)
+      continue;
+    used.insert(h.text);
+    if (llvm::is_contained(ds.fields, h.text))
       continue;
     error(at(h.offset + 1),
           formatv("unknown field '{0}' in the template (the dataset's "
                   "fields are {1}); add it to 'fields'{2}",
-                  h.name, llvm::join(ds.fields, ", "),
-                  didYouMean(h.name, ds.fields)));
+                  h.text, llvm::join(ds.fields, ", "),
+                  didYouMean(h.text, ds.fields)));
     known = false;
   }
   for (const std::string &c : ds.fields)

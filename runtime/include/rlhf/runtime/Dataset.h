@@ -3,6 +3,8 @@
 #ifndef RLHF_RUNTIME_DATASET_H
 #define RLHF_RUNTIME_DATASET_H
 
+#include "rlhf/runtime/PromptTemplate.h"
+
 #include <map>
 #include <string>
 #include <vector>
