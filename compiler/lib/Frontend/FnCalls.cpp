@@ -85,7 +85,8 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
     return std::nullopt;
   }
   std::string sig = "'" + callee.name + FnChecker::signature(callee) + "'";
-  if (callee.results.size() != 1) {
+  // A loss called inside another gives its loss; its metrics are dropped.
+  if (callee.results.size() != 1 && !FnChecker::isLoss(callee)) {
     fail(e.base->loc, formatv("'{0}' returns {1} values; only a function of "
                               "one result can be called inside another",
                               callee.name, callee.results.size()));
