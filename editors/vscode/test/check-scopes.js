@@ -150,6 +150,11 @@ class Parser {
       if (this.is(':')) {
         this.take(':', 'punctuation.separator.inheritance.rlhf');
         this.ident('entity.other.inherited-class.rlhf');
+        if (this.is('(')) { // : hf("dir")
+          this.take('(', 'punctuation.section.parens.begin.rlhf');
+          this.string();
+          this.take(')', 'punctuation.section.parens.end.rlhf');
+        }
       }
       this.block();
     } else if (t.type === 'algorithm') {
