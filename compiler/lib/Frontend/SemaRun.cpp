@@ -2,6 +2,9 @@
 
 #include "SemaImpl.h"
 
+#include "rlhfc/Support/SourcePaths.h"
+#include "llvm/Support/MemoryBuffer.h"
+
 using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
@@ -273,6 +276,29 @@ void Sema::instantiate(const RunDecl &r) {
     p.instances.push_back(std::move(inst));
 }
 
+/// The file a model's tokenizer names, resolved like every path of the
+/// program: a directory (an hf import) stands for its tokenizer.json.
+static std::string tokenizerFile(const Model &m) {
+  llvm::SmallString<256> f(resolveFrom(m.tokenizerLoc, m.tokenizer));
+  if (llvm::sys::fs::is_directory(f))
+    llvm::sys::path::append(f, "tokenizer.json");
+  return f.str().str();
+}
+
+/// Whether two models tokenize alike: the same file, or files with the same
+/// bytes (two checkpoints of one family each carry a copy). Unreadable
+/// files compare by path; the runtime reports them.
+static bool sameTokenizer(const Model &a, const Model &b) {
+  if (a.tokenizer == b.tokenizer)
+    return true;
+  std::string fa = tokenizerFile(a), fb = tokenizerFile(b);
+  if (fa == fb)
+    return true;
+  auto ba = llvm::MemoryBuffer::getFile(fa);
+  auto bb = llvm::MemoryBuffer::getFile(fb);
+  return ba && bb && (*ba)->getBuffer() == (*bb)->getBuffer();
+}
+
 void Sema::checkTokenizers(const Instance &inst) {
   const Model *first = nullptr;
   for (const Model *m : inst.models) {
@@ -282,10 +308,11 @@ void Sema::checkTokenizers(const Instance &inst) {
       first = m;
       continue;
     }
-    if (m->tokenizer != first->tokenizer)
+    if (!sameTokenizer(*m, *first))
       error(m->tokenizerLoc,
-            formatv("'{0}' uses tokenizer \"{1}\" but '{2}' uses \"{3}\"; "
-                    "the models of a run share one tokenizer",
+            formatv("'{0}' uses tokenizer \"{1}\" but '{2}' uses \"{3}\", "
+                    "and they differ; the models of a run share one "
+                    "tokenizer",
                     m->name, m->tokenizer, first->name, first->tokenizer))
               .attachNote(first->tokenizerLoc)
           << "'" << first->name << "' names its tokenizer here";
