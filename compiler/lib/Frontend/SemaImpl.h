@@ -4,10 +4,11 @@
 // Sema is one class split by concern: Sema.cpp (driver, symbols,
 // diagnostics), SemaEntities.cpp (properties, constants, hardware, archs,
 // clusters, models), SemaDataset.cpp (datasets and their templates),
-// SemaRun.cpp (algorithm names, runs, values, statements) and SemaCalls.cpp
-// (model methods, built-ins, functions, annotations). Private to
-// compiler/lib/Frontend; it names the AST's types unqualified, as those
-// files do.
+// SemaRun.cpp (algorithm names, runs, values, statements), SemaCalls.cpp
+// (model methods and built-ins), SemaSettings.cpp (their named settings),
+// SemaFnCall.cpp (calls of .rlhf functions) and SemaPlace.cpp (@place).
+// Private to compiler/lib/Frontend; it names the AST's types unqualified,
+// as those files do.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,199 @@
+//===- SemaPlace.cpp - @place annotations ---------------------------------===//
+//
+// A pinned mesh and strategy on a model call: the mesh slice of the
+// cluster, dp/tp/pp and micro-batches that fill it, and offload, recompute
+// and ZeRO where the call allows them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+void Sema::checkAnnotation(const Annotation &an, Node &n,
+                           llvm::StringMap<Local> &env) {
+  if (an.name != "place") {
+    error(an.loc, "unknown annotation '@" + an.name +
+                      "'; the only one is "
+                      "'@place(mesh = c[0:8], dp = 2, tp = 4, pp = 1)'");
+    return;
+  }
+  if (n.kind == Node::Kind::Host) {
+    error(an.loc,
+          "'@place' pins model calls; host functions run on the controller");
+    return;
+  }
+  if (n.kind == Node::Kind::Ema) {
+    error(an.loc, "'@place' pins generate, inference and train calls; 'ema' "
+                  "runs where its models are");
+    return;
+  }
+  if (n.placement) {
+    error(an.loc, "a call has at most one '@place'");
+    return;
+  }
+  Placement pl;
+  pl.loc = an.loc;
+  bool haveMesh = false;
+  const sema::Cluster *c = current->cluster;
+  for (const Arg &a : an.args) {
+    if (a.name == "mesh") {
+      haveMesh = true;
+      const Expr *base = a.value.get();
+      int64_t lo = 0, hi = -1;
+      if (base->kind == Expr::Kind::Slice) {
+        auto l = evalInt(*base->lo, "mesh start", 0, int64_t(1) << 30);
+        auto h = evalInt(*base->hi, "mesh end", 1, int64_t(1) << 30);
+        if (!l || !h)
+          return;
+        lo = *l;
+        hi = *h;
+        base = base->base.get();
+      }
+      if (base->kind != Expr::Kind::Name || !p.clusters.count(base->text)) {
+        error(base->loc,
+              "mesh must be a cluster or a slice of one, such as c[0:8]");
+        return;
+      }
+      if (c && base->text != c->name) {
+        error(base->loc, formatv("mesh is on cluster '{0}', but this run uses "
+                                 "cluster '{1}'",
+                                 base->text, c->name));
+        return;
+      }
+      c = &p.clusters.at(base->text);
+      if (hi < 0)
+        hi = c->gpus();
+      if (lo >= hi || hi > c->gpus()) {
+        error(a.value->loc,
+              formatv("mesh [{0}:{1}] is not a non-empty range of "
+                      "the {2} GPUs of cluster '{3}'",
+                      lo, hi, c->gpus(), c->name));
+        return;
+      }
+      pl.firstGpu = lo;
+      pl.numGpus = hi - lo;
+      continue;
+    }
+    if (a.name == "offload" || a.name == "recompute" || a.name == "zero") {
+      if (a.value->kind != Expr::Kind::Bool) {
+        error(a.value->loc, formatv("'{0}' is true or false", a.name));
+        return;
+      }
+      auto [flag, flagLoc] =
+          a.name == "offload"     ? std::tie(pl.offload, pl.offloadLoc)
+          : a.name == "recompute" ? std::tie(pl.recompute, pl.recomputeLoc)
+                                  : std::tie(pl.zero, pl.zeroLoc);
+      flag = a.value->boolean;
+      flagLoc = a.loc;
+      continue;
+    }
+    int64_t *dst = a.name == "dp"    ? &pl.dp
+                   : a.name == "tp"  ? &pl.tp
+                   : a.name == "pp"  ? &pl.pp
+                   : a.name == "mbs" ? &pl.microBatches
+                                     : nullptr;
+    if (a.name.empty()) {
+      error(a.loc,
+            "'@place' settings are named: write 'mesh = c[0:8]', 'dp = 2'...");
+      return;
+    }
+    if (!dst) {
+      error(a.loc,
+            formatv("unknown '@place' setting '{0}' (settings are mesh, "
+                    "dp, tp, pp, mbs, offload, recompute and zero){1}",
+                    a.name,
+                    didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs",
+                                        "offload", "recompute", "zero"})));
+      return;
+    }
+    auto v = evalInt(*a.value, "'" + a.name + "'", 1, 1 << 20);
+    if (!v)
+      return;
+    *dst = *v;
+  }
+  if (!haveMesh) {
+    error(an.loc, "'@place' needs a mesh, such as 'mesh = c[0:8]'");
+    return;
+  }
+  if (pl.dp * pl.tp * pl.pp != pl.numGpus) {
+    error(an.loc,
+          formatv("dp*tp*pp = {0}*{1}*{2} = {3}, but the mesh has {4} "
+                  "GPUs; the product must equal the mesh size",
+                  pl.dp, pl.tp, pl.pp, pl.dp * pl.tp * pl.pp, pl.numGpus));
+    return;
+  }
+  if (c && pl.tp > c->gpusPerNode) {
+    error(an.loc, formatv("tp = {0} spans nodes; tensor parallelism must stay "
+                          "within the {1} GPUs of a node",
+                          pl.tp, c->gpusPerNode));
+    return;
+  }
+  if (int64_t g = c ? mlir::rlhf::tpGroupAcrossNodes(pl.firstGpu, pl.numGpus,
+                                                     pl.tp, c->gpusPerNode)
+                    : -1;
+      g >= 0) {
+    error(an.loc, formatv("the tensor-parallel group of GPUs [{0}:{1}] spans "
+                          "two nodes; start the mesh at a multiple of tp = {2} "
+                          "within a node",
+                          g, g + pl.tp, pl.tp));
+    return;
+  }
+  const sema::Arch &arch = n.model->arch;
+  if (arch.heads % pl.tp || arch.kvHeads % pl.tp) {
+    error(an.loc, formatv("tp = {0} does not divide the {1} heads and {2} kv "
+                          "heads of '{3}'",
+                          pl.tp, arch.heads, arch.kvHeads, n.model->name));
+    return;
+  }
+  if (pl.pp > arch.layers) {
+    error(an.loc, formatv("pp = {0} exceeds the {1} layers of '{2}'", pl.pp,
+                          arch.layers, n.model->name));
+    return;
+  }
+  int64_t N = n.inputs.empty() ? 0 : n.inputs.front().type.batch();
+  if (n.kind == Node::Kind::Generate)
+    N *= int64_t(n.attr("n", 1));
+  if (N && N % (pl.dp * pl.microBatches)) {
+    error(an.loc, formatv("batch of {0} sequences does not split over dp = {1} "
+                          "with mbs = {2} micro-batches",
+                          N, pl.dp, pl.microBatches));
+    return;
+  }
+  if (pl.offload && n.model->trainable) {
+    error(pl.offloadLoc, formatv("'{0}' is trainable and cannot be offloaded; "
+                                 "offload keeps a frozen model's weights in "
+                                 "host memory between its calls",
+                                 n.model->name));
+    return;
+  }
+  if (pl.recompute && n.kind != Node::Kind::Train) {
+    error(pl.recomputeLoc,
+          "'recompute' applies to train calls: it trades a second forward "
+          "pass in backward for the activations training keeps; drop it "
+          "here");
+    return;
+  }
+  if (pl.zero && n.kind != Node::Kind::Train) {
+    error(pl.zeroLoc, "'zero' applies to train calls: it shards the "
+                      "optimizer state that training keeps; drop it here");
+    return;
+  }
+  if (pl.zero && pl.dp < 2) {
+    error(pl.zeroLoc, "'zero' slices the optimizer state over the "
+                      "data-parallel ranks, and with dp = 1 there is one; "
+                      "raise dp or drop 'zero'");
+    return;
+  }
+  if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {
+    error(pl.offloadLoc, formatv("hardware '{0}' declares no host_bandwidth; "
+                                 "add 'host_bandwidth = ...' (the GPU's PCIe "
+                                 "link, one direction) to offload",
+                                 c->hardware->name));
+    return;
+  }
+  (void)env;
+  n.placement = pl;
+}
