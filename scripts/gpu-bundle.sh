@@ -25,6 +25,12 @@ cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.
 for prog in tiny_grpo tiny_ppo; do
   build/bin/rlhfc "examples/$prog.rlhf" --emit=obj -o "$dir/obj/$prog.o"
 done
+# tiny_grpo with the stdlib's .rlhf functions in place of the built-ins:
+# their fn code runs on the GPU beside the C++ versions.
+fnsrc=$(mktemp --suffix=.rlhf -p examples)
+(echo 'import "algorithms/losses.rlhf";'; cat examples/tiny_grpo.rlhf) >"$fnsrc"
+build/bin/rlhfc "$fnsrc" --emit=obj -o "$dir/obj/tiny_grpo_fn.o"
+rm -f "$fnsrc"
 build/bin/rlhf-bench-gpu-runtime --list-points >"$dir/points-h100.csv"
 build/bin/rlhf-cost-validate "$dir/points-h100.csv" \
   --emit-predictions "$dir/predicted-h100.csv" >/dev/null

@@ -7,7 +7,8 @@
 # the node's PyTorch (python3's torch, or $RLHF_PYTHON) and CUDA, runs the
 # ctest tests labelled `gpu`, then the runtime's CPU tests on the same build,
 # links the example objects rlhfc compiled elsewhere and trains tiny_grpo on
-# the GPU, and runs the GPU benchmarks. Everything lands in DIR: one log per
+# the GPU (also with the stdlib's .rlhf functions, against the built-ins),
+# and runs the GPU benchmarks. Everything lands in DIR: one log per
 # step and summary.txt, a line per step with its exit status.
 #
 # What a node without Debian packages lacks comes from scripts/gpu-bundle.sh,
@@ -84,6 +85,30 @@ link_and_train() {
     --out "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json"
 }
 step tiny-grpo link_and_train
+
+# The same program with the stdlib's .rlhf functions (fn code evaluated by
+# the runtime, autograd through the loss) on the GPU: ten steps each way
+# give the same rewards and losses.
+fn_on_gpu() {
+  local lib
+  lib=$(cd "$build/lib" && pwd)
+  cc "$deps/obj/tiny_grpo_fn.o" -o "$build/tiny_grpo_fn" -L"$lib" \
+    -lrlhf_runtime -Wl,-rpath,"$lib" || return 1
+  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
+    echo "linked $build/tiny_grpo_fn; SKIP: no CUDA device to run it on"
+    return 77
+  fi
+  for prog in tiny_grpo tiny_grpo_fn; do
+    rm -rf "$out/$prog-10"
+    RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone \
+      --nproc-per-node 4 --no-python "$build/$prog" --steps 10 \
+      --data sums=examples/data/sums.jsonl --out "$out/$prog-10" || return 1
+  done
+  "$py" test/E2E/Inputs/metrics.py same "$out/tiny_grpo-10/metrics.jsonl" \
+    "$out/tiny_grpo_fn-10/metrics.jsonl" --keys reward,loss/actor \
+    --rtol 1e-3 --atol 1e-5
+}
+step fn-on-gpu fn_on_gpu
 
 # Beside the cost model's predictions and PyTorch's rows; the last line of
 # its log is `runtime/cost-model geomean: X.XX`.
