@@ -62,7 +62,78 @@ FnEval::bindParam(const FnDecl &callee, const ast::FnParam &p, FnVal v,
   return v;
 }
 
-std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
+std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &first) {
+  // Match arguments to parameters (the overloads share them): positional
+  // first, then by name.
+  std::string sig = "'" + first.name + FnChecker::signature(first) + "'";
+  if (c.candidates(first.name).find(" or ") != std::string::npos)
+    sig = c.candidates(first.name);
+  std::vector<const ast::Arg *> given(first.params.size(), nullptr);
+  size_t pos = 0;
+  bool named = false;
+  for (const ast::Arg &a : e.args) {
+    size_t idx;
+    if (a.name.empty()) {
+      if (named) {
+        fail(a.loc, "positional argument after a named one");
+        return std::nullopt;
+      }
+      if (pos >= first.params.size()) {
+        fail(a.loc, formatv("'{0}' takes {1} argument{2}: {3}", first.name,
+                            first.params.size(),
+                            first.params.size() == 1 ? "" : "s", sig));
+        return std::nullopt;
+      }
+      idx = pos++;
+    } else {
+      named = true;
+      auto it = llvm::find_if(first.params, [&](const ast::FnParam &p) {
+        return p.name == a.name;
+      });
+      if (it == first.params.end()) {
+        fail(a.loc, "'" + first.name + "' has no parameter '" + a.name +
+                        "'; it takes " + sig);
+        return std::nullopt;
+      }
+      idx = size_t(it - first.params.begin());
+      if (given[idx]) {
+        fail(a.loc, "'" + a.name + "' is given twice");
+        return std::nullopt;
+      }
+    }
+    given[idx] = &a;
+  }
+  // The values, then the overload their shapes choose.
+  std::vector<std::optional<FnVal>> vals(first.params.size());
+  std::vector<std::optional<size_t>> ranks(first.params.size());
+  for (size_t i = 0; i < first.params.size(); ++i) {
+    const ast::FnParam &p = first.params[i];
+    if (given[i]) {
+      vals[i] = expr(*given[i]->value);
+      if (!vals[i])
+        return std::nullopt;
+      if (!(FnChecker::isNumber(p.type) && p.type.dims.empty()) &&
+          vals[i]->rank != FnRank::Scalar)
+        ranks[i] = vals[i]->dims.size();
+    } else if (p.fallback) {
+      vals[i] = expr(*p.fallback);
+    } else {
+      fail(e.loc, "missing argument '" + p.name + "' of '" + first.name +
+                      "'; it takes " + sig);
+      return std::nullopt;
+    }
+  }
+  const FnDecl *picked = c.pick(first.name, ranks);
+  if (!picked) {
+    if (sig.find(" or ") == std::string::npos) {
+      picked = &first; // one declaration: bindParam names the parameter
+    } else {
+      fail(e.loc, "no overload of '" + first.name +
+                      "' takes these shapes; it is " + sig);
+      return std::nullopt;
+    }
+  }
+  const FnDecl &callee = *picked;
   for (const Frame &f : stack)
     if (f.decl == &callee) {
       fail(e.base->loc,
@@ -84,7 +155,6 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
     failed = true; // reported in the callee
     return std::nullopt;
   }
-  std::string sig = "'" + callee.name + FnChecker::signature(callee) + "'";
   // A loss called inside another gives its loss; its metrics are dropped.
   if (callee.results.size() != 1 && !FnChecker::isLoss(callee)) {
     fail(e.base->loc, formatv("'{0}' returns {1} values; only a function of "
@@ -98,60 +168,13 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &callee) {
                           "a model's train");
     return std::nullopt;
   }
-  // Match arguments to parameters: positional first, then by name.
-  std::vector<const ast::Arg *> given(callee.params.size(), nullptr);
-  size_t pos = 0;
-  bool named = false;
-  for (const ast::Arg &a : e.args) {
-    size_t idx;
-    if (a.name.empty()) {
-      if (named) {
-        fail(a.loc, "positional argument after a named one");
-        return std::nullopt;
-      }
-      if (pos >= callee.params.size()) {
-        fail(a.loc, formatv("'{0}' takes {1} argument{2}: {3}", callee.name,
-                            callee.params.size(),
-                            callee.params.size() == 1 ? "" : "s", sig));
-        return std::nullopt;
-      }
-      idx = pos++;
-    } else {
-      named = true;
-      auto it = llvm::find_if(callee.params, [&](const ast::FnParam &p) {
-        return p.name == a.name;
-      });
-      if (it == callee.params.end()) {
-        fail(a.loc, "'" + callee.name + "' has no parameter '" + a.name +
-                        "'; it takes " + sig);
-        return std::nullopt;
-      }
-      idx = size_t(it - callee.params.begin());
-      if (given[idx]) {
-        fail(a.loc, "'" + a.name + "' is given twice");
-        return std::nullopt;
-      }
-    }
-    given[idx] = &a;
-  }
   std::vector<FnVal> args;
   std::map<std::string, std::string> dims;
   for (size_t i = 0; i < callee.params.size(); ++i) {
-    const ast::FnParam &p = callee.params[i];
-    std::optional<FnVal> v;
-    mlir::Location at = e.loc;
-    if (given[i]) {
-      v = expr(*given[i]->value);
-      at = given[i]->loc;
-    } else if (p.fallback) {
-      v = expr(*p.fallback);
-    } else {
-      fail(e.loc, "missing argument '" + p.name + "' of '" + callee.name +
-                      "'; it takes " + sig);
-      return std::nullopt;
-    }
+    mlir::Location at = given[i] ? given[i]->loc : e.loc;
+    std::optional<FnVal> v = vals[i];
     if (v)
-      v = bindParam(callee, p, *v, at, dims);
+      v = bindParam(callee, callee.params[i], *v, at, dims);
     if (!v)
       return std::nullopt;
     args.push_back(*v);

@@ -95,7 +95,83 @@ std::string FnChecker::signature(const FnDecl &d) {
 
 const FnDecl *FnChecker::find(llvm::StringRef name) const {
   auto it = decls.find(name.str());
-  return it == decls.end() ? nullptr : it->second;
+  return it == decls.end() ? nullptr : it->second.front();
+}
+
+const FnDecl *
+FnChecker::pick(llvm::StringRef name,
+                llvm::ArrayRef<std::optional<size_t>> ranks) const {
+  auto it = decls.find(name.str());
+  if (it == decls.end())
+    return nullptr;
+  for (const FnDecl *d : it->second) {
+    bool fits = true;
+    for (size_t i = 0; i < d->params.size() && i < ranks.size(); ++i)
+      if (ranks[i] && *ranks[i] != d->params[i].type.dims.size())
+        fits = false;
+    if (fits)
+      return d;
+  }
+  return nullptr;
+}
+
+std::string FnChecker::candidates(llvm::StringRef name) const {
+  std::string s;
+  auto it = decls.find(name.str());
+  if (it == decls.end())
+    return s;
+  for (const FnDecl *d : it->second)
+    s += (s.empty() ? "'" : " or '") + d->name + signature(*d) + "'";
+  return s;
+}
+
+bool FnChecker::checkOverloads(const std::vector<const FnDecl *> &set) {
+  const FnDecl &first = *set.front();
+  bool ok = true;
+  for (size_t k = 1; k < set.size(); ++k) {
+    const FnDecl &d = *set[k];
+    bool same = d.params.size() == first.params.size() &&
+                d.results.size() == first.results.size() &&
+                isLoss(d) == isLoss(first);
+    bool shapesDiffer = false;
+    for (size_t i = 0; same && i < d.params.size(); ++i) {
+      const ast::FnParam &a = d.params[i], &b = first.params[i];
+      same = a.name == b.name && a.type.kind == b.type.kind &&
+             (isNumber(a.type) && a.type.dims.empty()) ==
+                 (isNumber(b.type) && b.type.dims.empty());
+      shapesDiffer |= a.type.dims.size() != b.type.dims.size();
+    }
+    for (size_t i = 0; same && i < d.results.size(); ++i)
+      same = d.results[i].first == first.results[i].first;
+    if (!same) {
+      error(d.loc, "an overload of '" + d.name +
+                       "' takes the parameters of the first, with the same "
+                       "names, kinds and results, and differs only in the "
+                       "shapes of tensor parameters")
+              .attachNote(first.loc)
+          << "the first '" << d.name << "' is declared here";
+      ok = false;
+      continue;
+    }
+    for (size_t j = 0; j < k && shapesDiffer; ++j) {
+      const FnDecl &o = *set[j];
+      bool equal = true;
+      for (size_t i = 0; i < d.params.size(); ++i)
+        equal &= d.params[i].type.dims.size() == o.params[i].type.dims.size();
+      if (equal)
+        shapesDiffer = false;
+    }
+    if (!shapesDiffer) {
+      error(d.loc, "function '" + d.name +
+                       "' is already declared with parameters of these "
+                       "shapes; overloads differ in the shapes of tensor "
+                       "parameters")
+              .attachNote(first.loc)
+          << "previous declaration of '" << d.name << "' (a function) is here";
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 std::vector<std::string> FnChecker::names() const {
@@ -107,8 +183,12 @@ std::vector<std::string> FnChecker::names() const {
 
 bool FnChecker::checkAll() {
   bool ok = true;
-  for (auto &kv : decls)
-    ok &= valid(*kv.second);
+  for (auto &kv : decls) {
+    if (kv.second.size() > 1)
+      ok &= checkOverloads(kv.second);
+    for (const FnDecl *d : kv.second)
+      ok &= valid(*d);
+  }
   return ok;
 }
 

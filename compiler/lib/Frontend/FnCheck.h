@@ -38,8 +38,18 @@ public:
   FnChecker(Diag error, Diag warning)
       : error(std::move(error)), warning(std::move(warning)) {}
 
-  void add(const ast::FnDecl &d) { decls[d.name] = &d; }
+  /// Declarations of one name are overloads, told apart by the shapes of
+  /// their tensor parameters.
+  void add(const ast::FnDecl &d) { decls[d.name].push_back(&d); }
+  /// The first declaration of `name` (the overloads share its parameters).
   const ast::FnDecl *find(llvm::StringRef name) const;
+  /// The overload of `name` whose tensor parameters have `ranks` (the
+  /// number of dimensions bound to parameter i; none for numbers and
+  /// parameters not given), or null.
+  const ast::FnDecl *pick(llvm::StringRef name,
+                          llvm::ArrayRef<std::optional<size_t>> ranks) const;
+  /// "'f(x: score[N]) -> ...' or 'f(x: advantages[N, S]) -> ...'".
+  std::string candidates(llvm::StringRef name) const;
   std::vector<std::string> names() const;
 
   /// Checks every declaration (each once); false when one has an error.
@@ -71,7 +81,10 @@ private:
   friend class FnEval;
 
   Diag error, warning;
-  std::map<std::string, const ast::FnDecl *> decls;
+  std::map<std::string, std::vector<const ast::FnDecl *>> decls;
+  /// Overloads must share their parameters but for shapes; false after an
+  /// error.
+  bool checkOverloads(const std::vector<const ast::FnDecl *> &set);
   std::map<const ast::FnDecl *, State> states;
 };
 

@@ -76,7 +76,7 @@ private:
   std::optional<FnVal> binary(const ast::Expr &e);
   std::optional<FnVal> call(const ast::Expr &e);
   std::optional<FnVal> modelOutput(const ast::Expr &e);
-  std::optional<FnVal> userCall(const ast::Expr &e, const ast::FnDecl &callee);
+  std::optional<FnVal> userCall(const ast::Expr &e, const ast::FnDecl &first);
   std::optional<FnVal> primitive(const ast::Expr &e, llvm::StringRef name);
   std::optional<FnVal> reduction(const ast::Expr &e, llvm::StringRef over,
                                  llvm::StringRef stat, std::vector<FnVal> &args,

@@ -96,6 +96,12 @@ void Sema::collectSymbols() {
       p.algorithms[a->name] = a.get();
     }
     for (auto &f : m->functions) {
+      // Functions of one name are overloads (FnChecker checks them).
+      auto it = symbols.find(f->name);
+      if (it != symbols.end() && it->second.kind == Symbol::Function) {
+        fns.add(*f);
+        continue;
+      }
       add(f->name, Symbol{Symbol::Function, nullptr, nullptr, f->loc});
       if (!p.functions.count(f->name)) {
         p.functions[f->name] = f.get();

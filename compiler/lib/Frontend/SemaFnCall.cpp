@@ -99,6 +99,9 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   Node n{Node::Kind::Host, "", call.loc};
   n.builtin = fn.name;
   std::vector<FnArg> args;
+  // The dimensions bound to each tensor parameter choose the overload.
+  std::vector<std::optional<size_t>> ranks(np);
+  std::vector<std::string> origins(np);
   for (size_t i = 0; i < np; ++i) {
     const ast::FnParam &prm = fn.params[i];
     FnArg arg;
@@ -164,21 +167,41 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
                             tensorKindNoun(t->type.kind)));
       return std::nullopt;
     }
-    if (t->type.shape.size() != prm.type.dims.size()) {
-      error(ex.loc,
-            formatv("'{0}' of {1} is {2} {3}, but {4} is {5}", prm.name, callee,
-                    prm.type.dims.size() == 1 ? "per sequence" : "per token",
-                    prm.type.dims.size() == 1 ? "[N]" : "[N, S]",
-                    v.origin.empty() ? std::string("the argument")
-                                     : "'" + v.origin + "'",
-                    t->type.str()));
-      return std::nullopt;
-    }
+    ranks[i] = t->type.shape.size();
+    origins[i] = v.origin.empty() ? std::string("the argument")
+                                  : "'" + v.origin + "'";
     arg.tensor = t->type;
     n.inputs.push_back(*t);
     args.push_back(arg);
   }
-  auto body = fns.instantiate(fn, args, call.loc, n.result);
+  const ast::FnDecl *chosen = fns.pick(fn.name, ranks);
+  if (!chosen) {
+    if (fns.find(fn.name) == &fn && fns.candidates(fn.name).find(" or ") ==
+                                        std::string::npos) {
+      // One declaration: name the parameter whose shape is wrong.
+      for (size_t i = 0; i < np; ++i) {
+        const ast::FnParam &prm = fn.params[i];
+        if (!ranks[i] || *ranks[i] == prm.type.dims.size())
+          continue;
+        error(exprs[i]->loc,
+              formatv("'{0}' of {1} is {2} {3}, but {4} is {5}", prm.name,
+                      callee,
+                      prm.type.dims.size() == 1 ? "per sequence" : "per token",
+                      prm.type.dims.size() == 1 ? "[N]" : "[N, S]", origins[i],
+                      args[i].tensor->str()));
+        return std::nullopt;
+      }
+    }
+    std::string shapes;
+    for (size_t i = 0; i < np; ++i)
+      if (ranks[i])
+        shapes += (shapes.empty() ? "" : ", ") + fn.params[i].name +
+                  (*ranks[i] == 1 ? " [N]" : " [N, S]");
+    error(call.loc, formatv("no overload of {0} takes {1}; it is {2}", callee,
+                            shapes, fns.candidates(fn.name)));
+    return std::nullopt;
+  }
+  auto body = fns.instantiate(*chosen, args, call.loc, n.result);
   if (!body)
     return std::nullopt;
   n.fn = std::make_shared<const FnBody>(std::move(*body));
