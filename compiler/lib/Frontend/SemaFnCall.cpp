@@ -168,16 +168,16 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
       return std::nullopt;
     }
     ranks[i] = t->type.shape.size();
-    origins[i] = v.origin.empty() ? std::string("the argument")
-                                  : "'" + v.origin + "'";
+    origins[i] =
+        v.origin.empty() ? std::string("the argument") : "'" + v.origin + "'";
     arg.tensor = t->type;
     n.inputs.push_back(*t);
     args.push_back(arg);
   }
   const ast::FnDecl *chosen = fns.pick(fn.name, ranks);
   if (!chosen) {
-    if (fns.find(fn.name) == &fn && fns.candidates(fn.name).find(" or ") ==
-                                        std::string::npos) {
+    if (fns.find(fn.name) == &fn &&
+        fns.candidates(fn.name).find(" or ") == std::string::npos) {
       // One declaration: name the parameter whose shape is wrong.
       for (size_t i = 0; i < np; ++i) {
         const ast::FnParam &prm = fn.params[i];
