@@ -45,11 +45,16 @@ std::string PromptTemplate::render(const Example &row) const {
 JsonlDataset::JsonlDataset(const std::string &path,
                            const std::vector<std::string> &fields,
                            const PromptTemplate *tmpl) {
-  // With a template, `prompt` is rendered rather than read.
+  // With a template, `prompt` (or, for a dataset of whole sequences,
+  // `text`) is rendered rather than read.
+  const std::string target =
+      std::find(fields.begin(), fields.end(), "text") != fields.end()
+          ? "text"
+          : "prompt";
   std::vector<std::string> read = fields;
   size_t ownColumns = read.size();
   if (tmpl) {
-    read.erase(std::remove(read.begin(), read.end(), "prompt"), read.end());
+    read.erase(std::remove(read.begin(), read.end(), target), read.end());
     ownColumns = read.size();
     for (const std::string &c : tmpl->columns())
       if (std::find(read.begin(), read.end(), c) == read.end())
@@ -87,7 +92,7 @@ JsonlDataset::JsonlDataset(const std::string &path,
                     std::string(it->type_name()));
     }
     if (tmpl)
-      ex["prompt"] = tmpl->render(ex);
+      ex[target] = tmpl->render(ex);
     rows.push_back(std::move(ex));
   }
   if (rows.empty())

@@ -31,7 +31,8 @@ void Sema::resolveDataset(const EntityDecl &d) {
   setInt(m, "max_prompt_len", ds.maxPromptLen, 1, 1 << 20);
   setInt(m, "max_response_len", ds.maxResponseLen, 0, 1 << 20);
   // With a template, 'fields' lists the columns it reads, and the record's
-  // 'prompt' is the rendered template.
+  // 'prompt' is the rendered template; in a dataset of whole sequences
+  // ('text' listed, for SFT) the template renders 'text' instead.
   const Property *tp = m.lookup("template");
   if (tp && checkHasValue(*tp))
     ds.promptTemplate = evalString(*tp->value, "'template'");
@@ -79,7 +80,7 @@ void Sema::resolveDataset(const EntityDecl &d) {
   if (tp) {
     if (ds.promptTemplate)
       checkPromptTemplate(*tp, ds);
-    if (!seen.count("prompt"))
+    if (!seen.count("prompt") && !seen.count("text"))
       ds.type.fields.insert(ds.type.fields.begin(),
                             Field{"prompt", typeOf("prompt")});
   }
@@ -102,11 +103,11 @@ void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
                                      flc.getColumn() + 1 +
                                          sourceColumns(text, offset));
   };
-  for (StringRef whole : {"chosen", "rejected", "text"})
+  for (StringRef whole : {"chosen", "rejected"})
     if (llvm::is_contained(ds.fields, whole)) {
-      error(e.loc, formatv("a template writes prompts, but dataset '{0}' "
-                           "holds whole sequences ('{1}'); remove 'template' "
-                           "or use a dataset of prompts",
+      error(e.loc, formatv("a template writes prompts or texts, but dataset "
+                           "'{0}' holds preference pairs ('{1}'); remove "
+                           "'template'",
                            ds.name, whole));
       return;
     }
@@ -150,7 +151,7 @@ void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
     known = false;
   }
   for (const std::string &c : ds.fields)
-    if (known && !used.count(c) && c != "answer")
+    if (known && !used.count(c) && c != "answer" && c != "text")
       warning(e.loc, formatv("field '{0}' of dataset '{1}' is not used by its "
                              "template; remove it from 'fields'",
                              c, ds.name));
