@@ -384,6 +384,17 @@ static LogicalResult verifyScriptReward(ComputeOp op) {
   return success();
 }
 
+void ComputeOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  // A reward program may keep state or count its calls: it reads and
+  // writes the world outside the program.
+  if (getKind() == ComputeKind::script_reward) {
+    effects.emplace_back(MemoryEffects::Read::get());
+    effects.emplace_back(MemoryEffects::Write::get());
+  }
+}
+
 LogicalResult ComputeOp::verify() {
   if (getKind() == ComputeKind::script_reward &&
       failed(verifyScriptReward(*this)))

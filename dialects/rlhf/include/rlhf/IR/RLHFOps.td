@@ -236,7 +236,11 @@ def RLHF_TrainStepOp : RLHF_CallOp<"train_step", [IsolatedFromAbove]> {
       " (`body` $body^)? attr-dict `:` type($inputs) `->` type($stats)";
 }
 
-def RLHF_ComputeOp : RLHF_Op<"compute", [Pure, IsolatedFromAbove]> {
+// Pure but for script_reward, which runs the user's programs: two identical
+// calls must not be merged, nor an unused one dropped.
+def RLHF_ComputeOp : RLHF_Op<"compute", [
+    IsolatedFromAbove, AlwaysSpeculatable,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let summary = "a host function: advantages, rewards or reward shaping";
   let description = [{
     Runs on the controller over gathered batches.

@@ -1,0 +1,17 @@
+// RUN: rlhf-opt %s --cse --canonicalize | FileCheck %s
+// Host functions are pure, so CSE merges two identical ones and drops an
+// unused one; script_reward runs the user's programs, so both of its calls
+// stay even when one is unused.
+
+// CHECK-LABEL: func.func @effects
+func.func @effects(%s: tensor<8xf32, #rlhf.kind<score>>, %t: tensor<8x6xi32, #rlhf.kind<tokens>>, %a: tensor<4x2xi32, #rlhf.kind<answer>>) -> (!rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>, !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>) {
+  // CHECK-COUNT-1: rlhf.compute grpo_adv
+  %0 = rlhf.compute grpo_adv(%s) {group = 2.0 : f64} : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>
+  %1 = rlhf.compute grpo_adv(%s) {group = 2.0 : f64} : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>
+  %2 = rlhf.compute grpo_adv(%s) {group = 4.0 : f64} : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>
+  // CHECK-COUNT-2: rlhf.compute script_reward
+  %3 = rlhf.compute script_reward(%t, %a) {command = "python3 v.py", timeout = 3.0e+01 : f64, workers = 4.0 : f64} : (tensor<8x6xi32, #rlhf.kind<tokens>>, tensor<4x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
+  %4 = rlhf.compute script_reward(%t, %a) {command = "python3 v.py", timeout = 3.0e+01 : f64, workers = 4.0 : f64} : (tensor<8x6xi32, #rlhf.kind<tokens>>, tensor<4x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
+  // CHECK-NOT: rlhf.compute
+  return %0, %1 : !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>, !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>
+}
