@@ -1,6 +1,7 @@
 //===- Builtins.cpp - model methods and host functions --------------------===//
 
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Units.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -296,4 +297,12 @@ const FnPrimitiveSpec *rlhfc::lookupFnPrimitive(llvm::StringRef name) {
 
 llvm::ArrayRef<FnPrimitiveSpec> rlhfc::allFnPrimitives() {
   return kFnPrimitives;
+}
+
+std::string rlhfc::settingDefault(const SettingSpec &s) {
+  if (s.required)
+    return s.text ? " (required, a string in double quotes)" : " (required)";
+  if (s.optional)
+    return " (optional)";
+  return " = " + formatNumber(s.fallback);
 }

@@ -165,9 +165,7 @@ private:
       for (auto [i, m] : llvm::enumerate(allMethods())) {
         std::string doc = formatv("input: {0}", m.inputHelp);
         for (const SettingSpec &s : m.settings)
-          doc += formatv("\n- `{0}`{1}", s.name,
-                         s.required ? " (required)"
-                                    : " = " + formatNumber(s.fallback));
+          doc += formatv("\n- `{0}`{1}", s.name, settingDefault(s));
         add(m.name, mlsp::CompletionItemKind::Method, m.summary, order('0', i),
             "", doc);
       }
@@ -190,13 +188,16 @@ private:
   }
 
   void setting(const SettingSpec &s, size_t index) {
-    std::string detail = s.required
-                             ? "required setting"
-                             : "setting, default " + formatNumber(s.fallback);
+    std::string detail =
+        s.required   ? std::string(s.text ? "required setting, a string in "
+                                              "double quotes"
+                                          : "required setting")
+        : s.optional ? std::string("optional setting")
+                     : "setting, default " + formatNumber(s.fallback);
     if (*s.help)
       detail += ": " + std::string(s.help);
     add(s.name, mlsp::CompletionItemKind::Property, detail, order('0', index),
-        std::string(s.name) + " = ");
+        std::string(s.name) + (s.text ? " = \"" : " = "));
   }
 
   /// Inside `callee(`: its named settings and inputs not given yet.

@@ -312,11 +312,7 @@ void builtinHover(const Occurrence &o, llvm::raw_ostream &os) {
     return;
   os << "\nsettings:\n";
   for (const SettingSpec &s : spec->settings) {
-    os << "- `" << s.name << "`";
-    if (s.required)
-      os << " (required)";
-    else
-      os << " = " << formatNumber(s.fallback);
+    os << "- `" << s.name << "`" << settingDefault(s);
     if (*s.help)
       os << ": " << s.help;
     os << "\n";

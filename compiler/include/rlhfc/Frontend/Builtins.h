@@ -29,6 +29,10 @@ struct SettingSpec {
   bool optional = false;
 };
 
+/// What a setting takes, for docs and the editor: " (required, a string in
+/// double quotes)", " (optional)" or " = 0.2".
+std::string settingDefault(const SettingSpec &s);
+
 /// A tensor input: one kind, or a record with the listed fields.
 struct InputSpec {
   std::string name;
