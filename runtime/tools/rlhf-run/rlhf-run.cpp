@@ -14,6 +14,7 @@
 
 #include "NodeLink.h"
 #include "Slurm.h"
+#include "Workers.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -107,21 +108,6 @@ void onSignal(int sig) {
   (void)ignored;
 }
 
-struct Stream {
-  int fd = -1;
-  std::string pending; // bytes after the last newline
-  bool toStderr = false;
-};
-
-struct Worker {
-  int rank = 0;
-  unsigned localRank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int status = 0;
-  Stream out, err;
-};
-
 /// Where this node's workers sit in the job, from the options or Slurm.
 struct Launch {
   unsigned nnodes = 1, nodeRank = 0, nproc = 1;
@@ -151,56 +137,6 @@ struct PortFile {
     rmdir(dir.c_str());
   }
 };
-
-void emit(const Worker &w, Stream &s, StringRef line) {
-  raw_ostream &os = s.toStderr ? errs() : outs();
-  if (!noPrefix)
-    os << "[rank " << w.rank << "] ";
-  os << line << "\n";
-  os.flush();
-}
-
-// Reads what is available; returns false at EOF.
-bool pump(Worker &w, Stream &s) {
-  char buf[4096];
-  ssize_t n = read(s.fd, buf, sizeof(buf));
-  if (n < 0 && (errno == EAGAIN || errno == EINTR))
-    return true;
-  if (n <= 0) {
-    if (!s.pending.empty())
-      emit(w, s, s.pending);
-    s.pending.clear();
-    close(s.fd);
-    s.fd = -1;
-    return false;
-  }
-  s.pending.append(buf, n);
-  size_t start = 0, nl;
-  while ((nl = s.pending.find('\n', start)) != std::string::npos) {
-    emit(w, s, StringRef(s.pending).slice(start, nl));
-    start = nl + 1;
-  }
-  s.pending.erase(0, start);
-  return true;
-}
-
-std::string describe(int status) {
-  if (WIFEXITED(status))
-    return formatv("exited with code {0}", WEXITSTATUS(status)).str();
-  if (WIFSIGNALED(status))
-    return formatv("was killed by signal {0} ({1})", WTERMSIG(status),
-                   strsignal(WTERMSIG(status)))
-        .str();
-  return "stopped";
-}
-
-int exitCodeOf(int status) {
-  if (WIFEXITED(status))
-    return WEXITSTATUS(status);
-  if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  return 1;
-}
 
 Error usage(const Twine &msg) {
   return createStringError(inconvertibleErrorCode(), msg);
@@ -339,12 +275,6 @@ bool spawn(Worker &w, const std::string &portFile) {
   fcntl(w.out.fd, F_SETFL, O_NONBLOCK);
   fcntl(w.err.fd, F_SETFL, O_NONBLOCK);
   return true;
-}
-
-void signalAll(std::vector<Worker> &ws, int sig) {
-  for (auto &w : ws)
-    if (w.running)
-      kill(-w.pid, sig);
 }
 
 std::string rankRange(unsigned first, unsigned count) {
@@ -569,7 +499,7 @@ int main(int argc, char **argv) {
       }
       for (size_t i = 1; i < linkFds; ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
-          pump(*owners[i].first, *owners[i].second);
+          pump(*owners[i].first, *owners[i].second, !noPrefix);
     }
 
     if (link) {

@@ -1,0 +1,52 @@
+//===- Workers.h - a launcher's worker processes and their output -*- C++
+//-*-===//
+//
+// The workers rlhf-run spawns, their stdout and stderr read line by line
+// and prefixed with the rank, and how a worker's end is told.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUN_WORKERS_H
+#define RLHF_RUN_WORKERS_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace rlhfrun {
+
+struct Stream {
+  int fd = -1;
+  std::string pending; // bytes after the last newline
+  bool toStderr = false;
+};
+
+struct Worker {
+  int rank = 0;
+  unsigned localRank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  Stream out, err;
+};
+
+/// Prints one line of a worker's output (after "[rank R] " if `prefix`).
+void emit(const Worker &w, Stream &s, llvm::StringRef line, bool prefix);
+
+/// Reads what is available and prints the complete lines; false at EOF.
+bool pump(Worker &w, Stream &s, bool prefix);
+
+/// "exited with code 3", "was killed by signal 9 (Killed)".
+std::string describe(int status);
+
+/// The exit code a launcher passes on for a worker's wait status.
+int exitCodeOf(int status);
+
+/// Sends `sig` to the process group of every running worker.
+void signalAll(std::vector<Worker> &ws, int sig);
+
+} // namespace rlhfrun
+
+#endif // RLHF_RUN_WORKERS_H
