@@ -66,7 +66,7 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &first) {
   // Match arguments to parameters (the overloads share them): positional
   // first, then by name.
   std::string sig = "'" + first.name + FnChecker::signature(first) + "'";
-  if (c.candidates(first.name).find(" or ") != std::string::npos)
+  if (c.overloaded(first.name))
     sig = c.candidates(first.name);
   std::vector<const ast::Arg *> given(first.params.size(), nullptr);
   size_t pos = 0;
@@ -125,7 +125,7 @@ std::optional<FnVal> FnEval::userCall(const Expr &e, const FnDecl &first) {
   }
   const FnDecl *picked = c.pick(first.name, ranks);
   if (!picked) {
-    if (sig.find(" or ") == std::string::npos) {
+    if (!c.overloaded(first.name)) {
       picked = &first; // one declaration: bindParam names the parameter
     } else {
       fail(e.loc, "no overload of '" + first.name +

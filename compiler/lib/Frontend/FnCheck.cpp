@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -115,6 +116,11 @@ FnChecker::pick(llvm::StringRef name,
   return nullptr;
 }
 
+bool FnChecker::overloaded(llvm::StringRef name) const {
+  auto it = decls.find(name.str());
+  return it != decls.end() && it->second.size() > 1;
+}
+
 std::string FnChecker::candidates(llvm::StringRef name) const {
   std::string s;
   auto it = decls.find(name.str());
@@ -133,13 +139,11 @@ bool FnChecker::checkOverloads(const std::vector<const FnDecl *> &set) {
     bool same = d.params.size() == first.params.size() &&
                 d.results.size() == first.results.size() &&
                 isLoss(d) == isLoss(first);
-    bool shapesDiffer = false;
     for (size_t i = 0; same && i < d.params.size(); ++i) {
       const ast::FnParam &a = d.params[i], &b = first.params[i];
       same = a.name == b.name && a.type.kind == b.type.kind &&
              (isNumber(a.type) && a.type.dims.empty()) ==
                  (isNumber(b.type) && b.type.dims.empty());
-      shapesDiffer |= a.type.dims.size() != b.type.dims.size();
     }
     for (size_t i = 0; same && i < d.results.size(); ++i)
       same = d.results[i].first == first.results[i].first;
@@ -153,15 +157,14 @@ bool FnChecker::checkOverloads(const std::vector<const FnDecl *> &set) {
       ok = false;
       continue;
     }
-    for (size_t j = 0; j < k && shapesDiffer; ++j) {
-      const FnDecl &o = *set[j];
-      bool equal = true;
+    // Overloads are told apart by the ranks of their tensor parameters.
+    auto sameShapes = [&](const FnDecl *o) {
       for (size_t i = 0; i < d.params.size(); ++i)
-        equal &= d.params[i].type.dims.size() == o.params[i].type.dims.size();
-      if (equal)
-        shapesDiffer = false;
-    }
-    if (!shapesDiffer) {
+        if (d.params[i].type.dims.size() != o->params[i].type.dims.size())
+          return false;
+      return true;
+    };
+    if (std::any_of(set.begin(), set.begin() + k, sameShapes)) {
       error(d.loc, "function '" + d.name +
                        "' is already declared with parameters of these "
                        "shapes; overloads differ in the shapes of tensor "
@@ -303,7 +306,7 @@ bool FnChecker::valid(const FnDecl &d) {
     int64_t inputs = 0;
     for (const ast::FnParam &p : d.params)
       params.push_back(isNumber(p.type) && p.type.dims.empty()
-                           ? ev.number(std::nullopt, p.type.kind == "int")
+                           ? ev.number(std::nullopt)
                            : ev.input(inputs++, p.type, p.type.dims));
     ok = ev.run(std::move(params)).has_value() && !ev.failed;
   }
@@ -342,7 +345,7 @@ std::optional<FnBody> FnChecker::instantiate(const FnDecl &d,
     if (args[i].tensor)
       params.push_back(ev.input(inputs++, p.type, p.type.dims));
     else
-      params.push_back(ev.number(args[i].number, args[i].integer));
+      params.push_back(ev.number(args[i].number));
   }
   auto out = ev.run(std::move(params));
   if (!out)

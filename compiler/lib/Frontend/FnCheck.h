@@ -48,6 +48,8 @@ public:
   /// parameters not given), or null.
   const ast::FnDecl *pick(llvm::StringRef name,
                           llvm::ArrayRef<std::optional<size_t>> ranks) const;
+  /// Whether `name` has more than one declaration.
+  bool overloaded(llvm::StringRef name) const;
   /// "'f(x: score[N]) -> ...' or 'f(x: advantages[N, S]) -> ...'".
   std::string candidates(llvm::StringRef name) const;
   std::vector<std::string> names() const;

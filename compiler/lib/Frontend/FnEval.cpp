@@ -94,7 +94,7 @@ FnVal FnEval::input(int64_t index, const ast::FnType &t,
   return v;
 }
 
-FnVal FnEval::number(std::optional<double> value, bool integer) {
+FnVal FnEval::number(std::optional<double> value) {
   FnVal v;
   v.number = true;
   v.constant = value;

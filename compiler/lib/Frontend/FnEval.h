@@ -47,7 +47,7 @@ public:
   /// An input or number parameter value of the top function.
   FnVal input(int64_t index, const ast::FnType &t,
               std::vector<std::string> dims);
-  FnVal number(std::optional<double> value, bool integer);
+  FnVal number(std::optional<double> value);
 
   std::vector<FnOp> ops;
   std::map<std::string, int64_t> sizes; ///< instantiation: dimension sizes

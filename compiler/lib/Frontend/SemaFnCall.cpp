@@ -176,8 +176,7 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   }
   const ast::FnDecl *chosen = fns.pick(fn.name, ranks);
   if (!chosen) {
-    if (fns.find(fn.name) == &fn &&
-        fns.candidates(fn.name).find(" or ") == std::string::npos) {
+    if (!fns.overloaded(fn.name)) {
       // One declaration: name the parameter whose shape is wrong.
       for (size_t i = 0; i < np; ++i) {
         const ast::FnParam &prm = fn.params[i];

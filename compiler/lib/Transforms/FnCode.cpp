@@ -20,8 +20,8 @@ namespace {
 
 class Encoder {
 public:
-  FailureOr<std::string> run(Operation *owner, StringRef name, bool loss,
-                             Region &body, ArrayRef<StringRef> outNames) {
+  FailureOr<std::string> run(StringRef name, bool loss, Region &body,
+                             ArrayRef<StringRef> outNames) {
     text = ("rlhf.fn 1 " + name + (loss ? " loss" : " host")).str();
     Block &block = body.front();
     for (BlockArgument a : block.getArguments()) {
@@ -200,20 +200,23 @@ private:
 
 } // namespace
 
-FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op) {
+/// The names of a record's fields: a host function's outputs, or a train
+/// step's loss then its metrics.
+static SmallVector<StringRef> fieldNames(Type record) {
   SmallVector<StringRef> names;
-  for (StringAttr n : cast<r::RecordType>(op.getResult().getType()).getNames())
+  for (StringAttr n : cast<r::RecordType>(record).getNames())
     names.push_back(n.getValue());
-  return Encoder().run(op, op.getFnAttr().getValue(), false, op.getBody(),
-                       names);
+  return names;
+}
+
+FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op) {
+  return Encoder().run(op.getFnAttr().getValue(), false, op.getBody(),
+                       fieldNames(op.getResult().getType()));
 }
 
 FailureOr<std::string> rlhfc::encodeFnCode(r::TrainStepOp op) {
-  SmallVector<StringRef> names; // the loss, then its metrics
-  for (StringAttr n : cast<r::RecordType>(op.getStats().getType()).getNames())
-    names.push_back(n.getValue());
-  return Encoder().run(op, op.getFnAttr().getValue(), true, op.getBody(),
-                       names);
+  return Encoder().run(op.getFnAttr().getValue(), true, op.getBody(),
+                       fieldNames(op.getStats().getType()));
 }
 
 LogicalResult rlhfc::printFnCode(ModuleOp module, llvm::raw_ostream &os) {

@@ -496,24 +496,24 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                                std::pair(st.getZero(), "zero=1")})
           if (on)
             settings += (settings.empty() ? "" : ",") + std::string(key);
-        if (ts.getLoss() == r::LossKind::fn) {
+        // A built-in loss goes by its kind, a loss in the language as fn
+        // code; the rest of the call is the same.
+        bool fn = ts.getLoss() == r::LossKind::fn;
+        Value loss;
+        if (fn) {
           FailureOr<std::string> code = encodeFnCode(ts);
           if (failed(code))
             return failure();
-          handle[ts.getStats()] =
-              e.call(l, "rlhf_train_fn", e.ptr,
-                     {p, modelIdx(ts.getModel()), e.string(l, *code), n, arr,
-                      placed("train"), e.int64(l, ts.getMinibatches()),
-                      e.int64(l, ts.getEpochs()), e.string(l, settings),
-                      e.string(l, ("train " + ts.getModel()).str())});
-          continue;
+          loss = e.string(l, *code);
+        } else {
+          loss = e.int64(l, int64_t(ts.getLoss()));
         }
-        handle[ts.getStats()] = e.call(
-            l, "rlhf_train", e.ptr,
-            {p, modelIdx(ts.getModel()), e.int64(l, int64_t(ts.getLoss())), n,
-             arr, placed("train"), e.int64(l, ts.getMinibatches()),
-             e.int64(l, ts.getEpochs()), e.string(l, settings),
-             e.string(l, ("train " + ts.getModel()).str())});
+        handle[ts.getStats()] =
+            e.call(l, fn ? "rlhf_train_fn" : "rlhf_train", e.ptr,
+                   {p, modelIdx(ts.getModel()), loss, n, arr, placed("train"),
+                    e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
+                    e.string(l, settings),
+                    e.string(l, ("train " + ts.getModel()).str())});
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         auto [n, arr] = inputs(l, c.getInputs());
         if (c.getKind() == r::ComputeKind::fn) {
