@@ -63,6 +63,15 @@ static llvm::cl::opt<bool> ceiling(
                    "reallocations), and the speedup over the heuristic that "
                    "no plan can exceed under the cost model"),
     llvm::cl::cat(benchCat));
+static llvm::cl::opt<bool> scale(
+    "scale",
+    llvm::cl::desc("instead of the settings, time the search for PPO with "
+                   "four LLaMA-2 70B models on 8 to 512 nodes of 8 H100s"),
+    llvm::cl::cat(benchCat));
+static llvm::cl::list<int>
+    scaleNodes("scale-nodes",
+               llvm::cl::desc("node counts for --scale (default 8,16,...,512)"),
+               llvm::cl::CommaSeparated, llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -89,13 +98,121 @@ algorithm ppo(actor: model, critic: model, ref: model, reward: model, p: dataset
 }
 run ppo(actor, critic, ref, reward, prompts) {{ steps = 1; }
 )",
-                 std::max(1, gpus / 8), std::min(gpus, 8), actor, critic, batch, gen)
+                 std::max(1, gpus / 8), std::min(gpus, 8), actor, critic, batch,
+                 gen)
       .str();
 }
 
 struct Setting {
   int actor, critic, gpus;
 };
+
+/// `text` checked and lowered to the rlhf dialect (null on an error, which
+/// the context's handler reports).
+mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx,
+                                        const std::string &text) {
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, "bench.rlhf"), llvm::SMLoc());
+  FrontendOptions opts;
+  opts.stdlibDir = RLHF_STDLIB_DIR;
+  auto prog = loadProgram(sm, ctx, opts);
+  if (!prog)
+    return nullptr;
+  return mlirGen(*prog, ctx);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+/// The search's wall time at scale: PPO with four LLaMA-2 70B models
+/// (actor, critic, reference, reward), generation 128 tokens, the batch
+/// weak-scaled with the cluster (4 prompts per GPU: 512 at 16 nodes, the
+/// 70B+70B setting above). Per node count: the problem's size, the time
+/// to build it (candidates) and to search it, as rlhfc pays them, and the
+/// searched plan against the heuristic's.
+int scaleBench(const cost::Calibration &cal) {
+  std::vector<int> nodes(scaleNodes.begin(), scaleNodes.end());
+  if (nodes.empty())
+    nodes = {8, 16, 32, 64, 128, 256, 512};
+  llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6} {5,6} {6,6} "
+                          "{7,6} {8,6} {9,6} {10,7} | {11,9} {12,9} {13,8}\n",
+                          "nodes", "GPUs", "batch", "cands", "build", "starts",
+                          "anneal", "descnt", "polish", "refine", "total s",
+                          "heuristic", "search", "vs heur");
+  double largest = 0;
+  int largestGpus = 0;
+  for (int n : nodes) {
+    mlir::MLIRContext ctx;
+    mlir::ScopedDiagnosticHandler report(&ctx, [](mlir::Diagnostic &d) {
+      llvm::errs() << d << "\n";
+      return mlir::success();
+    });
+    const int gpus = 8 * n, batch = 4 * gpus;
+    std::chrono::steady_clock::time_point t1;
+    auto module = lower(ctx, program(70, 70, gpus, 128, batch));
+    if (!module)
+      return 1;
+    auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
+    plan::SearchOptions so;
+    so.budget = budget;
+    // Seconds spent before each stage the search reports begins: the
+    // starts (baselines, partitions) end at annealing's first report.
+    llvm::StringMap<double> stageStart;
+    so.progress = [&](llvm::StringRef stage, double, double) {
+      stageStart.try_emplace(stage, secondsSince(t1));
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    auto p = plan::buildProblem(alg, cal);
+    if (mlir::failed(p))
+      return 1;
+    double build = secondsSince(t0);
+    t1 = std::chrono::steady_clock::now();
+    auto searched = plan::solve(*p, plan::Method::Search, so);
+    double search = secondsSince(t1), total = secondsSince(t0);
+    auto heur = plan::solve(*p, plan::Method::Heuristic);
+    auto timeOf = [&](const std::optional<plan::Assignment> &a) {
+      return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
+    };
+    size_t cands = 0;
+    for (const auto &cs : p->cands)
+      cands += cs.size();
+    // Each stage's seconds, from its start to the next reported stage's
+    // (the starts: the baselines and partitions before annealing); "-"
+    // where the search had no such stage.
+    std::vector<std::pair<const char *, double>> at = {{"", 0.0}};
+    for (const char *stage : {"annealing", "descent", "polishing", "refining"})
+      if (auto it = stageStart.find(stage); it != stageStart.end())
+        at.push_back({stage, it->second});
+    std::string spans;
+    for (const char *stage :
+         {"", "annealing", "descent", "polishing", "refining"}) {
+      auto it = llvm::find_if(
+          at, [&](auto &x) { return llvm::StringRef(x.first) == stage; });
+      if (it == at.end()) {
+        spans += formatv("{0,6} ", "-").str();
+        continue;
+      }
+      double until = it + 1 == at.end() ? search : (it + 1)->second;
+      spans += formatv("{0,6:f2} ", until - it->second).str();
+    }
+    llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6:f2} {5}{6,7:f2} "
+                            "| {7,8:f2}s {8,8:f2}s {9,7:f2}x\n",
+                            n, gpus, batch, cands, build, spans, total,
+                            timeOf(heur), timeOf(searched),
+                            timeOf(heur) / timeOf(searched));
+    llvm::outs().flush();
+    if (gpus >= largestGpus) {
+      largestGpus = gpus;
+      largest = total;
+    }
+  }
+  llvm::outs() << formatv("search time at {0} GPUs (4 x 70B PPO): {1:f1} s\n",
+                          largestGpus, largest);
+  return 0;
+}
 
 } // namespace
 
@@ -119,6 +236,8 @@ int main(int argc, char **argv) {
     }
     cal = std::move(*loaded);
   }
+  if (scale)
+    return scaleBench(cal);
   std::vector<Setting> settings = {
       {7, 7, 8},   {13, 7, 16},  {34, 7, 32},  {70, 7, 64},   // actor scaling
       {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling
@@ -143,17 +262,10 @@ int main(int argc, char **argv) {
         llvm::errs() << d << "\n";
         return mlir::success();
       });
-      llvm::SourceMgr sm;
-      sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(
-                                program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]),
-                                "bench.rlhf"),
-                            llvm::SMLoc());
-      FrontendOptions opts;
-      opts.stdlibDir = RLHF_STDLIB_DIR;
-      auto prog = loadProgram(sm, ctx, opts);
-      if (!prog)
+      auto module =
+          lower(ctx, program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]));
+      if (!module)
         return 1;
-      auto module = mlirGen(*prog, ctx);
       auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
       // The search as rlhfc runs it (offloading only where nothing fits
       // without); the baselines and the exact search price the same problem.
@@ -161,9 +273,7 @@ int main(int argc, char **argv) {
       so.budget = budget;
       auto t0 = std::chrono::steady_clock::now();
       auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      double wall =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count();
+      double wall = secondsSince(t0);
       if (mlir::failed(planned))
         return 1;
       const plan::Problem *p = &planned->problem;
@@ -213,9 +323,7 @@ int main(int argc, char **argv) {
         auto opt = plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
         if (show && opt && es.proven)
           print("optimum", *opt);
-        double ew =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - e0)
-                .count();
+        double ew = secondsSince(e0);
         if (es.proven) {
           proven = es.bestTime;
           optimum = formatv("{0:f2}s", es.bestTime).str();
@@ -231,7 +339,8 @@ int main(int argc, char **argv) {
         if (!p->calls[c].host)
           space *= double(p->cands[c].size());
       auto sec = [](double v) {
-        return std::isfinite(v) ? formatv("{0:f2}s", v).str() : std::string("OOM");
+        return std::isfinite(v) ? formatv("{0:f2}s", v).str()
+                                : std::string("OOM");
       };
       llvm::outs() << formatv(
           "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "

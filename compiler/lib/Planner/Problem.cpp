@@ -1,6 +1,6 @@
 //===- Problem.cpp - calls, candidates and their costs from rlhf IR -------===//
 
-#include "rlhfc/Planner/Planner.h"
+#include "Hierarchy.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
@@ -25,60 +25,12 @@ double tensorBytes(Type t) {
   return n * std::max<unsigned>(1, rt.getElementTypeBitWidth() / 8);
 }
 
-/// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
-/// whole nodes), widened to any whole-node count.
-std::vector<std::pair<int64_t, int64_t>> meshes(int64_t nodes, int64_t gpn) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (int64_t n = 0; n < nodes; ++n)
-    for (int64_t size = 1; size < gpn; size *= 2)
-      for (int64_t off = 0; off + size <= gpn; off += size)
-        out.push_back({n * gpn + off, size});
-  for (int64_t count = 1; count <= nodes; ++count)
-    for (int64_t first = 0; first + count <= nodes; ++first)
-      out.push_back({first * gpn, count * gpn});
-  return out;
-}
-
 /// The smallest divisor of `n` that is at least `lo` (0 if none).
 int64_t divisorAtLeast(int64_t n, int64_t lo) {
   for (int64_t d = std::max<int64_t>(1, lo); d <= n; ++d)
     if (n % d == 0)
       return d;
   return 0;
-}
-
-/// A call whose layout matches its model's previous call needs no
-/// reallocation, which can outweigh a slower strategy (a critic inferring
-/// in the pipeline it trains in). The per-mesh cut keeps only the fastest
-/// few, so each call also gets, from `fitting`, its fastest strategy in
-/// every layout that another call of its model has.
-void shareLayouts(plan::Problem &p,
-                  const std::vector<std::vector<plan::Candidate>> &fitting) {
-  // Offloaded weights rest in host memory, in no layout.
-  auto residentAlike = [](const cost::Strategy &a, const cost::Strategy &b) {
-    return !a.offload && !b.offload && cost::sameLayout(a, b);
-  };
-  for (size_t c = 0; c < p.calls.size(); ++c) {
-    if (p.calls[c].host || p.calls[c].pinned)
-      continue;
-    for (size_t o = 0; o < p.calls.size(); ++o) {
-      if (o == c || p.calls[o].host || p.calls[o].model != p.calls[c].model)
-        continue;
-      for (size_t k = 0; k < p.cands[o].size(); ++k) {
-        const cost::Strategy want = p.cands[o][k].s;
-        if (llvm::any_of(p.cands[c], [&](const plan::Candidate &x) {
-              return residentAlike(x.s, want);
-            }))
-          continue;
-        const plan::Candidate *best = nullptr;
-        for (const plan::Candidate &x : fitting[c])
-          if (residentAlike(x.s, want) && (!best || x.time < best->time))
-            best = &x;
-        if (best)
-          p.cands[c].push_back(*best);
-      }
-    }
-  }
 }
 
 } // namespace
@@ -132,121 +84,102 @@ double Problem::leastArea(size_t call) const {
 
 double Problem::reallocTime(int model, const cost::Strategy &f,
                             const cost::Strategy &t) const {
-  std::array<int64_t, 9> key = {model,      f.firstGpu, f.dp, f.tp, f.pp,
-                                t.firstGpu, t.dp,       t.tp, t.pp};
+  // The estimate sees GPUs only relative to the two meshes and to node
+  // boundaries: shifted by whole nodes, or moved apart while they share no
+  // node, two layouts reallocate alike.
+  const int64_t gpn = hw.gpusPerNode;
+  auto nodesOf = [&](const cost::Strategy &s) {
+    return std::pair(s.firstGpu / gpn, (s.firstGpu + s.devices() - 1) / gpn);
+  };
+  auto [f0, f1] = nodesOf(f);
+  auto [t0, t1] = nodesOf(t);
+  int64_t fFirst, tFirst;
+  if (f1 < t0 || t1 < f0) {
+    fFirst = f.firstGpu % gpn;
+    tFirst = (f1 - f0 + 1) * gpn + t.firstGpu % gpn;
+  } else {
+    int64_t base = std::min(f0, t0) * gpn;
+    fFirst = f.firstGpu - base;
+    tFirst = t.firstGpu - base;
+  }
+  std::array<int64_t, 9> key = {model,  fFirst, f.dp, f.tp, f.pp,
+                                tFirst, t.dp,   t.tp, t.pp};
   auto it = reallocCache.find(key);
   if (it != reallocCache.end())
     return it->second;
-  double v = cost::estimateReallocFast(models[model].arch, hw, f, t).time;
+  cost::Strategy fn = f, tn = t;
+  fn.firstGpu = fFirst;
+  tn.firstGpu = tFirst;
+  double v = cost::estimateReallocFast(models[model].arch, hw, fn, tn).time;
   reallocCache.emplace(key, v);
   return v;
 }
 
-FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibration &cal,
-                                      const ProblemOptions &opts) {
-  Problem p;
-  auto module = alg->getParentOfType<ModuleOp>();
-  SymbolTable symbols(module);
-  auto cluster = alg.getClusterOp();
-  if (!cluster)
-    return alg.emitError("algorithm has no cluster");
-  p.hw = cost::hardwareOf(cluster, cal);
-  p.gpus = cluster.getNumGpus();
-  p.nodes = cluster.getNodes();
-  // Keep a tenth of HBM for the CUDA context, allocator slack and buffers.
-  p.memoryLimit = 0.9 * p.hw.hbmBytes;
+/// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
+/// whole nodes), widened to any whole-node count.
+std::vector<plan::detail::Mesh> plan::detail::meshes(int64_t nodes,
+                                                     int64_t gpn) {
+  std::vector<Mesh> out;
+  for (int64_t n = 0; n < nodes; ++n)
+    for (int64_t size = 1; size < gpn; size *= 2)
+      for (int64_t off = 0; off + size <= gpn; off += size)
+        out.push_back({n * gpn + off, size});
+  for (int64_t count = 1; count <= nodes; ++count)
+    for (int64_t first = 0; first + count <= nodes; ++first)
+      out.push_back({first * gpn, count * gpn});
+  return out;
+}
 
-  llvm::StringMap<int> modelIndex;
-  llvm::DenseMap<Operation *, int> callIndex;
-  // The call that produced `v`, looking through rlhf.field and transfers.
-  auto producer = [&](Value v) -> int {
-    Operation *def = v.getDefiningOp();
-    while (def && isa<r::FieldOp, r::TransferOp>(def))
-      def = def->getOperand(0).getDefiningOp();
-    auto it = def ? callIndex.find(def) : callIndex.end();
-    return it == callIndex.end() ? -1 : it->second;
+/// A call whose layout matches its model's previous call needs no
+/// reallocation, which can outweigh a slower strategy (a critic inferring
+/// in the pipeline it trains in). The per-mesh cut keeps only the fastest
+/// few, so each call also gets, from `fitting`, its fastest strategy in
+/// every layout that another call of its model has.
+void plan::detail::shareLayouts(
+    Problem &p, const std::vector<std::vector<Candidate>> &fitting) {
+  // Offloaded weights rest in host memory, in no layout.
+  auto residentAlike = [](const cost::Strategy &a, const cost::Strategy &b) {
+    return !a.offload && !b.offload && cost::sameLayout(a, b);
   };
-
-  for (Operation &op : alg.getBodyBlock()) {
-    if (!r::isModelCall(&op) && !isa<r::ComputeOp>(op))
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    if (p.calls[c].host || p.calls[c].pinned)
       continue;
-    Call c;
-    c.op = &op;
-    for (Value v : op.getOperands())
-      if (int d = producer(v); d >= 0)
-        c.deps.push_back({d, tensorBytes(v.getType())});
-    if (auto comp = dyn_cast<r::ComputeOp>(op)) {
-      c.host = true;
-      c.hostTime = cost::estimateHost(comp).time;
-      c.label = ("compute " + (comp.getFnAttr()
-                                   ? comp.getFnAttr().getValue()
-                                   : r::stringifyComputeKind(comp.getKind())))
-                    .str();
-    } else {
-      auto ref = op.getAttrOfType<FlatSymbolRefAttr>("model");
-      auto model = symbols.lookup<r::ModelOp>(ref.getValue());
-      auto [it, inserted] = modelIndex.try_emplace(ref.getValue(), int(p.models.size()));
-      if (inserted)
-        p.models.push_back({ref.getValue().str(), cost::archOf(model), model.getTrainable()});
-      c.model = it->second;
-      c.shape = cost::shapeOf(&op, model);
-      c.pinned = cost::strategyOf(&op);
-      c.label = (op.getName().stripDialect() + " @" + ref.getValue()).str();
+    for (size_t o = 0; o < p.calls.size(); ++o) {
+      if (o == c || p.calls[o].host || p.calls[o].model != p.calls[c].model)
+        continue;
+      for (size_t k = 0; k < p.cands[o].size(); ++k) {
+        const cost::Strategy want = p.cands[o][k].s;
+        if (llvm::any_of(p.cands[c], [&](const plan::Candidate &x) {
+              return residentAlike(x.s, want);
+            }))
+          continue;
+        const plan::Candidate *best = nullptr;
+        for (const plan::Candidate &x : fitting[c])
+          if (residentAlike(x.s, want) && (!best || x.time < best->time))
+            best = &x;
+        if (best)
+          p.cands[c].push_back(*best);
+      }
     }
-    callIndex[&op] = int(p.calls.size());
-    p.calls.push_back(std::move(c));
   }
-  llvm::StringSet<> averaged;
-  for (auto ema : alg.getBodyBlock().getOps<r::EmaOp>())
-    averaged.insert(ema.getTarget());
-  std::vector<int> callsOf(p.models.size(), 0);
-  for (const Call &c : p.calls)
-    if (!c.host)
-      ++callsOf[c.model];
-  for (size_t m = 0; m < p.models.size(); ++m)
-    p.models[m].offloadable = !p.models[m].trainable && callsOf[m] == 1 &&
-                              p.hw.hostBw > 0 &&
-                              !averaged.contains(p.models[m].name);
+}
 
-  // Meshes grow with the square of the node count, and the search with
-  // them: 64 nodes of four 70B models take about 30 s on one core, 256 more
-  // than 5 minutes. Larger clusters are planned by hand.
-  constexpr int64_t kMaxPlannedNodes = 64;
-  bool anyFree =
-      llvm::any_of(p.calls, [](const Call &c) { return !c.host && !c.pinned; });
-  if (anyFree && p.nodes > kMaxPlannedNodes)
-    return cluster.emitError()
-           << "the planner searches clusters of at most " << kMaxPlannedNodes
-           << " nodes, and '" << cluster.getSymName() << "' has " << p.nodes
-           << "; plan on at most " << kMaxPlannedNodes
-           << " nodes, or pin every model call with @place(...) and compile "
-              "with --planner=manual";
-  auto mesh = anyFree ? meshes(p.nodes, p.hw.gpusPerNode)
-                      : std::vector<std::pair<int64_t, int64_t>>();
-  p.cands.resize(p.calls.size());
-  // Every strategy that fits, before the per-mesh cut (see shareLayouts).
-  std::vector<std::vector<Candidate>> fitting(p.calls.size());
+int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
+                                llvm::ArrayRef<plan::detail::Mesh> mesh,
+                                std::vector<std::vector<Candidate>> &fitting) {
   for (size_t ci = 0; ci < p.calls.size(); ++ci) {
-    Call &c = p.calls[ci];
-    if (c.host)
+    const Call &c = p.calls[ci];
+    if (c.host || c.pinned)
       continue;
     const cost::Arch &arch = p.models[c.model].arch;
     auto price = [&](const cost::Strategy &s) {
       return Candidate::priced(arch, p.hw, s, c.shape);
     };
-    if (c.pinned) {
-      if (c.pinned->offload && !(p.hw.hostBw > 0))
-        return c.op->emitError()
-               << "'" << c.label << "' is offloaded, but hardware '"
-               << p.hw.name
-               << "' declares no host_bandwidth; add one or drop the offload";
-      p.cands[ci].push_back(price(*c.pinned));
-      continue;
-    }
     const ::rlhf::ModelShape &ms = arch.shape;
-    int64_t rows = c.shape.kind == cost::CallKind::Train
-                       ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
-                       : c.shape.batch;
+    int64_t rows =
+        c.shape.kind == cost::CallKind::Train
+            ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
+            : c.shape.batch;
     // Train strategies that save memory for time: ZeRO (optimizer state
     // sliced over dp; its all-gather is not hidden), recomputation (one
     // forward pass more), and both. All of them when opts.trainSavers asks,
@@ -344,17 +277,132 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg, const cost::Calibratio
     if (p.cands[ci].empty())
       p.cands[ci] = std::move(saving);
     if (p.cands[ci].empty())
-      return c.op->emitError()
-             << "no placement of '" << c.label << "' fits in the "
-             << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
-             << p.hw.name << " on this cluster"
-             << (c.shape.kind == cost::CallKind::Train
-                     ? ", even sharding optimizer state and recomputing "
-                       "activations"
-                     : "")
-             << "; use more GPUs, more micro-batches or minibatches, or a "
-                "smaller model";
+      p.cands[ci] = std::move(saving);
+    if (p.cands[ci].empty())
+      return int(ci);
   }
-  shareLayouts(p, fitting);
+  return -1;
+}
+
+FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
+                                      const cost::Calibration &cal,
+                                      const ProblemOptions &opts) {
+  Problem p;
+  auto module = alg->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  auto cluster = alg.getClusterOp();
+  if (!cluster)
+    return alg.emitError("algorithm has no cluster");
+  p.hw = cost::hardwareOf(cluster, cal);
+  p.gpus = cluster.getNumGpus();
+  p.nodes = cluster.getNodes();
+  // Keep a tenth of HBM for the CUDA context, allocator slack and buffers.
+  p.memoryLimit = 0.9 * p.hw.hbmBytes;
+
+  llvm::StringMap<int> modelIndex;
+  llvm::DenseMap<Operation *, int> callIndex;
+  // The call that produced `v`, looking through rlhf.field and transfers.
+  auto producer = [&](Value v) -> int {
+    Operation *def = v.getDefiningOp();
+    while (def && isa<r::FieldOp, r::TransferOp>(def))
+      def = def->getOperand(0).getDefiningOp();
+    auto it = def ? callIndex.find(def) : callIndex.end();
+    return it == callIndex.end() ? -1 : it->second;
+  };
+
+  for (Operation &op : alg.getBodyBlock()) {
+    if (!r::isModelCall(&op) && !isa<r::ComputeOp>(op))
+      continue;
+    Call c;
+    c.op = &op;
+    for (Value v : op.getOperands())
+      if (int d = producer(v); d >= 0)
+        c.deps.push_back({d, tensorBytes(v.getType())});
+    if (auto comp = dyn_cast<r::ComputeOp>(op)) {
+      c.host = true;
+      c.hostTime = cost::estimateHost(comp).time;
+      c.label = ("compute " + (comp.getFnAttr()
+                                   ? comp.getFnAttr().getValue()
+                                   : r::stringifyComputeKind(comp.getKind())))
+                    .str();
+    } else {
+      auto ref = op.getAttrOfType<FlatSymbolRefAttr>("model");
+      auto model = symbols.lookup<r::ModelOp>(ref.getValue());
+      auto [it, inserted] =
+          modelIndex.try_emplace(ref.getValue(), int(p.models.size()));
+      if (inserted)
+        p.models.push_back(
+            {ref.getValue().str(), cost::archOf(model), model.getTrainable()});
+      c.model = it->second;
+      c.shape = cost::shapeOf(&op, model);
+      c.pinned = cost::strategyOf(&op);
+      c.label = (op.getName().stripDialect() + " @" + ref.getValue()).str();
+    }
+    callIndex[&op] = int(p.calls.size());
+    p.calls.push_back(std::move(c));
+  }
+  llvm::StringSet<> averaged;
+  for (auto ema : alg.getBodyBlock().getOps<r::EmaOp>())
+    averaged.insert(ema.getTarget());
+  std::vector<int> callsOf(p.models.size(), 0);
+  for (const Call &c : p.calls)
+    if (!c.host)
+      ++callsOf[c.model];
+  for (size_t m = 0; m < p.models.size(); ++m)
+    p.models[m].offloadable = !p.models[m].trainable && callsOf[m] == 1 &&
+                              p.hw.hostBw > 0 &&
+                              !averaged.contains(p.models[m].name);
+
+  // Above 16 nodes the search plans a copy scaled down to at most 16 nodes
+  // (Hierarchy.cpp): about 4 s on one core for four 70B models on 512 nodes.
+  // The cap is the largest cluster measured; the plan's pricing still walks
+  // every GPU (a reallocation estimate between two 4096-GPU layouts takes
+  // 8 ms, and inserting the plan's reallocations 1.4 s), which grows with
+  // the square of the cluster. Larger clusters are planned by hand.
+  constexpr int64_t kMaxPlannedNodes = 512;
+  bool anyFree =
+      llvm::any_of(p.calls, [](const Call &c) { return !c.host && !c.pinned; });
+  if (anyFree && p.nodes > kMaxPlannedNodes)
+    return cluster.emitError()
+           << "the planner searches clusters of at most " << kMaxPlannedNodes
+           << " nodes, and '" << cluster.getSymName() << "' has " << p.nodes
+           << "; plan on at most " << kMaxPlannedNodes
+           << " nodes, or pin every model call with @place(...) and compile "
+              "with --planner=manual";
+  p.cands.resize(p.calls.size());
+  for (size_t ci = 0; ci < p.calls.size(); ++ci) {
+    const Call &c = p.calls[ci];
+    if (c.host || !c.pinned)
+      continue;
+    if (c.pinned->offload && !(p.hw.hostBw > 0))
+      return c.op->emitError()
+             << "'" << c.label << "' is offloaded, but hardware '" << p.hw.name
+             << "' declares no host_bandwidth; add one or drop the offload";
+    p.cands[ci].push_back(
+        Candidate::priced(p.models[c.model].arch, p.hw, *c.pinned, c.shape));
+  }
+  if (!anyFree)
+    return p;
+  // Every strategy that fits, before the per-mesh cut (see shareLayouts).
+  std::vector<std::vector<Candidate>> fitting(p.calls.size());
+  int none = p.nodes > plan::detail::kDirectNodes
+                 ? plan::detail::addLargeClusterCandidates(p, opts, fitting)
+                 : plan::detail::addCandidates(
+                       p, opts, plan::detail::meshes(p.nodes, p.hw.gpusPerNode),
+                       fitting);
+  if (none >= 0) {
+    const Call &c = p.calls[none];
+    return c.op->emitError()
+           << "no placement of '" << c.label << "' fits in the "
+           << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
+           << p.hw.name << " on this cluster"
+           << (c.shape.kind == cost::CallKind::Train
+                   ? ", even sharding optimizer state and recomputing "
+                     "activations"
+                   : "")
+           << "; use more GPUs, more micro-batches or minibatches, or a "
+              "smaller model";
+  }
+  plan::detail::shareLayouts(p, fitting);
   return p;
 }

@@ -1,6 +1,6 @@
 //===- Search.cpp - baselines, exhaustive search and annealing ------------===//
 
-#include "rlhfc/Planner/Planner.h"
+#include "Hierarchy.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -69,8 +69,9 @@ fastestFitting(const Problem &p,
     return std::nullopt;
   for (size_t c = 0; c < p.calls.size(); ++c) {
     std::vector<int> &ks = onMesh[c];
-    std::sort(ks.begin(), ks.end(),
-              [&](int x, int y) { return p.cands[c][x].time < p.cands[c][y].time; });
+    std::sort(ks.begin(), ks.end(), [&](int x, int y) {
+      return p.cands[c][x].time < p.cands[c][y].time;
+    });
     for (int k : ks) {
       if (p.cands[c][k].time >= p.cands[c][a[c]].time)
         break;
@@ -97,7 +98,8 @@ std::optional<Assignment> heuristic(const Problem &p) {
     if (!p.calls[c].host)
       callsOf[p.calls[c].model].push_back(c);
   // For a model at (tp, pp): each call's fastest full-mesh candidate.
-  auto pick = [&](size_t m, int64_t tp, int64_t pp) -> std::optional<std::vector<int>> {
+  auto pick = [&](size_t m, int64_t tp,
+                  int64_t pp) -> std::optional<std::vector<int>> {
     std::vector<int> out;
     for (size_t c : callsOf[m]) {
       if (p.calls[c].pinned) {
@@ -297,8 +299,10 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
   for (size_t i = 0; i < free.size(); ++i)
     unitOf[free[i]] = perCall ? i : size_t(p.calls[free[i]].model);
   std::vector<int64_t> cuts;
+  // Between blocks of nodes, where meshes of whole blocks meet.
+  const int64_t block = detail::blockNodes(p);
   if (p.nodes > 1)
-    for (int64_t n = 1; n < p.nodes; ++n)
+    for (int64_t n = block; n < p.nodes; n += block)
       cuts.push_back(n * p.hw.gpusPerNode);
   else
     cuts.push_back(p.gpus / 2);
@@ -429,8 +433,9 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
     byTime[c].resize(p.cands[c].size());
     for (size_t k = 0; k < byTime[c].size(); ++k)
       byTime[c][k] = int(k);
-    std::sort(byTime[c].begin(), byTime[c].end(),
-              [&](int x, int y) { return p.cands[c][x].time < p.cands[c][y].time; });
+    std::sort(byTime[c].begin(), byTime[c].end(), [&](int x, int y) {
+      return p.cands[c][x].time < p.cands[c][y].time;
+    });
   }
   // Per model, its free calls and the meshes where all of them can run.
   MeshIndex mi(p);
@@ -566,14 +571,21 @@ std::optional<Method> plan::parseMethod(llvm::StringRef name) {
 }
 
 std::optional<Assignment> plan::solve(const Problem &p, Method m,
-                                      const SearchOptions &o, SearchStats *stats) {
+                                      const SearchOptions &o,
+                                      SearchStats *stats) {
   SearchStats local;
   SearchStats &st = stats ? *stats : local;
   std::optional<Assignment> a;
   switch (m) {
-  case Method::Heuristic: a = heuristic(p); break;
-  case Method::Colocated: a = colocated(p); break;
-  case Method::Separated: a = separated(p); break;
+  case Method::Heuristic:
+    a = heuristic(p);
+    break;
+  case Method::Colocated:
+    a = colocated(p);
+    break;
+  case Method::Separated:
+    a = separated(p);
+    break;
   case Method::Manual: {
     for (const Call &c : p.calls)
       if (!c.host && !c.pinned)
@@ -582,6 +594,10 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
     break;
   }
   case Method::Search: {
+    if (p.coarse) {
+      a = detail::searchScaled(p, o, st);
+      break;
+    }
     double space = 1;
     for (size_t c : freeCalls(p))
       space *= double(p.cands[c].size());

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -107,6 +108,14 @@ struct Problem {
     std::vector<size_t> serial, apart;
   };
   const std::vector<Window> &windows() const;
+
+  /// On clusters above 32 nodes: the same calls on `scale` times fewer
+  /// nodes with a `scale`-th of every batch, which the search plans in
+  /// place of this problem (Hierarchy.cpp). `fromCoarse[c][k]` is the
+  /// candidate of call c here that scales up coarse->cands[c][k] (-1: none).
+  std::shared_ptr<const Problem> coarse;
+  int64_t scale = 1;
+  std::vector<std::vector<int>> fromCoarse;
 
 private:
   void indexCandidates() const;

@@ -53,8 +53,14 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     10x `budget` nodes. `heuristic`, `colocated` and `separated` are the
     ReaLHF-style, verl-like and OpenRLHF-like baselines; `manual` keeps the
     `@place` pins and requires one on every call. Pinned calls are never
-    moved. The planners take clusters of at most 64 nodes (a located error
-    on the cluster above that; pin every call and use `manual`). Memory
+    moved. Above 16 nodes the search plans a copy of the program on k times
+    fewer nodes (at most 16), each call with a k-th of its batch, scales
+    that plan up (runs of whole k-node blocks, k times the dp), keeps it or
+    the best baseline on the whole cluster, and tries each call's other
+    strategies on its mesh (where no k splits every batch, it searches
+    runs of whole blocks directly, more slowly). The planners take clusters of at most 512 nodes
+    (a located error on the cluster above that; pin every call and use
+    `manual`). Memory
     savers cost time, so the search offers them only where
     needed: recomputing activations to a train call that fits no other way,
     and, when no plan fits, offloading frozen models and recomputing in a
