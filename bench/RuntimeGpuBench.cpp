@@ -23,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../test/unit/StdlibFns.h"
+
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Train.h"
@@ -277,11 +279,12 @@ struct Bench {
     LlamaModel m = model(s, seq, true);
     Adam opt(AdamSettings{});
     TrainBatch b;
-    b.seq = at::randint(0, s.shape.vocab, {batch, seq},
-                        at::TensorOptions().dtype(at::kLong));
-    b.lossMask = at::ones({batch, seq - 1}, at::kFloat);
+    b.inputs = {at::randint(0, s.shape.vocab, {batch, seq},
+                            at::TensorOptions().dtype(at::kLong))};
+    b.masks = {at::ones({batch, seq - 1}, at::kFloat)};
+    FnProgram sft = testfns::stdlibFn("sft_loss");
     TrainOptions to;
-    to.loss = LossKind::Sft;
+    to.loss = &sft;
     double t = time(2, [&] { trainStep(m, opt, b, to); });
     row("train", s, batch, seq, 0, double(batch * seq) / t,
         "trainStep: forward, backward, Adam on fp32 masters, " +

@@ -2,8 +2,9 @@
 //
 // The rlhf_program.h entry points a step is made of: generate, inference and
 // train on a model's layout; reallocations, offloads and loads of its
-// parameters; transfers of batch values; host functions (advantages,
-// rewards, KL penalties) and EMA.
+// parameters; transfers of batch values; the host functions written in C++
+// (exact_match, script_reward) and EMA. Functions written in the language
+// run through ProgramFns.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +14,7 @@ using namespace rlhf;
 using namespace rlhf::exec;
 
 rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
-                                  const TrainLoss &loss, int64_t nin,
+                                  const FnProgram &loss, int64_t nin,
                                   rlhf_value *const *ins, const int64_t *lay,
                                   int64_t minibatches, int64_t epochs,
                                   const char *settings, const char *label) {
@@ -23,21 +24,17 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   Layout l = layoutFrom(lay);
   Settings s(settings);
   TrainOptions o;
-  o.loss = loss.kind;
-  o.lossFn = loss.fn;
+  o.loss = &loss;
   o.pad = p->tokenizer->pad();
   o.minibatches = minibatches;
-  o.settings.clip = s.get("clip", o.settings.clip);
-  o.settings.kl = s.get("kl", o.settings.kl);
-  o.settings.beta = s.get("beta", o.settings.beta);
   o.recompute = s.get("recompute", 0.0) != 0.0;
   o.zero = s.get("zero", 0.0) != 0.0;
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
   moveMoments(p, m, l);
-  // An fn loss's metrics (its outputs after the loss), by name.
+  // The loss's metrics (its outputs after the loss), by name.
   std::vector<double> fnMetrics;
-  const size_t numMetrics = loss.fn ? loss.fn->outputNames().size() - 1 : 0;
+  const size_t numMetrics = loss.outputNames().size() - 1;
   double lossValue = timed(p, label, {"call", {l}}, [&] {
     std::vector<at::Tensor> x(static_cast<size_t>(nin)),
         masks(static_cast<size_t>(nin));
@@ -46,7 +43,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     ParallelGroups &g = p->groupsOf(l);
     if (!g.member)
       return 0.0;
-    TrainBatch b = loss.batch(x, masks);
+    TrainBatch b{x, masks};
     o.microBatches = std::max<int64_t>(1, lay[4]);
     o.dp = g.dp.get();
     for (auto &[n, t] : m.params)
@@ -69,8 +66,6 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   ++m.trainCalls;
   bool member = p->groupsOf(l).member;
   p->record("loss/" + m.name, lossValue, member);
-  if (loss.metrics)
-    loss.metrics(member);
   std::map<std::string, rlhf_value *> fields;
   auto scalar = [&](double v) {
     return tensorValue(p, at::full({}, v, at::kFloat), at::Tensor(), 1,
@@ -79,7 +74,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   fields["loss"] = scalar(lossValue);
   fnMetrics.resize(numMetrics, 0.0); // ranks outside the layout
   for (size_t k = 0; k < numMetrics; ++k) {
-    const std::string &name = loss.fn->outputNames()[k + 1];
+    const std::string &name = loss.outputNames()[k + 1];
     p->record(name + "/" + m.name, fnMetrics[k], member);
     fields[name] = scalar(fnMetrics[k]);
   }
@@ -287,71 +282,6 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
   });
 }
 
-rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, int64_t loss, int64_t nin,
-                       rlhf_value *const *ins, const int64_t *lay,
-                       int64_t minibatches, int64_t epochs,
-                       const char *settings, const char *label) {
-  return guarded(p, label, [&] {
-    static const std::pair<LossKind, int64_t> kinds[] = {
-        {LossKind::PpoActor, 3}, {LossKind::PpoValue, 3}, {LossKind::Grpo, 4},
-        {LossKind::Dpo, 4},      {LossKind::Sft, 1},      {LossKind::Rm, 2}};
-    if (loss < 0 || loss > 5 || kinds[loss].second != nin)
-      throw Error("train: loss " + std::to_string(loss) + " with " +
-                  std::to_string(nin) +
-                  " inputs does not match the runtime's losses");
-    TrainLoss t;
-    t.kind = kinds[loss].first;
-    double kl = 0;
-    bool hasKl = false;
-    t.batch = [&](const std::vector<at::Tensor> &x,
-                  const std::vector<at::Tensor> &masks) {
-      TrainBatch b;
-      b.seq = x[0];
-      // Whole sequences without a generation mask train on every real token.
-      auto lossMask = [&](size_t i) {
-        return (masks[i].defined() ? masks[i]
-                                   : predictedTokens(x[i], p->tokenizer->pad()))
-            .to(at::kFloat);
-      };
-      b.lossMask = lossMask(0);
-      switch (t.kind) {
-      case LossKind::PpoActor:
-        b.oldLogprobs = x[1];
-        b.advantages = x[2];
-        break;
-      case LossKind::PpoValue:
-        b.oldValues = x[1];
-        b.returns = x[2];
-        break;
-      case LossKind::Grpo:
-        b.oldLogprobs = x[1];
-        b.advantages = x[2];
-        b.refLogprobs = x[3];
-        kl = meanKl(x[1], x[3], b.lossMask);
-        hasKl = true;
-        break;
-      case LossKind::Dpo:
-        b.rejected = x[1];
-        b.refLogprobs = x[2];
-        b.refRejected = x[3];
-        b.rejectedMask = lossMask(1);
-        break;
-      case LossKind::Rm:
-        b.rejected = x[1];
-        b.rejectedMask = lossMask(1);
-        break;
-      case LossKind::Sft:
-        break;
-      }
-      return b;
-    };
-    if (t.kind == LossKind::Grpo)
-      t.metrics = [&](bool member) { p->record("kl", kl, member && hasKl); };
-    return trainCall(p, mi, t, nin, ins, lay, minibatches, epochs, settings,
-                     label);
-  });
-}
-
 rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
                          rlhf_value *const *ins, const char *settings,
                          const char *label) {
@@ -387,45 +317,6 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
       case RLHF_COMPUTE_SCRIPT_REWARD:
         need(2);
         return scriptReward(p, ins[1], x, s);
-      case RLHF_COMPUTE_GRPO_ADV:
-        need(1);
-        return one("advantages",
-                   grpoAdvantages(x[0]->t, int64_t(s.need("group"))),
-                   at::Tensor(), x[0]->rows);
-      case RLHF_COMPUTE_RLOO_ADV:
-        need(1);
-        return one("advantages",
-                   rlooAdvantages(x[0]->t, int64_t(s.need("group"))),
-                   at::Tensor(), x[0]->rows);
-      case RLHF_COMPUTE_REMAX_ADV:
-        need(2);
-        return one("advantages", remaxAdvantages(x[0]->t, x[1]->t),
-                   at::Tensor(), x[0]->rows);
-      case RLHF_COMPUTE_KL_PENALTY: {
-        need(3);
-        at::Tensor mask = x[1]->mask.defined() ? x[1]->mask : x[2]->mask;
-        p->record("kl", meanKl(x[1]->t, x[2]->t, mask), true);
-        return one(
-            "score",
-            klPenalty(x[0]->t, x[1]->t, x[2]->t, mask, s.get("coef", 0.1)),
-            at::Tensor(), x[0]->rows);
-      }
-      case RLHF_COMPUTE_GAE: {
-        need(4);
-        at::Tensor mask = x[2]->mask.defined() ? x[2]->mask : x[1]->mask;
-        if (!mask.defined())
-          throw Error(
-              "gae needs the generated tokens' mask (logprobs of a generate)");
-        p->record("kl", meanKl(x[2]->t, x[3]->t, mask), true);
-        GaeResult r =
-            gae(x[0]->t, x[1]->t, x[2]->t, x[3]->t, mask.to(at::kFloat),
-                s.get("gamma", 1.0), s.get("lam", 0.95), s.get("kl", 0.0));
-        return recordValue(
-            p, {{"advantages",
-                 tensorValue(p, r.advantages, mask, x[0]->rows, std::nullopt)},
-                {"returns",
-                 tensorValue(p, r.returns, mask, x[0]->rows, std::nullopt)}});
-      }
       default:
         throw Error("unknown host function " + std::to_string(kind));
       }

@@ -30,7 +30,7 @@ const FnProgram &fnProgram(rlhf_prog *p, const char *code, FnProgram::Mode mode,
         "fn '" + f.name() + "' is " +
         (mode == FnProgram::Mode::Loss
              ? "a host function; " + std::string(entry) + " takes a loss"
-             : "a loss; train calls take it (rlhf_train_fn), not " +
+             : "a loss; train calls take it (rlhf_train), not " +
                    std::string(entry)));
   return f;
 }
@@ -72,29 +72,24 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
         fields[f.outputNames()[k]] = tensorValue(
             p, out[k], kind == FnKind::PerToken ? mask : at::Tensor(),
             kind == FnKind::Scalar ? 1 : rows, std::nullopt);
+        // A scalar output is a metric (every rank computed the same).
+        if (kind == FnKind::Scalar)
+          p->record(f.outputNames()[k], out[k].item<double>(), true);
       }
       return recordValue(p, std::move(fields));
     });
   });
 }
 
-rlhf_value *rlhf_train_fn(rlhf_prog *p, int64_t mi, const char *code,
-                          int64_t nin, rlhf_value *const *ins,
-                          const int64_t *lay, int64_t minibatches,
-                          int64_t epochs, const char *settings,
-                          const char *label) {
+rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, const char *code, int64_t nin,
+                       rlhf_value *const *ins, const int64_t *lay,
+                       int64_t minibatches, int64_t epochs,
+                       const char *settings, const char *label) {
   return guarded(p, label, [&] {
-    TrainLoss t;
-    t.fn = &fnProgram(p, code, FnProgram::Mode::Loss, "rlhf_train_fn");
-    checkInputCount(*t.fn, nin);
-    t.batch = [](const std::vector<at::Tensor> &x,
-                 const std::vector<at::Tensor> &masks) {
-      TrainBatch b;
-      b.fnInputs = x;
-      b.fnMasks = masks;
-      return b;
-    };
-    return trainCall(p, mi, t, nin, ins, lay, minibatches, epochs, settings,
+    const FnProgram &loss =
+        fnProgram(p, code, FnProgram::Mode::Loss, "rlhf_train");
+    checkInputCount(loss, nin);
+    return trainCall(p, mi, loss, nin, ins, lay, minibatches, epochs, settings,
                      label);
   });
 }

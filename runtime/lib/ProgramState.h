@@ -356,27 +356,9 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   return r;
 }
 
-/// Mean over masked tokens of logprobs - ref logprobs (an estimate of the KL).
-double meanKl(const at::Tensor &lp, const at::Tensor &ref,
-              const at::Tensor &mask);
-
 /// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
 /// a no-op when there).
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to);
-
-/// What differs between a built-in loss's and an fn loss's train call.
-struct TrainLoss {
-  LossKind kind = LossKind::Sft;
-  const FnProgram *fn = nullptr;
-  /// This rank's batch from its rows `x` and masks of the inputs (called on
-  /// members of the call's layout only).
-  std::function<TrainBatch(const std::vector<at::Tensor> &x,
-                           const std::vector<at::Tensor> &masks)>
-      batch;
-  /// Records the call's metrics after the loss (every rank, the same
-  /// slots; `member`: whether this rank trained).
-  std::function<void(bool member)> metrics;
-};
 
 /// script_reward: rank 0 decodes every sample, scores it with the pool of
 /// the call's command, and broadcasts the scores. `answer` is the input as
@@ -384,10 +366,11 @@ struct TrainLoss {
 rlhf_value *scriptReward(rlhf_prog *p, rlhf_value *answer,
                          const std::vector<rlhf_value *> &x, const Settings &s);
 
-/// A train call of model `mi` on `lay` (rlhf_train, rlhf_train_fn): epochs
-/// of trainStep over this rank's rows of the inputs, the loss metric, and a
-/// record {loss}. Runs inside the caller's `guarded`.
-rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const TrainLoss &loss,
+/// A train call of model `mi` on `lay` with the loss `loss` (fn code):
+/// epochs of trainStep over this rank's rows of the inputs, the loss and
+/// the loss's metrics, and a record {loss, metrics...}. Runs inside the
+/// caller's `guarded`.
+rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
                       int64_t nin, rlhf_value *const *ins, const int64_t *lay,
                       int64_t minibatches, int64_t epochs, const char *settings,
                       const char *label);

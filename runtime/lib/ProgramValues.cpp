@@ -152,13 +152,6 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
                     {g.pp.get(), g.stage, int(l.pp)});
 }
 
-double meanKl(const at::Tensor &lp, const at::Tensor &ref,
-              const at::Tensor &mask) {
-  at::Tensor m = mask.to(at::kFloat);
-  double n = m.sum().item<double>();
-  return n > 0 ? ((lp - ref) * m).sum().item<double>() / n : 0.0;
-}
-
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
   if (!m.opt || sameLayout(m.optLayout, to) || m.trainCalls == 0) {
     m.optLayout = to;

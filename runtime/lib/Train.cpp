@@ -232,81 +232,13 @@ void Adam::unshard() {
 
 namespace {
 
-bool perToken(LossKind k) { return k != LossKind::Dpo && k != LossKind::Rm; }
-
-/// Sum of the token losses of a per-token loss given the model's output
-/// (logits or values) on the micro-batch's sequences.
-at::Tensor perTokenLoss(const at::Tensor &out, const TrainBatch &b,
-                        const TrainOptions &o) {
-  const LossSettings &ls = o.settings;
-  auto masked = [&](const at::Tensor &x) { return (x * b.lossMask).sum(); };
-  switch (o.loss) {
-  case LossKind::Sft:
-    return -masked(tokenLogprobs(out, b.seq));
-  case LossKind::PpoActor:
-  case LossKind::Grpo: {
-    at::Tensor lp = tokenLogprobs(out, b.seq);
-    at::Tensor adv = b.advantages.dim() == 1
-                         ? b.advantages.unsqueeze(1).expand_as(lp)
-                         : b.advantages;
-    at::Tensor ratio = (lp - b.oldLogprobs).exp();
-    at::Tensor loss =
-        -at::min(ratio * adv, ratio.clamp(1 - ls.clip, 1 + ls.clip) * adv);
-    if (ls.kl > 0 && b.refLogprobs.defined()) {
-      // k3 estimator of KL(policy || reference), always >= 0 (GRPO's term;
-      // PPO may use it too instead of shaping the reward).
-      at::Tensor d = b.refLogprobs - lp;
-      loss = loss + ls.kl * (d.exp() - d - 1);
-    }
-    return masked(loss);
-  }
-  case LossKind::PpoValue: {
-    at::Tensor v = out.narrow(1, 0, b.seq.size(1) - 1);
-    at::Tensor vc = b.oldValues + (v - b.oldValues).clamp(-ls.clip, ls.clip);
-    return masked(0.5 *
-                  at::max((v - b.returns).pow(2), (vc - b.returns).pow(2)));
-  }
-  default:
-    throw Error("not a per-token loss");
-  }
-}
-
-/// Sum of the losses of one micro-batch of a pair loss (DPO, reward model).
-at::Tensor pairLoss(LlamaModel &model, const TrainBatch &b,
-                    const TrainOptions &o) {
-  const LossSettings &ls = o.settings;
-  if (o.loss == LossKind::Dpo) {
-    at::Tensor lpc =
-        (tokenLogprobs(model.forward(b.seq), b.seq) * b.lossMask).sum(1);
-    at::Tensor lpr =
-        (tokenLogprobs(model.forward(b.rejected), b.rejected) * b.rejectedMask)
-            .sum(1);
-    at::Tensor rc = (b.refLogprobs * b.lossMask).sum(1);
-    at::Tensor rr = (b.refRejected * b.rejectedMask).sum(1);
-    return (-at::log_sigmoid(ls.beta * ((lpc - rc) - (lpr - rr)))).sum();
-  }
-  // The reward of a sequence is the value at its last trained token.
-  auto reward = [&](const at::Tensor &seq, const at::Tensor &mask) {
-    at::Tensor v = model.forward(seq).narrow(1, 1, seq.size(1) - 1);
-    at::Tensor last = (mask.cumsum(1) == mask.sum(1, true)) & (mask > 0);
-    return (v * last.to(at::kFloat)).sum(1);
-  };
-  return (-at::log_sigmoid(reward(b.seq, b.lossMask) -
-                           reward(b.rejected, b.rejectedMask)))
-      .sum();
-}
-
 /// `f` applied to every defined tensor of `b`.
 template <typename F> TrainBatch mapBatch(const TrainBatch &b, F f) {
-  auto g = [&](const at::Tensor &t) { return t.defined() ? f(t) : t; };
   TrainBatch r = b;
-  for (at::Tensor *t :
-       {&r.seq, &r.lossMask, &r.oldLogprobs, &r.refLogprobs, &r.advantages,
-        &r.oldValues, &r.returns, &r.rejected, &r.rejectedMask, &r.refRejected})
-    *t = g(*t);
-  for (auto *ts : {&r.fnInputs, &r.fnMasks})
+  for (auto *ts : {&r.inputs, &r.masks})
     for (at::Tensor &t : *ts)
-      t = g(t);
+      if (t.defined())
+        t = f(t);
   return r;
 }
 
@@ -314,41 +246,37 @@ TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
   return mapBatch(b, [&](const at::Tensor &t) { return t.narrow(0, lo, n); });
 }
 
-double tokenCount(const TrainBatch &b, LossKind k) {
-  if (!perToken(k))
-    return double(b.seq.size(0));
-  return b.lossMask.sum().item<double>();
-}
-
 FnInputs fnInputs(const TrainBatch &b, const TrainOptions &o) {
-  return {b.fnInputs, b.fnMasks, o.pad};
+  return {b.inputs, b.masks, o.pad};
 }
 
-/// The rows of an fn loss's batch, checked before it is split.
-int64_t fnRows(const TrainBatch &b, const TrainOptions &o) {
-  const FnProgram &f = *o.lossFn;
+/// The rows of the batch, checked before it is split.
+int64_t batchRows(const TrainBatch &b, const TrainOptions &o) {
+  if (!o.loss)
+    throw Error("a train step needs a loss function");
+  const FnProgram &f = *o.loss;
   if (f.mode() != FnProgram::Mode::Loss)
     throw Error("fn '" + f.name() + "' is a host function, not a loss");
-  if (int64_t(b.fnInputs.size()) != f.numInputs())
+  if (int64_t(b.inputs.size()) != f.numInputs())
     throw Error("fn '" + f.name() + "' takes " + std::to_string(f.numInputs()) +
-                " inputs, the batch has " + std::to_string(b.fnInputs.size()));
-  int64_t n = f.numInputs() ? b.fnInputs[0].size(0) : 0;
-  for (size_t i = 0; i < b.fnInputs.size(); ++i)
-    if (!b.fnInputs[i].defined() || b.fnInputs[i].dim() == 0 ||
-        b.fnInputs[i].size(0) != n)
+                " inputs, the batch has " + std::to_string(b.inputs.size()));
+  int64_t n = f.numInputs() ? b.inputs[0].size(0) : 0;
+  for (size_t i = 0; i < b.inputs.size(); ++i)
+    if (!b.inputs[i].defined() || b.inputs[i].dim() == 0 ||
+        b.inputs[i].size(0) != n)
       throw Error("fn '" + f.name() + "': input " + std::to_string(i) +
                   " does not have the " + std::to_string(n) +
                   " rows of input 0");
-  if (b.fnMasks.size() > b.fnInputs.size())
+  if (b.masks.size() > b.inputs.size())
     throw Error("fn '" + f.name() + "': more masks than inputs");
   return n;
 }
 
-/// The denominators of an fn loss's batch reductions over the minibatch
+/// The denominators of the loss's batch reductions over the minibatch
 /// `mini` on every dp rank.
-std::vector<double> fnDenominators(const TrainBatch &mini,
-                                   const TrainOptions &o) {
-  std::vector<double> d = o.lossFn->localDenominators(fnInputs(mini, o));
+std::vector<double> denominators(const TrainBatch &mini,
+                                 const TrainOptions &o) {
+  std::vector<double> d = o.loss->localDenominators(fnInputs(mini, o));
   if (o.dp && !d.empty()) {
     at::Tensor t = at::tensor(d, at::kDouble);
     o.dp->allReduceSum(t);
@@ -358,17 +286,16 @@ std::vector<double> fnDenominators(const TrainBatch &mini,
   return d;
 }
 
-/// An fn loss of one micro-batch, normalised over the minibatch; with
+/// The loss of one micro-batch, normalised over the minibatch; with
 /// pipeline stages, from the last stage's output `stageOut`. Its metrics
 /// (the outputs after the loss) are added to `metrics`.
-at::Tensor fnLoss(LlamaModel &model, const TrainBatch &b, const TrainOptions &o,
-                  const std::vector<double> &denoms, const at::Tensor *stageOut,
-                  std::vector<double> &metrics) {
+at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
+                     const TrainOptions &o, const std::vector<double> &denoms,
+                     const at::Tensor *stageOut, std::vector<double> &metrics) {
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
     return stageOut ? *stageOut : model.forward(tokens);
   };
-  std::vector<at::Tensor> v =
-      o.lossFn->evaluate(fnInputs(b, o), &out, &denoms);
+  std::vector<at::Tensor> v = o.loss->evaluate(fnInputs(b, o), &out, &denoms);
   metrics.resize(v.size() - 1, 0.0);
   for (size_t k = 1; k < v.size(); ++k)
     metrics[k - 1] += v[k].item<double>();
@@ -383,13 +310,12 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   // the model is.
   const TrainBatch batch = mapBatch(
       hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
-  const FnProgram *fn = o.lossFn;
-  const int64_t N = fn ? fnRows(batch, o) : batch.seq.size(0);
-  std::vector<int64_t> fnModelInputs =
-      fn ? fn->modelInputs() : std::vector<int64_t>{};
-  if (fn && model.stages() > 1 && fnModelInputs.size() != 1)
-    throw Error("fn loss '" + fn->name() + "' runs the model on " +
-                std::to_string(fnModelInputs.size()) +
+  const int64_t N = batchRows(batch, o);
+  const FnProgram &fn = *o.loss;
+  std::vector<int64_t> modelInputs = fn.modelInputs();
+  if (model.stages() > 1 && modelInputs.size() != 1)
+    throw Error("loss '" + fn.name() + "' runs the model on " +
+                std::to_string(modelInputs.size()) +
                 " token inputs; with pipeline stages a loss may run it on one "
                 "only; train it with pp = 1");
   if (o.minibatches < 1 || N % o.minibatches)
@@ -407,18 +333,9 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
     TrainBatch mini = rows(batch, mb * perMini, perMini);
-    // The minibatch's token count over every dp rank normalises the loss
-    // (an fn loss normalises itself by its denominators).
-    double denom = 1;
-    std::vector<double> fnDenoms;
-    if (fn) {
-      fnDenoms = fnDenominators(mini, o);
-    } else {
-      at::Tensor count = at::full({1}, tokenCount(mini, o.loss), at::kDouble);
-      if (o.dp)
-        o.dp->allReduceSum(count);
-      denom = std::max(1.0, count.item<double>());
-    }
+    // The loss normalises itself by its reductions' denominators over
+    // every dp rank.
+    std::vector<double> denoms = denominators(mini, o);
     for (auto &[n, p] : model.params())
       if (p.grad().defined())
         p.mutable_grad().zero_();
@@ -435,35 +352,25 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       }
     };
     double total = 0;
-    std::vector<double> metrics(
-        fn ? size_t(fn->outputNames().size() - 1) : size_t(0), 0.0);
+    std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);
     for (int64_t u = 0; u < o.microBatches; ++u) {
       TrainBatch micro = rows(mini, u * perMicro, perMicro);
       if (model.stages() > 1) {
-        if (!fn && !perToken(o.loss))
-          throw Error(
-              "DPO and reward-model losses with pipeline stages are not "
-              "supported yet; train them with pp = 1");
         // Every stage runs its part; the last computes the loss.
         StageActivations acts = model.stageForward(
-            fn ? micro.fnInputs[size_t(fnModelInputs[0])].to(at::kLong)
-               : micro.seq);
+            micro.inputs[size_t(modelInputs[0])].to(at::kLong));
         if (model.lastStage()) {
           at::Tensor sum =
-              fn ? fnLoss(model, micro, o, fnDenoms, &acts.output, metrics)
-                 : perTokenLoss(acts.output, micro, o);
-          (fn ? sum : sum / denom).backward();
+              microLoss(model, micro, o, denoms, &acts.output, metrics);
+          sum.backward();
           total += sum.item<double>();
         }
         model.stageBackward(acts);
         accumulate();
         continue;
       }
-      at::Tensor sum = fn ? fnLoss(model, micro, o, fnDenoms, nullptr, metrics)
-                       : perToken(o.loss)
-                           ? perTokenLoss(model.forward(micro.seq), micro, o)
-                           : pairLoss(model, micro, o);
-      (fn ? sum : sum / denom).backward();
+      at::Tensor sum = microLoss(model, micro, o, denoms, nullptr, metrics);
+      sum.backward();
       accumulate();
       total += sum.item<double>();
     }
@@ -524,10 +431,11 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       o.dp->allReduceSum(l);
     if (model.stages() > 1) // only the last stage saw the loss
       model.ppComm()->allReduceSum(l);
-    stats.loss += l[0].item<double>() / denom / double(o.minibatches);
+    stats.loss += l[0].item<double>() / double(o.minibatches);
     stats.metrics.resize(metrics.size(), 0.0);
     for (size_t k = 0; k < metrics.size(); ++k)
-      stats.metrics[k] += l[int64_t(k + 1)].item<double>() / double(o.minibatches);
+      stats.metrics[k] +=
+          l[int64_t(k + 1)].item<double>() / double(o.minibatches);
     stats.gradNorm = norm;
   }
   return stats;

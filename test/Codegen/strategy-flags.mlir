@@ -7,7 +7,14 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<text: tensor<8x8xi32, #rlhf.kind<tokens
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<text: tensor<8x8xi32, #rlhf.kind<tokens>>>
   %t = rlhf.field %b["text"] : !rlhf.record<text: tensor<8x8xi32, #rlhf.kind<tokens>>>
-  %s = rlhf.train_step @actor sft(%t) minibatches 1 epochs 1 settings {} on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1, zero = true, recompute = true> : tensor<8x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  %s = rlhf.train_step @actor fn "sft_loss"(%t) minibatches 1 epochs 1 settings {} on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1, zero = true, recompute = true> body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<8x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 
 // CHECK: llvm.mlir.global internal constant @[[S:.*]]("recompute=1,zero=1\00")

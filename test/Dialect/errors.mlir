@@ -189,7 +189,14 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   // expected-error @+1 {{cannot train @ref: it is not trainable}}
-  %t = rlhf.train_step @ref sft(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  %t = rlhf.train_step @ref fn "sft_loss"(%p) minibatches 1 epochs 1 settings {} body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 
 // -----
@@ -204,13 +211,20 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{loss 'sft' needs a model with a lm head, but @critic has a value head}}
-  %t = rlhf.train_step @critic sft(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  // expected-error @+1 {{loss 'sft_loss' needs a model with a lm head, but @critic has a value head}}
+  %t = rlhf.train_step @critic fn "sft_loss"(%p) minibatches 1 epochs 1 settings {} body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 
 // -----
 
-// a loss gets the inputs it needs
+// a C++ host function gets the inputs it needs
 rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
 rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
@@ -220,8 +234,8 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{'ppo_actor' takes 3 inputs, got 1}}
-  %t = rlhf.train_step @actor ppo_actor(%p) minibatches 1 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  // expected-error @+1 {{'exact_match' takes 2 inputs, got 1}}
+  %m = rlhf.compute exact_match(%p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
 }
 
 // -----
@@ -237,7 +251,14 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   // expected-error @+1 {{batch of 16 does not split into 3 minibatches}}
-  %t = rlhf.train_step @actor sft(%p) minibatches 3 epochs 1 settings {} : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  %t = rlhf.train_step @actor fn "sft_loss"(%p) minibatches 3 epochs 1 settings {} body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 
 // -----
@@ -252,8 +273,8 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{input #0 of 'grpo_adv' must hold score, but holds tokens}}
-  %a = rlhf.compute grpo_adv(%p) {group = 2.0 : f64} : (tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
+  // expected-error @+1 {{input #1 of 'exact_match' must hold answer, but holds tokens}}
+  %m = rlhf.compute exact_match(%p, %p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
 }
 
 // -----

@@ -12,9 +12,9 @@ func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
 
 // -----
 
-func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+func.func @f(%t: tensor<8x6xi32, #rlhf.kind<tokens>>, %a: tensor<4x2xi32, #rlhf.kind<answer>>) {
   // expected-error @+1 {{has a function name or body, but its kind is not 'fn'}}
-  %r = rlhf.compute grpo_adv "g"(%s) {group = 4.0 : f64} : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>
+  %r = rlhf.compute exact_match "g"(%t, %a) {} : (tensor<8x6xi32, #rlhf.kind<tokens>>, tensor<4x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
   return
 }
 

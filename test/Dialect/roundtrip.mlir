@@ -34,11 +34,32 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   // CHECK: rlhf.compute exact_match(%{{.*}}, %{{.*}}) {} :
   %m = rlhf.compute exact_match(%seq, %a) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<8x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
   %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
-  // CHECK: rlhf.compute grpo_adv(%{{.*}}) {group = 2.000000e+00 : f64}
-  %adv = rlhf.compute grpo_adv(%s) {group = 2.0 : f64} : (tensor<16xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
+  // CHECK: rlhf.compute fn "grpo_adv"(%{{.*}}) {} body {
+  // CHECK: rlhf.reduce group mean %{{.*}} {group = 2 : i64}
+  %adv = rlhf.compute fn "grpo_adv"(%s) {} body {
+  ^bb0(%fn_x: tensor<?xf32>):
+    %fn_mean = rlhf.reduce group mean %fn_x {group = 2 : i64} : tensor<?xf32> -> tensor<?xf32>
+    %fn_a = arith.subf %fn_x, %fn_mean : tensor<?xf32>
+    rlhf.yield %fn_a : tensor<?xf32>
+  } : (tensor<16xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
   %ad = rlhf.field %adv["advantages"] : !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
-  // CHECK: rlhf.train_step @actor grpo(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) minibatches 2 epochs 1 settings {clip = 2.000000e-01 : f64, kl = 4.000000e-02 : f64} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> :
-  %st = rlhf.train_step @actor grpo(%seq, %lp, %ad, %rlp) minibatches 2 epochs 1 settings {clip = 0.2 : f64, kl = 0.04 : f64} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xf32, #rlhf.kind<logprobs>>, tensor<16xf32, #rlhf.kind<advantages>>, tensor<16x8xf32, #rlhf.kind<logprobs>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  // CHECK: rlhf.train_step @actor fn "grpo_loss"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) minibatches 2 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
+  // CHECK: rlhf.model_output logprobs
+  // CHECK: } : tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xf32, #rlhf.kind<logprobs>>, tensor<16xf32, #rlhf.kind<advantages>>, tensor<16x8xf32, #rlhf.kind<logprobs>> -> <loss: tensor<f32, #rlhf.kind<loss>>, kl: tensor<f32, #rlhf.kind<number>>>
+  %st = rlhf.train_step @actor fn "grpo_loss"(%seq, %lp, %ad, %rlp) minibatches 2 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
+  ^bb0(%fn_t: tensor<?x?xi32>, %fn_old: tensor<?x?xf32>, %fn_adv1: tensor<?xf32>, %fn_ref: tensor<?x?xf32>):
+    %fn_new = rlhf.model_output logprobs %fn_t : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_t : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_a = rlhf.broadcast %fn_adv1 like %fn_new : tensor<?xf32> -> tensor<?x?xf32>
+    %fn_d = arith.subf %fn_new, %fn_old : tensor<?x?xf32>
+    %fn_ratio = math.exp %fn_d : tensor<?x?xf32>
+    %fn_gain = arith.mulf %fn_ratio, %fn_a : tensor<?x?xf32>
+    %fn_neg = arith.negf %fn_gain : tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_neg, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    %fn_k = arith.subf %fn_ref, %fn_new : tensor<?x?xf32>
+    %fn_kl = rlhf.reduce token mean %fn_k, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l, %fn_kl : f64, f64
+  } : tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xf32, #rlhf.kind<logprobs>>, tensor<16xf32, #rlhf.kind<advantages>>, tensor<16x8xf32, #rlhf.kind<logprobs>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>, kl: tensor<f32, #rlhf.kind<number>>>
   // CHECK: rlhf.ema @ref from @actor decay {{0.99[45]}}
   rlhf.ema @ref from @actor decay 0.995
   // CHECK: rlhf.realloc @actor on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> to @actor on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> cost <time = 2.500000e-01, memory = 0.000000e+00>

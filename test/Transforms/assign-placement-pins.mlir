@@ -19,7 +19,14 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   // MANUAL: error: planner=manual needs a placement on every model call
   %r = rlhf.inference @ref(%s) : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>>
   // CHECK: rlhf.train_step @actor{{.*}} on <{{[0-9]+}}, {{[0-9]+}}> as <dp =
-  %t = rlhf.train_step @actor sft(%s) minibatches 1 epochs 1 settings {} : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  %t = rlhf.train_step @actor fn "sft_loss"(%s) minibatches 1 epochs 1 settings {} body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }
 // BOGUS: error: unknown planner 'bogus'; use search, heuristic, colocated, separated or manual
 // BUDGET: error: the search budget must be at least 1, got 0; pass --search-budget=N with N >= 1 (default 200000)

@@ -19,6 +19,13 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %r = rlhf.inference @ref(%s) on <8, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>>
   // CHECK-NEXT: rlhf.inference @actor(%[[S]])
   %l = rlhf.inference @actor(%s) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>>
-  // CHECK-NEXT: rlhf.train_step @actor sft(%[[M]])
-  %t = rlhf.train_step @actor sft(%s) minibatches 1 epochs 1 settings {} on <8, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  // CHECK-NEXT: rlhf.train_step @actor fn "sft_loss"(%[[M]])
+  %t = rlhf.train_step @actor fn "sft_loss"(%s) minibatches 1 epochs 1 settings {} on <8, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> body {
+  ^bb0(%fn_tok: tensor<?x?xi32>):
+    %fn_lp = rlhf.model_output logprobs %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_nll = arith.negf %fn_lp : tensor<?x?xf32>
+    %fn_m = rlhf.mask_of %fn_tok : tensor<?x?xi32> -> tensor<?x?xf32>
+    %fn_l = rlhf.reduce token mean %fn_nll, %fn_m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %fn_l : f64
+  } : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
 }

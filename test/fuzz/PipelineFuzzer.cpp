@@ -137,9 +137,8 @@ std::vector<FnCall> fnCalls(mlir::ModuleOp module) {
         c.outKinds.push_back(kindOf(t));
       }
       inputs = compute.getInputs();
-    } else if (auto ts = mlir::dyn_cast<r::TrainStepOp>(op);
-               ts && ts.getLoss() == r::LossKind::fn) {
-      c.name = ts.getFnAttr().getValue().str();
+    } else if (auto ts = mlir::dyn_cast<r::TrainStepOp>(op)) {
+      c.name = ts.getFn().str();
       c.loss = true;
       c.outNames = {"loss"};
       c.outKinds = {FnCodeKind::Scalar};
@@ -154,7 +153,7 @@ std::vector<FnCall> fnCalls(mlir::ModuleOp module) {
   return calls;
 }
 
-/// Checks the fn code of every rlhf_apply and rlhf_train_fn call in `m`
+/// Checks the fn code of every rlhf_apply and rlhf_train call in `m`
 /// against the runtime's parser and against `planned` (each matched call is
 /// taken out of it); returns how many there were. RLHF_FUZZ_FNCODE_DIR
 /// names a folder to write each fn code to (the seeds of the fn code
@@ -170,8 +169,8 @@ unsigned checkFnCode(llvm::Module &m, std::vector<FnCall> &planned) {
         if (!callee)
           continue;
         // rlhf_apply(prog, code, nin, ins, label);
-        // rlhf_train_fn(prog, model, code, nin, ins, ...).
-        bool loss = callee->getName() == "rlhf_train_fn";
+        // rlhf_train(prog, model, code, nin, ins, ...).
+        bool loss = callee->getName() == "rlhf_train";
         if (!loss && callee->getName() != "rlhf_apply")
           continue;
         ++n;

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StdlibFns.h"
+
 #include "rlhf/runtime/Checkpoint.h"
 #include "rlhf/runtime/Groups.h"
 
@@ -29,8 +31,9 @@ int main() {
     const int64_t N = 8, S = 10;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
     TrainBatch batch;
-    batch.seq = at::randint(0, 512, {N, S}, gen, at::kLong);
-    batch.lossMask = at::ones({N, S - 1});
+    batch.inputs = {at::randint(0, 512, {N, S}, gen, at::kLong)};
+    batch.masks = {at::ones({N, S - 1})};
+    FnProgram sft = testfns::stdlibFn("sft_loss");
     AdamSettings as;
     as.lr = 1e-2;
 
@@ -38,8 +41,8 @@ int main() {
     ParallelGroups ga = makeGroups(world, A), gb = makeGroups(world, B);
     auto rowsOf = [&](int dpRank, int dp) {
       TrainBatch b;
-      b.seq = batch.seq.narrow(0, dpRank * N / dp, N / dp);
-      b.lossMask = batch.lossMask.narrow(0, dpRank * N / dp, N / dp);
+      b.inputs = {batch.inputs[0].narrow(0, dpRank * N / dp, N / dp)};
+      b.masks = {batch.masks[0].narrow(0, dpRank * N / dp, N / dp)};
       return b;
     };
     auto grad = [](ParamMap p) {
@@ -48,10 +51,12 @@ int main() {
       return p;
     };
     TrainOptions to;
+    to.loss = &sft;
     to.dp = ga.dp.get();
 
     // Run A: step, save, step.
-    LlamaModel a(cfg, grad(layoutShard(cfg, full, A, rank)), {ga.tp.get(), ga.tpRank, 2});
+    LlamaModel a(cfg, grad(layoutShard(cfg, full, A, rank)),
+                 {ga.tp.get(), ga.tpRank, 2});
     Adam optA(as);
     trainStep(a, optA, rowsOf(ga.dpRank, 2), to);
     saveCheckpoint(dir, cfg, a.params(), &optA, A, world, 1);
@@ -67,10 +72,12 @@ int main() {
     Adam optB(as);
     optB.restore(st.adamM, st.adamV, st.adamSteps);
     TrainOptions tb;
+    tb.loss = &sft;
     trainStep(b, optB, batch, tb);
     double diff = 0;
     for (auto &[n, t] : b.params())
-      diff = std::max(diff, (t.detach() - aInB.at(n)).abs().max().item<double>());
+      diff =
+          std::max(diff, (t.detach() - aInB.at(n)).abs().max().item<double>());
     std::printf("rank %d: resumed at step %ld (adam step %ld) under tp 4; max "
                 "parameter diff to the uninterrupted tp 2 x dp 2 run %.3g\n",
                 rank, long(st.step), long(st.adamSteps), diff);

@@ -9,10 +9,10 @@
 #define RLHF_TEST_UNIT_FNTESTUTIL_H
 
 #include "../../runtime/lib/ProgramState.h" // rlhf_prog, rlhf_value
+#include "StdlibFns.h"
 
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/FnProgram.h"
-#include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Train.h"
 
@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 namespace rlhf::fntest {
+
+using rlhf::testfns::stdlibProgram;
 
 /// The header `rlhf.fn 1 f MODE`, then `lines`: line k of the program is
 /// lines[k - 2].
@@ -89,36 +91,6 @@ inline std::vector<at::Tensor> run(const std::string &code,
 inline at::Tensor run1(const std::string &code, std::vector<at::Tensor> inputs,
                        std::vector<at::Tensor> masks = {}, int64_t pad = 0) {
   return run(code, std::move(inputs), std::move(masks), pad).at(0);
-}
-
-/// The `k`-th program named `name` in test/unit/Inputs/stdlib.fn: the fn
-/// code rlhfc compiles from the stdlib's .rlhf functions for the calls of
-/// stdlib-calls.rlhf.
-inline std::string stdlibProgram(const std::string &name, int k = 0) {
-  std::ifstream in(RLHF_UNIT_INPUTS "/stdlib.fn");
-  if (!in)
-    throw Error("cannot read " RLHF_UNIT_INPUTS "/stdlib.fn");
-  std::string cur;
-  int seen = 0;
-  auto take = [&]() -> bool {
-    std::istringstream h(cur);
-    std::string magic, version, n;
-    h >> magic >> version >> n;
-    return n == name && seen++ == k;
-  };
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      cur += (cur.empty() ? "" : "\n") + line;
-      continue;
-    }
-    if (!cur.empty() && take())
-      return cur;
-    cur.clear();
-  }
-  if (!cur.empty() && take())
-    return cur;
-  throw Error("no program " + std::to_string(k) + " named '" + name +
-              "' in stdlib.fn");
 }
 
 } // namespace rlhf::fntest

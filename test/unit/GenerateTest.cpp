@@ -1,5 +1,7 @@
 //===- GenerateTest.cpp - generation with a KV cache ----------------------===//
 
+#include "StdlibFns.h"
+
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Model.h"
 
@@ -155,20 +157,20 @@ TEST(Losses, PairLossesStartAtLog2AndTrain) {
       t.set_requires_grad(true);
     LlamaModel m(cfg, p, {});
     auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+    at::Tensor chosen = at::randint(0, 512, {4, 10}, gen, at::kLong);
+    at::Tensor rejected = at::randint(0, 512, {4, 10}, gen, at::kLong);
+    FnProgram loss = testfns::stdlibFn(valueHead ? "rm_loss" : "dpo_loss");
     TrainBatch b;
-    b.seq = at::randint(0, 512, {4, 10}, gen, at::kLong);
-    b.rejected = at::randint(0, 512, {4, 10}, gen, at::kLong);
-    b.lossMask = at::ones({4, 9});
-    b.rejectedMask = at::ones({4, 9});
-    TrainOptions o;
-    o.loss = valueHead ? LossKind::Rm : LossKind::Dpo;
+    b.masks = {at::ones({4, 9}), at::ones({4, 9})};
     if (valueHead) {
-      b.rejected = b.seq.clone(); // identical pairs: reward margin 0
+      b.inputs = {chosen, chosen.clone()}; // identical pairs: margin 0
     } else {
       torch::NoGradGuard ng;
-      b.refLogprobs = tokenLogprobs(m.forward(b.seq), b.seq);
-      b.refRejected = tokenLogprobs(m.forward(b.rejected), b.rejected);
+      b.inputs = {chosen, rejected, tokenLogprobs(m.forward(chosen), chosen),
+                  tokenLogprobs(m.forward(rejected), rejected)};
     }
+    TrainOptions o;
+    o.loss = &loss;
     AdamSettings as;
     as.lr = 1e-2;
     Adam opt(as);

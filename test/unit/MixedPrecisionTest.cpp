@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StdlibFns.h"
+
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Train.h"
 
@@ -37,8 +39,8 @@ ParamMap trainable(ParamMap ps) {
 TrainBatch sftBatch(int64_t rows) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
   TrainBatch b;
-  b.seq = at::randint(0, 512, {rows, 10}, gen, at::kLong);
-  b.lossMask = at::ones({rows, 9}, at::kFloat);
+  b.inputs = {at::randint(0, 512, {rows, 10}, gen, at::kLong)};
+  b.masks = {at::ones({rows, 9}, at::kFloat)};
   return b;
 }
 
@@ -69,8 +71,9 @@ TEST(MixedPrecision, AdamUpdatesFp32MasterWeights) {
   AdamSettings as;
   as.lr = 1e-3;
   Adam o32(as), o16(as);
+  FnProgram sft = testfns::stdlibFn("sft_loss");
   TrainOptions to;
-  to.loss = LossKind::Sft;
+  to.loss = &sft;
   to.microBatches = 2;
   TrainBatch b = sftBatch(4);
   for (int step = 0; step < 3; ++step) {
@@ -104,8 +107,9 @@ TEST(MixedPrecision, Bf16Trains) {
   AdamSettings as;
   as.lr = 3e-3;
   Adam o(as);
+  FnProgram sft = testfns::stdlibFn("sft_loss");
   TrainOptions to;
-  to.loss = LossKind::Sft;
+  to.loss = &sft;
   TrainBatch b = sftBatch(4);
   double first = trainStep(m, o, b, to).loss, last = first;
   for (int i = 0; i < 10; ++i)

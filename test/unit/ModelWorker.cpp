@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StdlibFns.h"
+
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Groups.h"
@@ -172,20 +174,34 @@ int main() {
     // A train step (2 minibatches, Adam, clipping) on the sharded model
     // updates its shard exactly as the single-process step updates the whole.
     double trainDiff = 0, momentDiff = 0;
-    for (LossKind kind :
-         valueHead ? std::vector<LossKind>{LossKind::PpoValue}
-                   : std::vector<LossKind>{LossKind::Sft, LossKind::PpoActor,
-                                           LossKind::Grpo}) {
+    // The stdlib's losses: sft_loss, ppo_actor_loss (per-token advantages),
+    // grpo_loss (per-sequence advantages, k3 KL) and ppo_value_loss.
+    for (const char *lossName :
+         valueHead ? std::vector<const char *>{"ppo_value_loss"}
+                   : std::vector<const char *>{"sft_loss", "ppo_actor_loss",
+                                               "grpo_loss"}) {
       const int64_t M = 2, N = B, S1 = S - 1;
       auto g2 = at::make_generator<at::CPUGeneratorImpl>(21);
+      at::Tensor lossMask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
+      at::Tensor oldLogprobs = -at::rand({N, S1}, g2) * 7;
+      at::Tensor refLogprobs = -at::rand({N, S1}, g2) * 7;
+      at::Tensor advantages = at::randn({N}, g2);
+      at::Tensor oldValues = at::randn({N, S1}, g2) * 0.1;
+      at::Tensor returns = at::randn({N, S1}, g2);
+      const std::string name = lossName;
+      FnProgram loss = testfns::stdlibFn(name);
       TrainBatch all;
-      all.seq = tokens;
-      all.lossMask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
-      all.oldLogprobs = -at::rand({N, S1}, g2) * 7;
-      all.refLogprobs = -at::rand({N, S1}, g2) * 7;
-      all.advantages = at::randn({N}, g2);
-      all.oldValues = at::randn({N, S1}, g2) * 0.1;
-      all.returns = at::randn({N, S1}, g2);
+      all.inputs = name == "sft_loss" ? std::vector<at::Tensor>{tokens}
+                   : name == "ppo_actor_loss"
+                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
+                                                 advantages.unsqueeze(1)
+                                                     .expand({N, S1})
+                                                     .contiguous()}
+                   : name == "grpo_loss"
+                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
+                                                 advantages, refLogprobs}
+                       : std::vector<at::Tensor>{tokens, oldValues, returns};
+      all.masks = {lossMask};
       // This rank's rows: its dp slice of every global minibatch.
       auto mine = [&](const at::Tensor &t) {
         std::vector<at::Tensor> parts;
@@ -194,16 +210,10 @@ int main() {
               t.narrow(0, k * (N / M) + dpRank * (N / M / dp), N / M / dp));
         return at::cat(parts, 0);
       };
-      TrainBatch local{mine(all.seq),
-                       mine(all.lossMask),
-                       mine(all.oldLogprobs),
-                       mine(all.refLogprobs),
-                       mine(all.advantages),
-                       mine(all.oldValues),
-                       mine(all.returns),
-                       {},
-                       {},
-                       {}};
+      TrainBatch local;
+      for (const at::Tensor &t : all.inputs)
+        local.inputs.push_back(mine(t));
+      local.masks = {mine(lossMask)};
       AdamSettings as;
       as.lr = 1e-3;
       as.gradClip = 0.5;
@@ -214,8 +224,7 @@ int main() {
       LlamaModel ref1(cfg, fullCopy, {});
       Adam refOpt(as);
       TrainOptions to;
-      to.loss = kind;
-      to.settings.kl = 0.05;
+      to.loss = &loss;
       to.minibatches = M;
       to.microBatches = 2;
       TrainStats refStats = trainStep(ref1, refOpt, all, to);

@@ -55,15 +55,11 @@ CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
         c.seqLen = std::max<int64_t>(c.seqLen, dims(v)[1]);
     c.minibatches = t.getMinibatches();
     c.epochs = t.getEpochs();
-    if (t.getLoss() == r::LossKind::dpo || t.getLoss() == r::LossKind::rm)
-      c.forwards = 2;
-    if (t.getLoss() == r::LossKind::fn) {
-      // One forward pass per token input the loss reads the model on
-      // (rlhf-simplify-fns has merged repeated reads).
-      llvm::SmallPtrSet<Value, 2> seqs;
-      t.getBody().walk([&](r::ModelOutputOp m) { seqs.insert(m.getTokens()); });
-      c.forwards = std::max<int64_t>(1, int64_t(seqs.size()));
-    }
+    // One forward pass per token input the loss reads the model on
+    // (rlhf-simplify-fns has merged repeated reads): two for DPO's pairs.
+    llvm::SmallPtrSet<Value, 2> seqs;
+    t.getBody().walk([&](r::ModelOutputOp m) { seqs.insert(m.getTokens()); });
+    c.forwards = std::max<int64_t>(1, int64_t(seqs.size()));
   }
   return c;
 }

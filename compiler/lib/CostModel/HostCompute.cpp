@@ -34,27 +34,6 @@ double elements(Type t, double n, double s) {
   return rt.getRank() == 1 ? n : n * s;
 }
 
-/// Ops of a built-in per batch element, and whether it scans the sequence.
-std::pair<double, bool> builtinOps(r::ComputeKind k) {
-  switch (k) {
-  case r::ComputeKind::gae:
-    return {16, true};
-  case r::ComputeKind::grpo_adv:
-  case r::ComputeKind::rloo_adv:
-    return {6, false};
-  case r::ComputeKind::remax_adv:
-    return {1, false};
-  case r::ComputeKind::kl_penalty:
-    return {4, false};
-  case r::ComputeKind::exact_match:
-  case r::ComputeKind::script_reward: // decoding; the requests are below
-    return {2, false};
-  case r::ComputeKind::fn:
-    break;
-  }
-  return {1, false};
-}
-
 } // namespace
 
 HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
@@ -69,10 +48,11 @@ HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
   }
   HostEstimate e;
   if (op.getKind() != r::ComputeKind::fn) {
-    auto [ops, scans] = builtinOps(op.getKind());
+    // exact_match and script_reward decode and compare text: about two
+    // passes over the tokens; script_reward's requests are below.
+    constexpr double ops = 2;
     double bytes = 4.0 * n * s;
-    e.time = ops * (kHostOpSeconds + 3 * bytes / kHostBytesPerSecond) +
-             (scans ? 4 * s * kHostOpSeconds : 0);
+    e.time = ops * (kHostOpSeconds + 3 * bytes / kHostBytesPerSecond);
     e.bytes = ops * bytes;
     if (op.getKind() == r::ComputeKind::script_reward) {
       // One request per sample, `workers` in flight: N / workers rounds of

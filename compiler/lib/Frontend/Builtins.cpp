@@ -17,69 +17,20 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 RecordType record(std::vector<Field> f) { return RecordType{std::move(f)}; }
 
-TensorType perToken(TensorKind k, int64_t N, int64_t S) {
-  return {k, DType::F32, {N, S}};
-}
 TensorType perSeq(TensorKind k, int64_t N) { return {k, DType::F32, {N}}; }
 
-InputSpec tensor(const char *name, TensorKind k) { return InputSpec{name, k, {}}; }
-InputSpec genRecord(const char *name) {
-  return InputSpec{name,
-                   TensorKind::Tokens,
-                   {{"seq", TensorKind::Tokens}, {"logprobs", TensorKind::Logprobs}}};
-}
+InputSpec tensor(const char *name, TensorKind k) { return InputSpec{name, k}; }
 
 std::vector<BuiltinSpec> makeBuiltins() {
-  auto lossOf = [](int64_t N, int64_t) {
-    return record({{"loss", {TensorKind::Loss, DType::F32, {N}}}});
-  };
-  auto advPerSeq = [](int64_t N, int64_t) {
-    return record({{"advantages", perSeq(TensorKind::Advantages, N)}});
-  };
   std::vector<BuiltinSpec> b = {
-      {"gae",
-       "PPO advantages and returns by generalized advantage estimation, with a "
-       "per-token KL penalty against the reference model",
-       {tensor("score", TensorKind::Score), tensor("values", TensorKind::Values),
-        tensor("logprobs", TensorKind::Logprobs),
-        tensor("ref_logprobs", TensorKind::Logprobs)},
-       {{"gamma", 1.0, 0, 1}, {"lam", 0.95, 0, 1}, {"kl", 0.0, 0, kInf}},
-       std::nullopt,
-       [](int64_t N, int64_t S) {
-         return record({{"advantages", perToken(TensorKind::Advantages, N, S)},
-                        {"returns", perToken(TensorKind::Returns, N, S)}});
-       }},
-      {"grpo_adv",
-       "GRPO advantages: each score normalised by the mean and std of its group",
-       {tensor("score", TensorKind::Score)},
-       {{"group", 0, 2, 1 << 20, true, true, "samples per prompt"}},
-       std::nullopt,
-       advPerSeq},
-      {"remax_adv",
-       "ReMax/REINFORCE advantages: score minus the greedy baseline's score",
-       {tensor("score", TensorKind::Score), tensor("baseline", TensorKind::Score)},
-       {},
-       std::nullopt,
-       advPerSeq},
-      {"rloo_adv",
-       "RLOO advantages: score minus the mean of the other samples of its group",
-       {tensor("score", TensorKind::Score)},
-       {{"group", 0, 2, 1 << 20, true, true, "samples per prompt"}},
-       std::nullopt,
-       advPerSeq},
-      {"kl_penalty",
-       "reward shaping: score minus coef times the sequence KL to the reference",
-       {tensor("score", TensorKind::Score), tensor("logprobs", TensorKind::Logprobs),
-        tensor("ref_logprobs", TensorKind::Logprobs)},
-       {{"coef", 0.1, 0, kInf}},
-       std::nullopt,
-       [](int64_t N, int64_t) { return record({{"score", perSeq(TensorKind::Score, N)}}); }},
       {"exact_match",
        "verifiable reward: 1 where the generated answer equals the reference",
-       {tensor("seq", TensorKind::Tokens), tensor("answer", TensorKind::Answer)},
+       {tensor("seq", TensorKind::Tokens),
+        tensor("answer", TensorKind::Answer)},
        {},
-       std::nullopt,
-       [](int64_t N, int64_t) { return record({{"score", perSeq(TensorKind::Score, N)}}); }},
+       [](int64_t N, int64_t) {
+         return record({{"score", perSeq(TensorKind::Score, N)}});
+       }},
       {"script_reward",
        "verifiable reward from your own program: 'command' runs as a pool of "
        "worker processes, each reading one JSON request per line on stdin "
@@ -100,51 +51,9 @@ std::vector<BuiltinSpec> makeBuiltins() {
          "badly, with a warning and a restarted worker; without it such a "
          "row stops the run",
          /*text=*/false, /*optional=*/true}},
-       std::nullopt,
        [](int64_t N, int64_t) {
          return record({{"score", perSeq(TensorKind::Score, N)}});
        }},
-      {"ppo_actor_loss",
-       "clipped PPO policy loss",
-       {genRecord("gen"), tensor("advantages", TensorKind::Advantages)},
-       {{"clip", 0.2, 0, kInf}},
-       Head::LM,
-       lossOf},
-      {"ppo_value_loss",
-       "clipped value loss against the GAE returns",
-       {InputSpec{"values", TensorKind::Values,
-                  {{"seq", TensorKind::Tokens}, {"values", TensorKind::Values}}},
-        tensor("returns", TensorKind::Returns)},
-       {{"clip", 0.2, 0, kInf}},
-       Head::Value,
-       lossOf},
-      {"grpo_loss",
-       "GRPO policy loss: clipped ratio times group advantages plus a KL term",
-       {genRecord("gen"), tensor("advantages", TensorKind::Advantages),
-        tensor("ref_logprobs", TensorKind::Logprobs)},
-       {{"clip", 0.2, 0, kInf}, {"kl", 0.04, 0, kInf}},
-       Head::LM,
-       lossOf},
-      {"dpo_loss",
-       "direct preference optimisation loss over chosen/rejected pairs",
-       {tensor("chosen", TensorKind::Tokens), tensor("rejected", TensorKind::Tokens),
-        tensor("ref_chosen", TensorKind::Logprobs),
-        tensor("ref_rejected", TensorKind::Logprobs)},
-       {{"beta", 0.1, 0, kInf}},
-       Head::LM,
-       lossOf},
-      {"sft_loss",
-       "next-token cross-entropy on whole sequences",
-       {tensor("seq", TensorKind::Tokens)},
-       {},
-       Head::LM,
-       lossOf},
-      {"rm_loss",
-       "pairwise reward-model loss: -log sigmoid(r(chosen) - r(rejected))",
-       {tensor("chosen", TensorKind::Tokens), tensor("rejected", TensorKind::Tokens)},
-       {},
-       Head::Value,
-       lossOf},
   };
   for (BuiltinSpec &s : b) {
     s.signature = "(";
@@ -162,7 +71,8 @@ const std::vector<BuiltinSpec> &builtins() {
 
 const std::vector<MethodSpec> &methods() {
   static const std::vector<MethodSpec> m = {
-      {"generate", Node::Kind::Generate,
+      {"generate",
+       Node::Kind::Generate,
        "sample continuations of prompts with the model's LM head",
        "prompt token ids such as 'p.prompt'",
        {{"max_new_tokens", 0, 1, 1 << 20, true, true, "tokens to generate"},
@@ -170,16 +80,20 @@ const std::vector<MethodSpec> &methods() {
         {"temperature", 1.0, 0, 100},
         {"top_p", 1.0, 0, 1},
         {"greedy", 0, 0, 1, true}}},
-      {"inference", Node::Kind::Inference,
+      {"inference",
+       Node::Kind::Inference,
        "a forward pass: logprobs (lm head) or values and scores (value head)",
        "token ids such as 'g.seq'",
        {}},
-      {"train", Node::Kind::Train,
+      {"train",
+       Node::Kind::Train,
        "one optimiser pass over the batch with the given loss",
        "a loss such as 'ppo_actor_loss(g, adv)'",
-       {{"minibatches", 1, 1, 1 << 20, true, false, "optimizer steps per batch"},
+       {{"minibatches", 1, 1, 1 << 20, true, false,
+         "optimizer steps per batch"},
         {"epochs", 1, 1, 1000, true}}},
-      {"ema", Node::Kind::Ema,
+      {"ema",
+       Node::Kind::Ema,
        "after training, move this model's weights toward another's: "
        "w = decay*w + (1-decay)*source",
        "the source model",
@@ -189,13 +103,6 @@ const std::vector<MethodSpec> &methods() {
 }
 
 } // namespace
-
-std::string InputSpec::fieldList() const {
-  std::string s = "{";
-  for (size_t i = 0; i < fields.size(); ++i)
-    s += (i ? ", " : "") + fields[i].first;
-  return s + "}";
-}
 
 const BuiltinSpec *rlhfc::lookupBuiltin(llvm::StringRef name) {
   for (const BuiltinSpec &b : builtins())

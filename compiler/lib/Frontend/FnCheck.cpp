@@ -369,10 +369,13 @@ std::optional<FnBody> FnChecker::instantiate(const FnDecl &d,
   }
   for (size_t i = 0; i < d.results.size(); ++i) {
     auto &[name, t] = d.results[i];
-    if (t.dims.empty()) {
-      error(call, "'" + d.name + "' returns a scalar " + name +
-                      ", which an algorithm cannot hold; call it inside "
-                      "another function");
+    // A scalar result is a metric, logged under its name every step.
+    if (t.dims.empty() && d.results.size() == 1 && name == t.kind) {
+      error(call, "'" + d.name +
+                      "' returns an unnamed scalar, which the run "
+                      "would log as a metric; name it, as in '-> (mean: " +
+                      t.kind + ")', or call '" + d.name +
+                      "' inside another function");
       return std::nullopt;
     }
     TensorType tt{kindOf(t).value_or(TensorKind::Number), DType::F32, {}};

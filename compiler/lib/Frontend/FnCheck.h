@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace rlhfc::sema {
 
@@ -40,7 +41,13 @@ public:
 
   /// Declarations of one name are overloads, told apart by the shapes of
   /// their tensor parameters.
-  void add(const ast::FnDecl &d) { decls[d.name].push_back(&d); }
+  /// A `library` one (the prelude's) reports errors that depend on how it
+  /// is called at the algorithm's call, since its caller cannot edit it.
+  void add(const ast::FnDecl &d, bool library = false) {
+    decls[d.name].push_back(&d);
+    if (library)
+      libraryDecls.insert(&d);
+  }
   /// The first declaration of `name` (the overloads share its parameters).
   const ast::FnDecl *find(llvm::StringRef name) const;
   /// The overload of `name` whose tensor parameters have `ranks` (the
@@ -88,6 +95,7 @@ private:
   /// error.
   bool checkOverloads(const std::vector<const ast::FnDecl *> &set);
   std::map<const ast::FnDecl *, State> states;
+  std::set<const ast::FnDecl *> libraryDecls;
 };
 
 } // namespace rlhfc::sema

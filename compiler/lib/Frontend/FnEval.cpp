@@ -54,6 +54,18 @@ FnEval::FnEval(FnChecker &c, const FnDecl &top, bool generic,
 mlir::InFlightDiagnostic FnEval::fail(mlir::Location loc,
                                       const llvm::Twine &msg) {
   failed = true;
+  // A library function checked fine too: report at the algorithm's call,
+  // once per message (two reductions may both find a group misfit).
+  if (!generic && callSite && c.libraryDecls.count(&top)) {
+    std::string text = msg.str();
+    auto d = c.error(mlir::Location(callSite), text);
+    d.attachNote(loc) << "inside '"
+                      << (stack.empty() ? top.name : stack.back().decl->name)
+                      << "', here";
+    if (!reportedAtCall.insert(text).second)
+      d.abandon();
+    return d;
+  }
   // Inside an inlined callee the callee itself checked fine, so the error
   // comes from how it is called: report it at the call.
   if (stack.size() > 1) {

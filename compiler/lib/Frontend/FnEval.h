@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <deque>
+#include <set>
 
 namespace rlhfc::sema {
 
@@ -106,6 +107,8 @@ private:
   /// so a function calling another twice is not checked twice (the ops are
   /// dropped anyway). None: that call failed.
   std::map<std::string, std::optional<FnVal>> checked;
+  /// Messages reported at the algorithm's call, each once.
+  std::set<std::string> reportedAtCall;
 };
 
 /// "[N, S]", "a scalar" or "token ids [N, S]".

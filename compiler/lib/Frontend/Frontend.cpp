@@ -81,7 +81,8 @@ struct Loader {
       // Check the size before reading, so a stray huge import is refused
       // without loading it.
       uint64_t size = 0;
-      if (!llvm::sys::fs::file_size(resolved, size) && size > opts.limits.maxFileBytes) {
+      if (!llvm::sys::fs::file_size(resolved, size) &&
+          size > opts.limits.maxFileBytes) {
         mlir::emitError(imp.loc)
             << "import \"" << imp.path << "\" is " << (size >> 20)
             << " MiB; rlhfc reads source files of at most "
@@ -103,6 +104,29 @@ struct Loader {
     }
     done[key] = true;
   }
+
+  /// The stdlib's prelude.rlhf and what it imports, unless the program
+  /// imported them itself. A stdlib folder without one has no prelude.
+  void loadPrelude() {
+    llvm::SmallString<256> path(opts.stdlibDir), real;
+    llvm::sys::path::append(path, "prelude.rlhf");
+    if (llvm::sys::fs::real_path(path, real) || done.count(std::string(real)))
+      return;
+    auto buf = llvm::MemoryBuffer::getFile(real, /*IsText=*/true);
+    if (!buf) {
+      mlir::emitError(mlir::FileLineColLoc::get(&ctx, real, 1, 1))
+          << "cannot read the standard library's prelude: "
+          << buf.getError().message()
+          << "; point --stdlib at an intact standard library";
+      failed = true;
+      return;
+    }
+    size_t first = prog.modules.size();
+    load(sm.AddNewSourceBuffer(std::move(*buf), llvm::SMLoc()),
+         std::string(real));
+    for (size_t i = first; i < prog.modules.size(); ++i)
+      prog.modules[i]->prelude = true;
+  }
 };
 
 } // namespace
@@ -113,11 +137,14 @@ mlir::LogicalResult rlhfc::loadProgram(llvm::SourceMgr &sm,
                                        sema::Program &program) {
   Loader loader{sm, ctx, opts, program, {}, {}, false};
   unsigned mainId = sm.getMainFileID();
-  std::string mainName = sm.getMemoryBuffer(mainId)->getBufferIdentifier().str();
+  std::string mainName =
+      sm.getMemoryBuffer(mainId)->getBufferIdentifier().str();
   llvm::SmallString<256> real;
-  std::string key = llvm::sys::fs::real_path(mainName, real) ? mainName
-                                                             : std::string(real);
+  std::string key =
+      llvm::sys::fs::real_path(mainName, real) ? mainName : std::string(real);
   loader.load(mainId, key);
+  if (!loader.failed && opts.prelude && !opts.stdlibDir.empty())
+    loader.loadPrelude();
   if (loader.failed)
     return mlir::failure();
   return sema::check(program, ctx);

@@ -179,8 +179,7 @@ private:
         break;
       }
       case sema::Node::Kind::Host: {
-        const BuiltinSpec *spec = n.fn ? nullptr : lookupBuiltin(n.builtin);
-        if ((spec && spec->lossHead) || (n.fn && n.fn->loss))
+        if (n.fn && n.fn->loss)
           break; // folded into the train step that consumes it
         SmallVector<Value> ins;
         for (const auto &inp : n.inputs)
@@ -198,23 +197,17 @@ private:
       }
       case sema::Node::Kind::Train: {
         const sema::Node &lossNode = in.nodes[n.inputs[0].producer];
-        const sema::FnBody *fn = lossNode.fn.get();
-        r::LossKind loss =
-            fn ? r::LossKind::fn
-               : *r::symbolizeLossKind(
-                     StringRef(lossNode.builtin).drop_back(strlen("_loss")));
+        const sema::FnBody &fn = *lossNode.fn;
         SmallVector<Value> ins;
         for (const auto &inp : lossNode.inputs)
           ins.push_back(input(inp, loc));
         auto op = b.create<r::TrainStepOp>(
             loc, recordType(n.result), sym(n.model->name),
-            r::LossKindAttr::get(&ctx, loss),
-            fn ? b.getStringAttr(fn->name) : StringAttr(), ins,
+            b.getStringAttr(fn.name), ins,
             i64(int64_t(n.attr("minibatches", 1))),
             i64(int64_t(n.attr("epochs", 1))), settings(lossNode), nullptr,
             nullptr, nullptr, nullptr);
-        if (fn)
-          buildFnRegion(b, op.getBody(), *fn, ValueRange(ins).getTypes());
+        buildFnRegion(b, op.getBody(), fn, ValueRange(ins).getTypes());
         place(op, n);
         results[i] = op.getResult();
         break;

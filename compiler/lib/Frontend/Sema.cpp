@@ -81,14 +81,9 @@ void Sema::collectSymbols() {
     }
     symbolOrder.push_back(name);
   };
-  // Imported modules first: a name that clashes with an import is then
-  // reported in the file that redeclares it, not in the library.
-  std::vector<ast::Module *> order;
-  for (size_t i = 1; i < p.modules.size(); ++i)
-    order.push_back(p.modules[i].get());
-  if (!p.modules.empty())
-    order.push_back(p.modules.front().get());
-  for (ast::Module *m : order) {
+  // Names the prelude declared, which the program's do not clash with.
+  llvm::StringSet<> preludeFns;
+  for (const ast::Module *m : declarationOrder(p)) {
     for (auto &e : m->entities)
       add(e->name, Symbol{Symbol::Entity, e.get(), nullptr, e->loc});
     for (auto &a : m->algorithms) {
@@ -98,14 +93,18 @@ void Sema::collectSymbols() {
     for (auto &f : m->functions) {
       // Functions of one name are overloads (FnChecker checks them).
       auto it = symbols.find(f->name);
+      if (m->prelude && it != symbols.end() && !preludeFns.count(f->name))
+        continue; // shadowed by the program
+      if (m->prelude)
+        preludeFns.insert(f->name);
       if (it != symbols.end() && it->second.kind == Symbol::Function) {
-        fns.add(*f);
+        fns.add(*f, m->prelude);
         continue;
       }
       add(f->name, Symbol{Symbol::Function, nullptr, nullptr, f->loc});
       if (!p.functions.count(f->name)) {
         p.functions[f->name] = f.get();
-        fns.add(*f);
+        fns.add(*f, m->prelude);
       }
     }
   }
@@ -135,6 +134,19 @@ const EntityDecl *Sema::lookupEntity(StringRef name, EntityKind k,
     return nullptr;
   }
   return it->second.entity;
+}
+
+std::vector<const ast::Module *> sema::declarationOrder(const Program &p) {
+  std::vector<const ast::Module *> order;
+  for (size_t i = 1; i < p.modules.size(); ++i)
+    if (!p.modules[i]->prelude)
+      order.push_back(p.modules[i].get());
+  if (!p.modules.empty())
+    order.push_back(p.modules.front().get());
+  for (size_t i = 1; i < p.modules.size(); ++i)
+    if (p.modules[i]->prelude)
+      order.push_back(p.modules[i].get());
+  return order;
 }
 
 mlir::LogicalResult sema::check(Program &p, mlir::MLIRContext &ctx) {

@@ -157,20 +157,15 @@ std::optional<Node> Sema::checkMethodCall(const Expr &call,
                 current->nodes[in->producer].kind == Node::Kind::Host
             ? &current->nodes[in->producer]
             : nullptr;
-    const BuiltinSpec *lossSpec =
-        producer ? lookupBuiltin(producer->builtin) : nullptr;
     bool fnLoss = producer && producer->fn && producer->fn->loss;
-    if (!fnLoss &&
-        (!lossSpec || !lossSpec->lossHead || !in->record.find("loss"))) {
+    if (!fnLoss) {
       error(inExpr.loc, formatv("{0} takes a loss, such as "
                                 "'ppo_actor_loss(g, adv)', but got {1}",
                                 calleeName, describe(*in)));
       return std::nullopt;
     }
     const Node &lossNode = current->nodes[in->producer];
-    const BuiltinSpec *loss =
-        fnLoss ? nullptr : lookupBuiltin(lossNode.builtin);
-    if (fnLoss && fnHead(*lossNode.fn) != model.head) {
+    if (fnHead(*lossNode.fn) != model.head) {
       modelNote(
           error(inExpr.loc,
                 formatv("loss '{0}' reads {1} head, but "
@@ -180,17 +175,6 @@ std::optional<Node> Sema::checkMethodCall(const Expr &call,
                         model.name,
                         model.head == Head::LM ? "an lm" : "a value")),
           "is declared here");
-      return std::nullopt;
-    }
-    if (loss && loss->lossHead && *loss->lossHead != model.head) {
-      modelNote(error(inExpr.loc,
-                      formatv("'{0}' trains a model with {1} head, "
-                              "but '{2}' has {3} head",
-                              lossNode.builtin,
-                              *loss->lossHead == Head::LM ? "an lm" : "a value",
-                              model.name,
-                              model.head == Head::LM ? "an lm" : "a value")),
-                "is declared here");
       return std::nullopt;
     }
     int64_t N = in->record.find("loss")->type.batch();
@@ -397,36 +381,10 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
     auto v = evalValue(ex, env);
     if (!v)
       return std::nullopt;
-    if (is.fields.empty()) {
-      auto t = expectTensor(*v, ex, is.kind, is.name, calleeName);
-      if (!t)
-        return std::nullopt;
-      n.inputs.push_back(*t);
-      continue;
-    }
-    // A record input: every listed field must be there with its kind.
-    if (v->kind != Value::Record) {
-      error(ex.loc, formatv("'{0}' of {1} must be a record with fields {2}, "
-                            "such as the result of a generate call; got {3}",
-                            is.name, calleeName, is.fieldList(), describe(*v)));
+    auto t = expectTensor(*v, ex, is.kind, is.name, calleeName);
+    if (!t)
       return std::nullopt;
-    }
-    for (auto &[fname2, kind] : is.fields) {
-      const Field *f = v->record.find(fname2);
-      if (!f || f->type.kind != kind) {
-        auto d = error(
-            ex.loc, formatv("'{0}' of {1} needs a field '{2}' with {3}, "
-                            "but '{4}' is {5}",
-                            is.name, calleeName, fname2, tensorKindNoun(kind),
-                            v->origin, v->record.str()));
-        if (v->defLoc && !v->origin.empty())
-          d.attachNote(mlir::Location(v->defLoc))
-              << "'" << v->origin << "' is defined here";
-        return std::nullopt;
-      }
-      n.inputs.push_back(
-          Node::Input{is.name + "." + fname2, v->producer, fname2, f->type});
-    }
+    n.inputs.push_back(*t);
   }
   // All inputs describe the same sequences: batch sizes must agree.
   const Node::Input *first = nullptr;
@@ -455,14 +413,6 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
   for (const Node::Input &in : n.inputs)
     if (in.type.shape.size() == 2 && in.type.kind != TensorKind::Answer)
       S = std::max(S, in.type.shape[1]);
-  if (int64_t g = int64_t(n.attr("group", 0)); g > 0 && N % g) {
-    error(call.loc,
-          formatv("batch of {0} sequences does not split into groups of "
-                  "{1}; generate with 'n = {1}' so every prompt has a "
-                  "full group",
-                  N, g));
-    return std::nullopt;
-  }
   n.result = spec->result(N, S);
   return n;
 }

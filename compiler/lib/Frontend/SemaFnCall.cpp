@@ -23,7 +23,29 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   };
   // What each parameter is bound to. A record passed positionally fills
   // the parameters from there on that it has fields named like (so
-  // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs).
+  // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs), but leaves a
+  // parameter for each tensor argument after it (so 'gae(r, v, lp, lr)'
+  // binds r's score alone, though r has values too).
+  std::vector<std::optional<Value>> positional;
+  for (const Arg &a : call.args)
+    if (a.name.empty()) {
+      auto v = evalValue(*a.value, env);
+      if (!v)
+        return std::nullopt;
+      positional.push_back(std::move(v));
+    }
+  auto tensorArgsAfter = [&](size_t k) {
+    return size_t(std::count_if(positional.begin() + k + 1, positional.end(),
+                                [](const std::optional<Value> &v) {
+                                  return v->kind != Value::Number;
+                                }));
+  };
+  auto tensorParamsFrom = [&](size_t i) {
+    size_t n = 0;
+    for (; i < np; ++i)
+      n += isTensor(i);
+    return n;
+  };
   std::vector<std::optional<Value>> vals(np);
   std::vector<const Expr *> exprs(np, nullptr);
   std::vector<bool> byName(np, false);
@@ -41,20 +63,20 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
                                                   : std::string("r"))
           << "." << spreadFirst << "') to fill one parameter";
   };
-  size_t pos = 0;
+  size_t pos = 0, k = 0;
   for (const Arg &a : call.args) {
     if (a.name.empty()) {
       if (pos >= np) {
         error(a.loc, "too many arguments: " + sig);
         return std::nullopt;
       }
-      auto v = evalValue(*a.value, env);
-      if (!v)
-        return std::nullopt;
+      const std::optional<Value> &v = positional[k];
+      size_t room = tensorParamsFrom(pos), after = tensorArgsAfter(k++);
+      size_t most = room > after ? room - after : 1;
       bool spread = false;
       size_t first = pos;
       if (v->kind == Value::Record || v->kind == Value::Dataset)
-        while (pos < np && isTensor(pos) && !exprs[pos] &&
+        while (pos < np && pos - first < most && isTensor(pos) && !exprs[pos] &&
                v->record.find(fn.params[pos].name)) {
           vals[pos] = v;
           exprs[pos] = a.value.get();

@@ -216,7 +216,6 @@ private:
           setting(s, index++);
     } else if (const ast::FnDecl *f =
                    isMethod ? nullptr : scope.lookupFunction(callee)) {
-      // A function replaces the built-in of its name.
       for (const ast::FnParam &p : f->params)
         if (!given.count(p.name))
           add(p.name, mlsp::CompletionItemKind::Property,
@@ -227,9 +226,8 @@ private:
       for (const InputSpec &in : b->inputs)
         if (!given.count(in.name))
           add(in.name, mlsp::CompletionItemKind::Property,
-              in.fields.empty() ? "input: " + tensorKindNoun(in.kind).str()
-                                : "input: a record " + in.fieldList(),
-              order('0', index++), in.name + " = ");
+              "input: " + tensorKindNoun(in.kind).str(), order('0', index++),
+              in.name + " = ");
       for (const SettingSpec &s : b->settings)
         if (!given.count(s.name))
           setting(s, index++);

@@ -36,11 +36,11 @@ Document::Document(mlir::MLIRContext &ctx, const ServerOptions &options,
     for (const auto &a : m->algorithms)
       algorithms.emplace(a->name, a.get());
   }
-  // Sema keeps the first function of a name in the imports, then in the
-  // main file.
-  for (size_t i = 1; i <= program.modules.size(); ++i)
-    for (const auto &f : program.modules[i % program.modules.size()]->functions)
-      functions.emplace(f->name, f.get());
+  // Sema keeps the first function of a name in its declaration order.
+  for (const ast::Module *m : sema::declarationOrder(program))
+    for (const auto &f : m->functions)
+      if (!m->prelude || !entities.count(f->name) && !algorithms.count(f->name))
+        functions.emplace(f->name, f.get());
   occurrences = indexOccurrences(*this);
 }
 

@@ -93,8 +93,6 @@ void declHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
     os << formatv("\n\ndeclared in `{0}:{1}`",
                   llvm::sys::path::filename(f.getFilename().getValue()),
                   f.getLine());
-  if (lookupBuiltin(d.name))
-    os << "\n\nreplaces the built-in `" << d.name << "`";
   // Called from an algorithm: the record it gives in each run.
   if (!o.algorithm || !o.nodeLoc)
     return;

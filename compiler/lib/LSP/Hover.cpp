@@ -300,14 +300,8 @@ void methodHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
 
 void builtinHover(const Occurrence &o, llvm::raw_ostream &os) {
   const BuiltinSpec *spec = lookupBuiltin(o.name);
-  os << "**" << spec->name << "**" << spec->signature << ": " << spec->summary;
-  if (spec->lossHead)
-    os << "; trains a model with "
-       << (*spec->lossHead == sema::Head::Value ? "a value" : "an lm")
-       << " head";
-  else
-    os << "; runs on the controller";
-  os << "\n";
+  os << "**" << spec->name << "**" << spec->signature << ": " << spec->summary
+     << "; runs on the controller\n";
   if (spec->settings.empty())
     return;
   os << "\nsettings:\n";

@@ -36,13 +36,17 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
     SymbolTable symbols(module);
     MLIRContext *ctx = &getContext();
     Builder b(ctx);
-    Type i32 = b.getIntegerType(32), i8 = b.getIntegerType(8), f32 = b.getF32Type();
-    auto dims = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+    Type i32 = b.getIntegerType(32), i8 = b.getIntegerType(8),
+         f32 = b.getF32Type();
+    auto dims = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
     WalkResult res = module.walk([&](Operation *op) -> WalkResult {
       RecordBuilder rb{ctx, {}, {}};
       Type inferred;
       if (auto g = dyn_cast<r::GenerateOp>(op)) {
-        int64_t n = dims(g.getPrompt())[0] * g.getN(), p = dims(g.getPrompt())[1];
+        int64_t n = dims(g.getPrompt())[0] * g.getN(),
+                p = dims(g.getPrompt())[1];
         int64_t s = p + g.getMaxNewTokens();
         inferred = rb.add("prompt", {n, p}, i32, r::TensorKind::tokens)
                        .add("seq", {n, s}, i32, r::TensorKind::tokens)
@@ -61,11 +65,9 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
           rb.add("values", d, f32, r::TensorKind::values)
               .add("score", {d[0]}, f32, r::TensorKind::score);
         inferred = rb.get();
-      } else if (auto t = dyn_cast<r::TrainStepOp>(op)) {
-        // An fn loss's metrics follow the loss in the stats record.
-        if (t.getLoss() == r::LossKind::fn)
-          return WalkResult::advance();
-        inferred = rb.add("loss", {}, f32, r::TensorKind::loss).get();
+      } else if (isa<r::TrainStepOp>(op)) {
+        // The loss's metrics follow the loss in the stats record.
+        return WalkResult::advance();
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         // A function's record comes from its signature, sized by Sema.
         if (c.getKind() == r::ComputeKind::fn)
@@ -80,16 +82,6 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
             s = std::max(s, d[1]);
         }
         switch (c.getKind()) {
-        case r::ComputeKind::gae:
-          rb.add("advantages", {n, s}, f32, r::TensorKind::advantages)
-              .add("returns", {n, s}, f32, r::TensorKind::returns);
-          break;
-        case r::ComputeKind::grpo_adv:
-        case r::ComputeKind::remax_adv:
-        case r::ComputeKind::rloo_adv:
-          rb.add("advantages", {n}, f32, r::TensorKind::advantages);
-          break;
-        case r::ComputeKind::kl_penalty:
         case r::ComputeKind::exact_match:
         case r::ComputeKind::script_reward:
           rb.add("score", {n}, f32, r::TensorKind::score);
@@ -99,7 +91,8 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
         }
         inferred = rb.get();
       } else if (auto f = dyn_cast<r::FieldOp>(op)) {
-        inferred = cast<r::RecordType>(f.getRecord().getType()).getFieldType(f.getName());
+        inferred = cast<r::RecordType>(f.getRecord().getType())
+                       .getFieldType(f.getName());
         if (!inferred) {
           f.emitError() << "record has no field '" << f.getName()
                         << "' after shape inference";

@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhfc/Transforms/FnCode.h"
 #include "PassUtils.h"
 #include "rlhfc/Support/SourcePaths.h"
+#include "rlhfc/Transforms/FnCode.h"
 #include "rlhfc/Transforms/Passes.h"
 
 #include "rlhf/runtime/rlhf_program.h"
@@ -35,18 +35,7 @@ using namespace rlhfc;
 namespace r = mlir::rlhf;
 
 // The runtime's enums follow the dialect's order.
-static_assert(int(r::LossKind::ppo_actor) == RLHF_LOSS_PPO_ACTOR &&
-              int(r::LossKind::ppo_value) == RLHF_LOSS_PPO_VALUE &&
-              int(r::LossKind::grpo) == RLHF_LOSS_GRPO &&
-              int(r::LossKind::dpo) == RLHF_LOSS_DPO &&
-              int(r::LossKind::sft) == RLHF_LOSS_SFT &&
-              int(r::LossKind::rm) == RLHF_LOSS_RM);
-static_assert(int(r::ComputeKind::gae) == RLHF_COMPUTE_GAE &&
-              int(r::ComputeKind::grpo_adv) == RLHF_COMPUTE_GRPO_ADV &&
-              int(r::ComputeKind::remax_adv) == RLHF_COMPUTE_REMAX_ADV &&
-              int(r::ComputeKind::rloo_adv) == RLHF_COMPUTE_RLOO_ADV &&
-              int(r::ComputeKind::kl_penalty) == RLHF_COMPUTE_KL_PENALTY &&
-              int(r::ComputeKind::exact_match) == RLHF_COMPUTE_EXACT_MATCH &&
+static_assert(int(r::ComputeKind::exact_match) == RLHF_COMPUTE_EXACT_MATCH &&
               int(r::ComputeKind::script_reward) == RLHF_COMPUTE_SCRIPT_REWARD);
 
 namespace {
@@ -288,13 +277,12 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     for (r::ModelOp m : models) {
       Location mloc = m.getLoc();
       r::ArchAttr a = m.getArch();
-      Value arch =
-          e.array(mloc, (m.getSymName() + "_arch").str(),
-                  ArrayRef<int64_t>{
-                      a.getLayers(), a.getHidden(), a.getHeads(),
-                      a.getKvHeads(), a.getFfn(), a.getVocab(), a.getMaxSeq(),
-                      m.getHead() == r::Head::value, a.getTieEmbeddings(),
-                      a.getQkvBias()});
+      Value arch = e.array(
+          mloc, (m.getSymName() + "_arch").str(),
+          ArrayRef<int64_t>{a.getLayers(), a.getHidden(), a.getHeads(),
+                            a.getKvHeads(), a.getFfn(), a.getVocab(),
+                            a.getMaxSeq(), m.getHead() == r::Head::value,
+                            a.getTieEmbeddings(), a.getQkvBias()});
       // Adam settings; lr 0 marks a frozen model.
       SmallVector<double> adam = {0.0, 0.9, 0.95, 1e-8, 0.0, 1.0};
       if (m.getTrainable()) {
@@ -496,23 +484,14 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                                std::pair(st.getZero(), "zero=1")})
           if (on)
             settings += (settings.empty() ? "" : ",") + std::string(key);
-        // A built-in loss goes by its kind, a loss in the language as fn
-        // code; the rest of the call is the same.
-        bool fn = ts.getLoss() == r::LossKind::fn;
-        Value loss;
-        if (fn) {
-          FailureOr<std::string> code = encodeFnCode(ts);
-          if (failed(code))
-            return failure();
-          loss = e.string(l, *code);
-        } else {
-          loss = e.int64(l, int64_t(ts.getLoss()));
-        }
+        FailureOr<std::string> code = encodeFnCode(ts);
+        if (failed(code))
+          return failure();
         handle[ts.getStats()] =
-            e.call(l, fn ? "rlhf_train_fn" : "rlhf_train", e.ptr,
-                   {p, modelIdx(ts.getModel()), loss, n, arr, placed("train"),
-                    e.int64(l, ts.getMinibatches()), e.int64(l, ts.getEpochs()),
-                    e.string(l, settings),
+            e.call(l, "rlhf_train", e.ptr,
+                   {p, modelIdx(ts.getModel()), e.string(l, *code), n, arr,
+                    placed("train"), e.int64(l, ts.getMinibatches()),
+                    e.int64(l, ts.getEpochs()), e.string(l, settings),
                     e.string(l, ("train " + ts.getModel()).str())});
       } else if (auto c = dyn_cast<r::ComputeOp>(op)) {
         auto [n, arr] = inputs(l, c.getInputs());

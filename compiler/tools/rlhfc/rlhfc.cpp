@@ -49,7 +49,8 @@ enum class Emit {
 
 cl::OptionCategory rlhfcCat("rlhfc options");
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .rlhf file, or - for stdin>"),
+cl::opt<std::string> inputFile(cl::Positional,
+                               cl::desc("<input .rlhf file, or - for stdin>"),
                                cl::init("-"), cl::cat(rlhfcCat));
 cl::opt<Emit>
     emit("emit", cl::desc("What to produce (default: check the program only)"),
@@ -84,14 +85,23 @@ cl::opt<Emit>
                                "(default name: the input's, without .rlhf); "
                                "run it with rlhf-run -n GPUS")),
          cl::cat(rlhfcCat));
-cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
-                                cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
-cl::list<std::string> includeDirs("I", cl::desc("Add a folder to the import search path"),
-                                  cl::value_desc("dir"), cl::Prefix, cl::cat(rlhfcCat));
+cl::opt<std::string>
+    outputFile("o", cl::desc("Write the output here (default: stdout)"),
+               cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
+cl::list<std::string>
+    includeDirs("I", cl::desc("Add a folder to the import search path"),
+                cl::value_desc("dir"), cl::Prefix, cl::cat(rlhfcCat));
 cl::opt<std::string> stdlibDir("stdlib",
                                cl::desc("Standard library folder (default: the "
                                         "installed one, or $RLHF_STDLIB)"),
-                               cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
+                               cl::value_desc("dir"), cl::init(""),
+                               cl::cat(rlhfcCat));
+cl::opt<bool> noPrelude(
+    "no-prelude",
+    cl::desc("Do not load the standard library's prelude.rlhf, which makes "
+             "its estimators and losses (gae, grpo_adv, ppo_actor_loss, ...) "
+             "callable without an import"),
+    cl::init(false), cl::cat(rlhfcCat));
 rlhfc::PlanningCLOptions planningFlags(rlhfcCat);
 cl::opt<bool> estimate("estimate",
                        cl::desc("Print each call's estimated time and per-GPU "
@@ -103,8 +113,8 @@ cl::opt<std::string> runtimeDir(
              "next to rlhfc)"),
     cl::value_desc("dir"), cl::init(""), cl::cat(rlhfcCat));
 cl::opt<bool> printLocations("print-locations",
-                              cl::desc("Print source locations in MLIR output"),
-                              cl::init(false), cl::cat(rlhfcCat));
+                             cl::desc("Print source locations in MLIR output"),
+                             cl::init(false), cl::cat(rlhfcCat));
 cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check that the diagnostics match the expected-error/warning/note "
@@ -202,7 +212,9 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
   rlhfc::FrontendOptions opts;
   opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
   opts.stdlibDir = rlhfc::defaultStdlibDir(stdlibDir);
-  std::unique_ptr<rlhfc::sema::Program> prog = rlhfc::loadProgram(sm, ctx, opts);
+  opts.prelude = !noPrelude;
+  std::unique_ptr<rlhfc::sema::Program> prog =
+      rlhfc::loadProgram(sm, ctx, opts);
   if (!prog)
     return mlir::failure();
 
@@ -270,7 +282,8 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
 int main(int argc, char **argv) {
   InitLLVM x(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "rlhfc " << RLHFC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
+    os << "rlhfc " << RLHFC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING
+       << ")\n";
   });
   cl::HideUnrelatedOptions(rlhfcCat);
   cl::ParseCommandLineOptions(argc, argv, kOverview);

@@ -30,20 +30,31 @@ struct Arg {
 };
 
 struct Expr {
-  enum class Kind { Number, String, Bool, Name, Field, Call, Slice, Neg, Binary, List };
+  enum class Kind {
+    Number,
+    String,
+    Bool,
+    Name,
+    Field,
+    Call,
+    Slice,
+    Neg,
+    Binary,
+    List
+  };
   // Binary operators: + - * / and the comparisons < <= > >= == !=.
   Kind kind;
   mlir::Location loc;
 
-  double number = 0;   // Number
+  double number = 0; // Number
   bool isInteger = false;
-  std::string text;    // Number: unit; String: value; Name/Field: identifier;
-                       // Binary: operator
-  bool boolean = false; // Bool
-  ExprPtr base;        // Field/Call/Slice base, Neg operand, Binary lhs
-  ExprPtr lo, hi;      // Slice bounds; Binary rhs in `hi`
-  std::vector<Arg> args;       // Call
-  std::vector<ExprPtr> elems;  // List
+  std::string text;      // Number: unit; String: value; Name/Field: identifier;
+                         // Binary: operator
+  bool boolean = false;  // Bool
+  ExprPtr base;          // Field/Call/Slice base, Neg operand, Binary lhs
+  ExprPtr lo, hi;        // Slice bounds; Binary rhs in `hi`
+  std::vector<Arg> args; // Call
+  std::vector<ExprPtr> elems; // List
 
   Expr(Kind k, mlir::Location l) : kind(k), loc(l) {}
 };
@@ -58,7 +69,8 @@ struct Property {
 enum class EntityKind { Hardware, Arch, Cluster, Model, Dataset };
 llvm::StringRef entityKindName(EntityKind k);
 
-/// `hardware|arch|cluster|model|dataset NAME (: BASE("path")?)? { properties }`.
+/// `hardware|arch|cluster|model|dataset NAME (: BASE("path")?)? { properties
+/// }`.
 struct EntityDecl {
   EntityKind kind;
   std::string name;
@@ -152,6 +164,9 @@ struct RunDecl {
 /// One parsed source file.
 struct Module {
   std::string filename;
+  /// Loaded implicitly from the standard library (stdlib/prelude.rlhf): its
+  /// functions yield to any declaration of the same name in the program.
+  bool prelude = false;
   std::vector<ImportDecl> imports;
   std::vector<std::unique_ptr<EntityDecl>> entities;
   std::vector<std::unique_ptr<AlgorithmDecl>> algorithms;

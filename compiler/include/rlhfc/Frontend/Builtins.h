@@ -33,12 +33,10 @@ struct SettingSpec {
 /// double quotes)", " (optional)" or " = 0.2".
 std::string settingDefault(const SettingSpec &s);
 
-/// A tensor input: one kind, or a record with the listed fields.
+/// A tensor input of one kind.
 struct InputSpec {
   std::string name;
   TensorKind kind = TensorKind::Tokens;
-  std::vector<std::pair<std::string, TensorKind>> fields;
-  std::string fieldList() const;
 };
 
 struct BuiltinSpec {
@@ -46,8 +44,6 @@ struct BuiltinSpec {
   const char *summary;
   std::vector<InputSpec> inputs;
   std::vector<SettingSpec> settings;
-  /// For losses, the head of the model they train.
-  std::optional<sema::Head> lossHead;
   /// Result type from the batch N and sequence length S of the inputs.
   std::function<RecordType(int64_t N, int64_t S)> result;
   std::string signature; ///< "(score, values, logprobs, ref_logprobs)"

@@ -15,6 +15,10 @@ struct FrontendOptions {
   std::vector<std::string> includeDirs;
   /// Searched last: the installed standard library.
   std::string stdlibDir;
+  /// Loads `prelude.rlhf` of the standard library after the program: the
+  /// stdlib's estimators and losses (gae, ppo_actor_loss, ...) are then
+  /// callable without an import.
+  bool prelude = true;
   ParseLimits limits;
 };
 

@@ -40,11 +40,11 @@ struct Arch {
   int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
   int64_t maxSeq = 4096;
   bool tieEmbeddings = false;
-  bool qkvBias = false;      ///< q/k/v biases (Qwen2)
+  bool qkvBias = false; ///< q/k/v biases (Qwen2)
   double ropeTheta = 10000.0;
   double normEps = 1e-5;
-  rlhf::RopeScaling rope;    ///< LLaMA-3's
-  std::string hfDir;         ///< the checkpoint imported by `: hf("dir")`
+  rlhf::RopeScaling rope; ///< LLaMA-3's
+  std::string hfDir;      ///< the checkpoint imported by `: hf("dir")`
 
   int64_t headDim() const { return heads ? hidden / heads : 0; }
   rlhf::ModelShape shape(bool valueHead = false) const;
@@ -118,9 +118,9 @@ struct Node {
   /// inlined for this call, shared by the train call of a loss.
   std::shared_ptr<const FnBody> fn;
   struct Input {
-    std::string param;  ///< the callee's parameter name
-    int producer = -1;  ///< node index, or -1 for the dataset
-    std::string field;  ///< field of the producer's record
+    std::string param; ///< the callee's parameter name
+    int producer = -1; ///< node index, or -1 for the dataset
+    std::string field; ///< field of the producer's record
     TensorType type;
   };
   std::vector<Input> inputs;
@@ -161,6 +161,12 @@ struct Program {
   std::map<std::string, const ast::FnDecl *> functions;
   std::vector<Instance> instances;
 };
+
+/// The modules in the order their names are declared: the imports, then the
+/// main module, then the prelude's, so that a name clashing with an import
+/// is reported where it is redeclared and the program's functions shadow
+/// the prelude's.
+std::vector<const ast::Module *> declarationOrder(const Program &p);
 
 /// Checks `p.modules` and fills the rest of `p`. Emits every error it finds
 /// (not only the first) and fails when there was one.

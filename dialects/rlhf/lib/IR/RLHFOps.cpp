@@ -16,53 +16,22 @@ namespace {
 
 using TK = TensorKind;
 
+/// The inputs of the host functions written in C++.
 ArrayRef<TensorKind> expectedInputs(ComputeKind k) {
-  static const TensorKind gae[] = {TK::score, TK::values, TK::logprobs, TK::logprobs};
-  static const TensorKind score[] = {TK::score};
-  static const TensorKind twoScores[] = {TK::score, TK::score};
-  static const TensorKind kl[] = {TK::score, TK::logprobs, TK::logprobs};
   static const TensorKind match[] = {TK::tokens, TK::answer};
   switch (k) {
-  case ComputeKind::gae: return gae;
-  case ComputeKind::grpo_adv: return score;
-  case ComputeKind::remax_adv: return twoScores;
-  case ComputeKind::rloo_adv: return score;
-  case ComputeKind::kl_penalty: return kl;
-  case ComputeKind::exact_match: return match;
-  case ComputeKind::script_reward: return match;
+  case ComputeKind::exact_match:
+  case ComputeKind::script_reward:
+    return match;
   case ComputeKind::fn:
     break; // the body's block arguments say
   }
   return {};
 }
 
-ArrayRef<TensorKind> expectedInputs(LossKind k) {
-  static const TensorKind ppoActor[] = {TK::tokens, TK::logprobs, TK::advantages};
-  static const TensorKind ppoValue[] = {TK::tokens, TK::values, TK::returns};
-  static const TensorKind grpo[] = {TK::tokens, TK::logprobs, TK::advantages,
-                                    TK::logprobs};
-  static const TensorKind dpo[] = {TK::tokens, TK::tokens, TK::logprobs, TK::logprobs};
-  static const TensorKind sft[] = {TK::tokens};
-  static const TensorKind rm[] = {TK::tokens, TK::tokens};
-  switch (k) {
-  case LossKind::ppo_actor: return ppoActor;
-  case LossKind::ppo_value: return ppoValue;
-  case LossKind::grpo: return grpo;
-  case LossKind::dpo: return dpo;
-  case LossKind::sft: return sft;
-  case LossKind::rm: return rm;
-  case LossKind::fn:
-    break;
-  }
-  return {};
-}
-
-Head lossHead(LossKind k) {
-  return k == LossKind::ppo_value || k == LossKind::rm ? Head::value : Head::lm;
-}
-
 /// Checks operand kinds against a signature, naming the first mismatch.
-LogicalResult verifyInputKinds(Operation *op, StringRef callee, ValueRange inputs,
+LogicalResult verifyInputKinds(Operation *op, StringRef callee,
+                               ValueRange inputs,
                                ArrayRef<TensorKind> expected) {
   if (inputs.size() != expected.size())
     return op->emitOpError() << "'" << callee << "' takes " << expected.size()
@@ -70,9 +39,9 @@ LogicalResult verifyInputKinds(Operation *op, StringRef callee, ValueRange input
   for (auto [i, v, k] : llvm::enumerate(inputs, expected)) {
     TensorKind got = *getTensorKind(v.getType());
     if (got != k)
-      return op->emitOpError()
-             << "input #" << i << " of '" << callee << "' must hold "
-             << stringifyTensorKind(k) << ", but holds " << stringifyTensorKind(got);
+      return op->emitOpError() << "input #" << i << " of '" << callee
+                               << "' must hold " << stringifyTensorKind(k)
+                               << ", but holds " << stringifyTensorKind(got);
   }
   return success();
 }
@@ -104,15 +73,16 @@ LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
 
 /// Against the cluster: the mesh fits, and every tensor-parallel group stays
 /// inside one node (ranks are tp-major within the mesh).
-LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster, MeshAttr mesh,
-                                    StrategyAttr strategy, StringRef what = "") {
+LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
+                                    MeshAttr mesh, StrategyAttr strategy,
+                                    StringRef what = "") {
   if (!mesh || !strategy || !cluster)
     return success();
   if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
-    return op->emitOpError() << what << "mesh <" << mesh.getFirst() << ", "
-                             << mesh.getSize() << "> exceeds the "
-                             << cluster.getNumGpus() << " GPUs of cluster @"
-                             << cluster.getSymName();
+    return op->emitOpError()
+           << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
+           << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
+           << cluster.getSymName();
   int64_t tp = strategy.getTp();
   if (int64_t g = tpGroupAcrossNodes(mesh.getFirst(), mesh.getSize(), tp,
                                      cluster.getGpusPerNode());
@@ -134,8 +104,8 @@ FailureOr<ModelOp> lookupModel(Operation *op, SymbolTableCollection &symbols,
                                FlatSymbolRefAttr ref) {
   auto model = symbols.lookupNearestSymbolFrom<ModelOp>(op, ref);
   if (!model)
-    return op->emitOpError() << "'" << ref.getValue()
-                             << "' does not name an rlhf.model";
+    return op->emitOpError()
+           << "'" << ref.getValue() << "' does not name an rlhf.model";
   return model;
 }
 
@@ -194,8 +164,8 @@ ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
   using Enum = decltype(std::declval<EnumAttrT>().getValue());
   std::optional<Enum> value = symbolizeEnum<Enum>(word);
   if (!value)
-    return parser.emitError(loc) << "unknown " << EnumAttrT::getMnemonic()
-                                 << " '" << word << "'";
+    return parser.emitError(loc)
+           << "unknown " << EnumAttrT::getMnemonic() << " '" << word << "'";
   attr = EnumAttrT::get(parser.getContext(), *value);
   return success();
 }
@@ -236,14 +206,16 @@ ClusterOp AlgorithmOp::getClusterOp() {
 
 LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr()))
-    return emitOpError() << "'" << getCluster() << "' does not name an rlhf.cluster";
+    return emitOpError() << "'" << getCluster()
+                         << "' does not name an rlhf.cluster";
   return success();
 }
 
 LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto ds = symbols.lookupNearestSymbolFrom<DatasetOp>(*this, getDatasetAttr());
   if (!ds)
-    return emitOpError() << "'" << getDataset() << "' does not name an rlhf.dataset";
+    return emitOpError() << "'" << getDataset()
+                         << "' does not name an rlhf.dataset";
   if (ds.getBatchType() != getBatch().getType())
     return emitOpError() << "result type " << getBatch().getType()
                          << " differs from the batch type of @" << getDataset()
@@ -251,8 +223,10 @@ LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
-LogicalResult FieldOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        ValueRange operands, DictionaryAttr attrs,
+LogicalResult FieldOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        ValueRange operands,
+                                        DictionaryAttr attrs,
                                         OpaqueProperties props, RegionRange,
                                         SmallVectorImpl<Type> &inferred) {
   Adaptor adaptor(operands, attrs, props);
@@ -304,22 +278,16 @@ LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto rec = cast<RecordType>(getResult().getType());
   StringRef want = model.getHead() == Head::lm ? "logprobs" : "values";
   if (!rec.getFieldType(want))
-    return emitOpError() << "result of @" << model.getSymName() << " must have a '"
-                         << want << "' field";
+    return emitOpError() << "result of @" << model.getSymName()
+                         << " must have a '" << want << "' field";
   return success();
 }
 
 LogicalResult TrainStepOp::verify() {
-  if (getLoss() == LossKind::fn) {
-    if (failed(verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
-                            /*loss=*/true,
-                            cast<RecordType>(getStats().getType()).getTypes())))
-      return failure();
-  } else if (failed(verifyNoFnBody(*this, getFnAttr(), getBody())) ||
-             failed(verifyInputKinds(*this, stringifyLossKind(getLoss()),
-                                     getInputs(), expectedInputs(getLoss())))) {
+  if (failed(verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
+                          /*loss=*/true,
+                          cast<RecordType>(getStats().getType()).getTypes())))
     return failure();
-  }
   if (getMinibatches() < 1 || getEpochs() < 1)
     return emitOpError() << "minibatches and epochs must be positive";
   int64_t n = batchOf(getInputs().front().getType());
@@ -329,11 +297,9 @@ LogicalResult TrainStepOp::verify() {
   return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
 }
 
-/// The head a loss trains: a built-in's, or that of the model outputs an fn
-/// loss reads (the body's verifier keeps them to one head).
+/// The head a loss trains: that of the model outputs it reads (the body's
+/// verifier keeps them to one head).
 static Head trainedHead(TrainStepOp op) {
-  if (op.getLoss() != LossKind::fn)
-    return lossHead(op.getLoss());
   Head head = Head::lm;
   op.getBody().walk([&](ModelOutputOp m) {
     if (m.getOutput() == ModelOutput::values ||
@@ -352,11 +318,9 @@ LogicalResult TrainStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
                          << ": it is not trainable";
   Head head = trainedHead(*this);
   if (model.getHead() != head)
-    return emitOpError() << "loss '"
-                         << (getFnAttr() ? getFnAttr().getValue()
-                                         : stringifyLossKind(getLoss()))
-                         << "' needs a model with a " << stringifyHead(head)
-                         << " head, but @" << model.getSymName() << " has a "
+    return emitOpError() << "loss '" << getFn() << "' needs a model with a "
+                         << stringifyHead(head) << " head, but @"
+                         << model.getSymName() << " has a "
                          << stringifyHead(model.getHead()) << " head";
   return success();
 }
@@ -419,7 +383,8 @@ LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (target->getArch() != source->getArch() ||
       target->getHead() != source->getHead())
     return emitOpError() << "@" << source->getSymName() << " and @"
-                         << target->getSymName() << " have different architectures";
+                         << target->getSymName()
+                         << " have different architectures";
   double decay = getDecay().convertToDouble();
   if (decay < 0 || decay > 1)
     return emitOpError() << "decay must be in [0, 1]";
@@ -431,7 +396,8 @@ LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReallocOp::verify() {
-  if (failed(verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
+  if (failed(
+          verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
       failed(verifyLayout(*this, getToMesh(), getTo(), "target layout: ")))
     return failure();
   if (getSource() == getTarget() && getFromMesh() == getToMesh() &&

@@ -2,10 +2,11 @@
 //
 // One train call: the batch is split into minibatches (one optimizer step
 // each) and every minibatch into micro-batches whose gradients accumulate.
-// Token losses are summed and divided by the minibatch's token count across
-// all data-parallel ranks, so any dp x micro-batch split gives the gradient
-// of the whole minibatch; gradients are then summed over dp, clipped by the
-// global norm (tensor-parallel shards counted once), and applied with Adam.
+// The loss is a function written in the language (fn code), whose batch
+// reductions are normalised over the minibatch across all data-parallel
+// ranks, so any dp x micro-batch split gives the gradient of the whole
+// minibatch; gradients are then summed over dp, clipped by the global norm
+// (tensor-parallel shards counted once), and applied with Adam.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,33 +19,13 @@ namespace rlhf {
 
 class FnProgram;
 
-enum class LossKind { Sft, PpoActor, PpoValue, Grpo, Dpo, Rm };
-
-struct LossSettings {
-  double clip = 0.2; ///< PPO ratio / value clip
-  double kl = 0.0;   ///< KL-to-reference coefficient (GRPO, optionally PPO)
-  double beta = 0.1; ///< DPO temperature
-};
-
-/// Inputs of the losses; which fields a loss reads is documented on it.
-/// Per-token tensors are aligned with the predicted tokens: index t is the
-/// prediction of token t+1 of `seq`, so they have S-1 columns.
+/// A train call's batch: the loss function's inputs in order (rows first),
+/// and the masks they carry, for mask_of (undefined: none; a token input
+/// then masks its non-pad predicted tokens). Per-token tensors are aligned
+/// with the predicted tokens: index t is the prediction of token t+1 of the
+/// sequence, so they have S-1 columns.
 struct TrainBatch {
-  at::Tensor seq;         ///< [N, S] token ids (all losses; DPO/RM: chosen)
-  at::Tensor lossMask;    ///< [N, S-1] 1 where a token is trained on
-  at::Tensor oldLogprobs; ///< [N, S-1] PPO/GRPO: behaviour policy
-  at::Tensor
-      refLogprobs;       ///< [N, S-1] GRPO: reference; DPO: reference of chosen
-  at::Tensor advantages; ///< [N, S-1] or [N] PPO/GRPO
-  at::Tensor oldValues;  ///< [N, S-1] value loss: values at rollout
-  at::Tensor returns;    ///< [N, S-1] value loss targets
-  at::Tensor rejected;   ///< [N, S] DPO/RM: rejected sequences
-  at::Tensor rejectedMask; ///< [N, S-1]
-  at::Tensor refRejected;  ///< [N, S-1] DPO: reference of rejected
-  /// A loss in fn code (TrainOptions::lossFn) reads these instead: its
-  /// inputs in order, and the masks they carry, for mask_of (undefined:
-  /// none; a token input then masks its non-pad predicted tokens).
-  std::vector<at::Tensor> fnInputs, fnMasks;
+  std::vector<at::Tensor> inputs, masks;
 };
 
 struct AdamSettings {
@@ -115,24 +96,22 @@ reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
                 bool zero, int64_t bucketBytes = kGradientBucketBytes);
 
 struct TrainOptions {
-  LossKind loss = LossKind::Sft;
-  LossSettings settings;
+  /// The loss, in fn code (FnProgram.h; required): it reads batch.inputs,
+  /// and its batch reductions are normalised over the minibatch on every dp
+  /// rank, so any dp x micro-batch split gives the minibatch's gradient.
+  const FnProgram *loss = nullptr;
   int64_t minibatches = 1;
   int64_t microBatches = 1;   ///< per minibatch on this rank
   Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
   bool recompute = false;     ///< recompute decoder layers in backward
   bool zero = false;          ///< shard Adam's moments over dp (ZeRO-1)
-  /// A loss in fn code (FnProgram.h), replacing `loss` and `settings`: it
-  /// reads batch.fnInputs, and its batch reductions are normalised over the
-  /// minibatch on every dp rank as `loss`'s are.
-  const FnProgram *lossFn = nullptr;
-  int64_t pad = 0; ///< the pad id, for the masks of fn token inputs
+  int64_t pad = 0;            ///< the pad id, for the masks of token inputs
 };
 
 struct TrainStats {
   double loss = 0;     ///< mean over minibatches
   double gradNorm = 0; ///< of the last minibatch, before clipping
-  /// An fn loss's metrics (its outputs after the loss), means over
+  /// The loss's metrics (its outputs after the loss), means over
   /// minibatches like `loss`.
   std::vector<double> metrics;
 };

@@ -27,30 +27,14 @@ extern "C" {
 typedef struct rlhf_prog rlhf_prog;
 typedef struct rlhf_value rlhf_value;
 
-/* The order of the rlhf dialect's LossKind and ComputeKind enums. */
-enum {
-  RLHF_LOSS_PPO_ACTOR = 0,
-  RLHF_LOSS_PPO_VALUE = 1,
-  RLHF_LOSS_GRPO = 2,
-  RLHF_LOSS_DPO = 3,
-  RLHF_LOSS_SFT = 4,
-  RLHF_LOSS_RM = 5
-};
-enum {
-  RLHF_COMPUTE_GAE = 0,
-  RLHF_COMPUTE_GRPO_ADV = 1,
-  RLHF_COMPUTE_REMAX_ADV = 2,
-  RLHF_COMPUTE_RLOO_ADV = 3,
-  RLHF_COMPUTE_KL_PENALTY = 4,
-  RLHF_COMPUTE_EXACT_MATCH = 5,
-  /* 6 is the dialect's `fn`, which runs through rlhf_apply. */
-  RLHF_COMPUTE_SCRIPT_REWARD = 7
-};
+/* The rlhf dialect's ComputeKind for the host functions written in C++
+ * (its `fn` kind runs through rlhf_apply). */
+enum { RLHF_COMPUTE_EXACT_MATCH = 1, RLHF_COMPUTE_SCRIPT_REWARD = 2 };
 
 /* arch: {layers, hidden, heads, kv_heads, ffn, vocab, max_seq, value_head,
- *        tie_embeddings, qkv_bias}; the Adam settings matter for trainable models;
- *        checkpoint: a safetensors file, a Hugging Face checkpoint
- *        directory, or NULL (random init from the seed). */
+ *        tie_embeddings, qkv_bias}; the Adam settings matter for trainable
+ * models; checkpoint: a safetensors file, a Hugging Face checkpoint directory,
+ * or NULL (random init from the seed). */
 rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
                             int64_t steps, int64_t seed, int64_t save_interval,
                             int64_t gpus, double predicted_iteration_s);
@@ -105,11 +89,6 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t model, rlhf_value *prompt,
                           int64_t greedy, const char *label);
 rlhf_value *rlhf_inference(rlhf_prog *p, int64_t model, rlhf_value *seq,
                            const int64_t *layout, const char *label);
-/* settings: "key=value,..." (clip, kl, beta). */
-rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, int64_t loss,
-                       int64_t ninputs, rlhf_value *const *inputs,
-                       const int64_t *layout, int64_t minibatches,
-                       int64_t epochs, const char *settings, const char *label);
 /* settings: "key=value,..." of numbers, or key="text" with '%', ',', '"'
  * and control bytes written %XX. RLHF_COMPUTE_SCRIPT_REWARD reads command,
  * cwd, workers, timeout and an optional default; rank 0 runs the worker
@@ -123,15 +102,15 @@ void rlhf_ema(rlhf_prog *p, int64_t target, int64_t source, double decay);
  * `code` is a constant string, parsed once per address). rlhf_apply runs a
  * `host` function on the inputs gathered on every rank and returns a record
  * of its outputs by name (per-token outputs carry the mask of the first
- * input that has one). rlhf_train_fn is rlhf_train with a `loss` function
- * in place of a built-in loss; settings as there (recompute, zero). */
+ * input that has one). rlhf_train runs `epochs` passes of the `loss`
+ * function over the inputs, split into `minibatches` optimizer steps, and
+ * returns {loss, metrics...}; settings: "recompute=1,zero=1" or less. */
 rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t ninputs,
                        rlhf_value *const *inputs, const char *label);
-rlhf_value *rlhf_train_fn(rlhf_prog *p, int64_t model, const char *code,
-                          int64_t ninputs, rlhf_value *const *inputs,
-                          const int64_t *layout, int64_t minibatches,
-                          int64_t epochs, const char *settings,
-                          const char *label);
+rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, const char *code,
+                       int64_t ninputs, rlhf_value *const *inputs,
+                       const int64_t *layout, int64_t minibatches,
+                       int64_t epochs, const char *settings, const char *label);
 
 #ifdef __cplusplus
 }

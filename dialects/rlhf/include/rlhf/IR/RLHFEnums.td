@@ -29,28 +29,14 @@ def RLHF_Head : I32EnumAttr<"Head", "the output head of a model", [
   let cppNamespace = "::mlir::rlhf";
 }
 
+// Advantages, shaping and losses are functions written in the language
+// (kind `fn`, their body a region); the others compare decoded text, which
+// the language cannot express.
 def RLHF_ComputeKind : I32EnumAttr<"ComputeKind",
-    "host functions that estimate advantages and rewards", [
-    I32EnumAttrCase<"gae", 0>,
-    I32EnumAttrCase<"grpo_adv", 1>,
-    I32EnumAttrCase<"remax_adv", 2>,
-    I32EnumAttrCase<"rloo_adv", 3>,
-    I32EnumAttrCase<"kl_penalty", 4>,
-    I32EnumAttrCase<"exact_match", 5>,
-    I32EnumAttrCase<"fn", 6>,
-    I32EnumAttrCase<"script_reward", 7>]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::rlhf";
-}
-
-def RLHF_LossKind : I32EnumAttr<"LossKind", "training losses", [
-    I32EnumAttrCase<"ppo_actor", 0>,
-    I32EnumAttrCase<"ppo_value", 1>,
-    I32EnumAttrCase<"grpo", 2>,
-    I32EnumAttrCase<"dpo", 3>,
-    I32EnumAttrCase<"sft", 4>,
-    I32EnumAttrCase<"rm", 5>,
-    I32EnumAttrCase<"fn", 6>]> {
+    "host functions: rewards, advantages and reward shaping", [
+    I32EnumAttrCase<"fn", 0>,
+    I32EnumAttrCase<"exact_match", 1>,
+    I32EnumAttrCase<"script_reward", 2>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }
@@ -102,11 +88,6 @@ def RLHF_HeadAttr : EnumAttr<RLHF_Dialect, RLHF_Head, "head"> {
 
 def RLHF_ComputeKindAttr : EnumAttr<RLHF_Dialect, RLHF_ComputeKind, "compute"> {
   let summary = "which host function an `rlhf.compute` runs";
-  let assemblyFormat = "$value";
-}
-
-def RLHF_LossKindAttr : EnumAttr<RLHF_Dialect, RLHF_LossKind, "loss"> {
-  let summary = "which loss an `rlhf.train_step` minimises";
   let assemblyFormat = "$value";
 }
 

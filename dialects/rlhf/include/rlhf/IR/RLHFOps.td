@@ -200,40 +200,35 @@ def RLHF_InferenceOp : RLHF_CallOp<"inference"> {
 def RLHF_TrainStepOp : RLHF_CallOp<"train_step", [IsolatedFromAbove]> {
   let summary = "one optimizer pass of a trainable model over the batch";
   let description = [{
-    Runs forward and backward with `loss` on its inputs, split into
-    `minibatches` optimizer steps, for `epochs` passes. The loss settings
-    (clip, kl, beta...) are in `settings`.
+    Runs forward and backward with the loss function `fn` on its inputs,
+    split into `minibatches` optimizer steps, for `epochs` passes. The body
+    is the loss, written in the language (the stdlib's `ppo_actor_loss`,
+    `grpo_loss`, `sft_loss`... or the user's): one block whose arguments are
+    the inputs and whose `rlhf.yield` gives the scalar loss, then any
+    metrics, read from `rlhf.model_output`s of the trained model.
 
     ```mlir
-    %s = rlhf.train_step @actor ppo_actor(%seq, %logprobs, %adv) minibatches 4 epochs 1
-         settings {clip = 2.0e-01 : f64} : tensor<...>, tensor<...>, tensor<...> -> !rlhf.record<...>
-    ```
-
-    A loss written in the language (`loss fn`, named by `fn`) is the body:
-    one block whose arguments are the inputs and whose `rlhf.yield` gives
-    the scalar loss, read from `rlhf.model_output`s of the trained model.
-
-    ```mlir
-    %s = rlhf.train_step @actor fn "my_loss"(%seq, %adv) minibatches 1 epochs 1
+    %s = rlhf.train_step @actor fn "sft_loss"(%seq) minibatches 1 epochs 1
          settings {} body {
-    ^bb0(%t: tensor<?x?xi32>, %a: tensor<?x?xf32>):
+    ^bb0(%t: tensor<?x?xi32>):
       %lp = rlhf.model_output logprobs %t : tensor<?x?xi32> -> tensor<?x?xf32>
-      ...
+      %nll = arith.negf %lp : tensor<?x?xf32>
+      %m = rlhf.mask_of %t : tensor<?x?xi32> -> tensor<?x?xf32>
+      %l = rlhf.reduce token mean %nll, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
       rlhf.yield %l : f64
-    } : ...
+    } : tensor<...> -> <loss: tensor<f32, #rlhf.kind<loss>>>
     ```
   }];
-  let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_LossKindAttr:$loss,
-                            OptionalAttr<StrAttr>:$fn,
+  let arguments = !con((ins FlatSymbolRefAttr:$model, StrAttr:$fn,
                             Variadic<RLHF_KindedTensor>:$inputs,
                             I64Attr:$minibatches, I64Attr:$epochs,
                             DictionaryAttr:$settings),
                        placementArgs);
   let results = (outs RLHF_RecordType:$stats);
   let regions = (region AnyRegion:$body);
-  let assemblyFormat = "$model custom<EnumKeyword>($loss) ($fn^)? `(` $inputs `)` `minibatches` "
+  let assemblyFormat = "$model `fn` $fn `(` $inputs `)` `minibatches` "
       "$minibatches `epochs` $epochs `settings` $settings " # placementFormat #
-      " (`body` $body^)? attr-dict `:` type($inputs) `->` type($stats)";
+      " `body` $body attr-dict `:` type($inputs) `->` type($stats)";
 }
 
 // Pure but for script_reward, which runs the user's programs: two identical
@@ -243,17 +238,25 @@ def RLHF_ComputeOp : RLHF_Op<"compute", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let summary = "a host function: advantages, rewards or reward shaping";
   let description = [{
-    Runs on the controller over gathered batches.
+    Runs on the controller over gathered batches. A function written in the
+    language (kind `fn`, named by `fn`: the stdlib's `gae`, `grpo_adv`...
+    or the user's) is the body: one block whose arguments are the inputs
+    (`tensor<?xf32>` per sequence, `tensor<?x?xf32>` per token,
+    `tensor<?x?xi32>` token ids) and whose `rlhf.yield` gives one value per
+    field of the result, in order.
 
     ```mlir
-    %adv = rlhf.compute gae(%score, %values, %lp, %ref_lp) {gamma = 1.0 : f64,
-           kl = 1.0e-01 : f64, lam = 9.5e-01 : f64} : (...) -> !rlhf.record<...>
+    %adv = rlhf.compute fn "grpo_adv"(%score) {} body {
+    ^bb0(%s: tensor<?xf32>):
+      %mean = rlhf.reduce group mean %s {group = 8 : i64} : tensor<?xf32> -> tensor<?xf32>
+      ...
+      rlhf.yield %a : tensor<?xf32>
+    } : (tensor<64xf32, #rlhf.kind<score>>) -> !rlhf.record<...>
     ```
 
-    A function written in the language (`kind fn`, named by `fn`) is the
-    body: one block whose arguments are the inputs (`tensor<?xf32>` per
-    sequence, `tensor<?x?xf32>` per token, `tensor<?x?xi32>` token ids) and
-    whose `rlhf.yield` gives one value per field of the result, in order.
+    `exact_match` and `script_reward` compare decoded text with the
+    dataset's answers, which the language cannot express; they have no
+    body, and `settings` holds their options.
   }];
   let arguments = (ins RLHF_ComputeKindAttr:$kind, OptionalAttr<StrAttr>:$fn,
                        Variadic<RLHF_KindedTensor>:$inputs,
