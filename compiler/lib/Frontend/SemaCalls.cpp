@@ -298,8 +298,7 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
                                            llvm::StringMap<Local> &env) {
   const std::string &fname = call.base->text;
   const BuiltinSpec *spec = lookupBuiltin(fname);
-  // A function of the program or its imports replaces a built-in of the
-  // same name (the stdlib re-expresses them).
+  // Functions of the program, its imports and the prelude come first.
   if (const ast::FnDecl *fn = fns.find(fname))
     return checkFnCall(call, *fn, env);
   if (!spec) {

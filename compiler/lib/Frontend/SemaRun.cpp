@@ -65,9 +65,9 @@ void Sema::walkNames(const Expr &e,
           (locals.count(e.base->text) || symbols.count(e.base->text))) {
         error(e.base->loc,
               "'" + e.base->text +
-                  "' is not a function; call a "
-                  "built-in such as 'gae(...)' or a model method such "
-                  "as 'actor.generate(...)'");
+                  "' is not a function; call a function such as "
+                  "'gae(...)' or a model method such as "
+                  "'actor.generate(...)'");
       } else if (lookupFnPrimitive(e.base->text)) {
         error(e.base->loc, "'" + e.base->text +
                                "' works inside functions; "

@@ -108,8 +108,8 @@ public:
 
   const ast::EntityDecl *lookupEntity(llvm::StringRef name) const;
   const ast::AlgorithmDecl *lookupAlgorithm(llvm::StringRef name) const;
-  /// The function (`fn`) of the program or its imports named `name`; it
-  /// replaces a built-in of the same name.
+  /// The function (`fn`) of the program, its imports or the prelude named
+  /// `name` (the program's shadows the prelude's).
   const ast::FnDecl *lookupFunction(llvm::StringRef name) const;
   /// Every function, by name.
   const std::map<std::string, const ast::FnDecl *> &getFunctions() const {

@@ -20,7 +20,8 @@ Arch archOf(mlir::rlhf::ModelOp model);
 CallShape shapeOf(mlir::Operation *call, mlir::rlhf::ModelOp model);
 
 /// Time and controller memory of a host function: its body's ops for a
-/// function written in the language, a fixed op count for a built-in.
+/// function written in the language; two passes over the tokens for
+/// exact_match and script_reward, plus the latter's requests.
 HostEstimate estimateHost(mlir::rlhf::ComputeOp op);
 
 /// The cost model's view of a mesh and strategy attribute pair.

@@ -15,7 +15,8 @@ LogicalResult verifyFnBody(Operation *op, StringAttr fn, ValueRange inputs,
                            Region &body, bool loss,
                            ArrayRef<RankedTensorType> results);
 
-/// A built-in kind carries neither a function name nor a body.
+/// A host function written in C++ (exact_match, script_reward) carries
+/// neither a function name nor a body.
 LogicalResult verifyNoFnBody(Operation *op, StringAttr fn, Region &body);
 
 } // namespace mlir::rlhf
