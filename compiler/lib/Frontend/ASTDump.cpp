@@ -89,7 +89,10 @@ public:
     if (in.cluster)
       os << " cluster=" << in.cluster->name << " gpus=" << in.cluster->gpus();
     os << " steps=" << in.settings.steps << " seed=" << in.settings.seed
-       << " save_interval=" << in.settings.saveInterval << "\n";
+       << " save_interval=" << in.settings.saveInterval;
+    if (in.settings.staleness)
+      os << " staleness=" << in.settings.staleness;
+    os << "\n";
     for (const sema::Model *m : in.models)
       line(1) << "Model " << m->name << " arch=" << m->arch.name
               << " params=" << params(m->arch.paramCount(m->head == sema::Head::Value))

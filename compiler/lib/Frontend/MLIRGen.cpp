@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "rlhf/IR/RLHFOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <map>
@@ -146,7 +147,12 @@ private:
     auto alg = b.create<r::AlgorithmOp>(
         in.loc, b.getStringAttr(name), sym(in.cluster->name),
         i64(in.settings.steps), i64(in.settings.seed),
-        i64(in.settings.saveInterval));
+        i64(in.settings.saveInterval), i64(in.settings.staleness));
+    // The models this iteration trains: their generations may lag.
+    llvm::SmallPtrSet<const sema::Model *, 4> trained;
+    for (const sema::Node &n : in.nodes)
+      if (n.kind == sema::Node::Kind::Train)
+        trained.insert(n.model);
     Block *body = new Block();
     alg.getBody().push_back(body);
     OpBuilder::InsertionGuard guard(b);
@@ -164,7 +170,8 @@ private:
             loc, recordType(n.result), sym(n.model->name),
             input(n.inputs[0], loc), i64(int64_t(n.attr("max_new_tokens", 1))),
             i64(int64_t(n.attr("n", 1))), f64(n.attr("temperature", 1.0)),
-            f64(n.attr("top_p", 1.0)), flag(n.attr("greedy", 0) != 0), nullptr,
+            f64(n.attr("top_p", 1.0)), flag(n.attr("greedy", 0) != 0),
+            i64(trained.contains(n.model) ? in.settings.staleness : 0), nullptr,
             nullptr, nullptr, nullptr);
         place(op, n);
         results[i] = op.getResult();

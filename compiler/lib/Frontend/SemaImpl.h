@@ -141,6 +141,7 @@ inline const PropSpec kRunProps[] = {
     {"seed", PropType::Int, false},
     {"save_interval", PropType::Int, false},
     {"cluster", PropType::Name, false},
+    {"staleness", PropType::Int, false},
 };
 
 /// A scalar with a unit dimension after folding constants.

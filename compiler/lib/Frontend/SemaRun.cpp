@@ -165,6 +165,7 @@ void Sema::instantiate(const RunDecl &r) {
   setInt(m, "steps", inst.settings.steps, 1, int64_t(1) << 40);
   setInt(m, "seed", inst.settings.seed, 0, int64_t(1) << 40);
   setInt(m, "save_interval", inst.settings.saveInterval, 0, int64_t(1) << 40);
+  setInt(m, "staleness", inst.settings.staleness, 0, 64);
   if (auto *c = m.lookup("cluster"); c && checkHasValue(*c)) {
     if (auto name = evalName(*c->value, "'cluster'"))
       if (lookupEntity(*name, EntityKind::Cluster, c->value->loc, "cluster"))

@@ -137,6 +137,8 @@ llvm::StringRef nodeKindName(Node::Kind k);
 
 struct RunSettings {
   int64_t steps = 1, seed = 1, saveInterval = 0;
+  /// Versions generation may run ahead of training (0: synchronous).
+  int64_t staleness = 0;
 };
 
 /// An algorithm bound to concrete models and a dataset by a `run`.

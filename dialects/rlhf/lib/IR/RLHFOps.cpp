@@ -196,6 +196,8 @@ LogicalResult ModelOp::verify() {
 LogicalResult AlgorithmOp::verify() {
   if (getSteps() < 1)
     return emitOpError() << "needs at least one step";
+  if (getStaleness() < 0)
+    return emitOpError() << "staleness must be 0 or more";
   return verifyOffloadedModels(*this);
 }
 
@@ -248,6 +250,13 @@ LogicalResult GenerateOp::verify() {
     return emitOpError() << "prompt must hold tokens";
   if (getMaxNewTokens() < 1 || getN() < 1)
     return emitOpError() << "max_new_tokens and n must be positive";
+  if (getStaleness() < 0)
+    return emitOpError() << "stale must be 0 or more";
+  if (auto alg = (*this)->getParentOfType<AlgorithmOp>();
+      alg && getStaleness() > alg.getStaleness())
+    return emitOpError() << "may lag " << getStaleness()
+                         << " versions, but its algorithm's staleness is "
+                         << alg.getStaleness();
   auto rec = cast<RecordType>(getResult().getType());
   for (StringRef f : {"seq", "logprobs"})
     if (!rec.getFieldType(f))

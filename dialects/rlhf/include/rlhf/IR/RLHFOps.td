@@ -110,13 +110,20 @@ def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
       ...
     }
     ```
+
+    `staleness k` (0 when absent: synchronous) lets generation run up to
+    `k` iterations ahead of training: a generate of iteration t may read the
+    weights the train steps of iteration t - k left. Each such generate
+    carries the bound on its iteration-carried weight edge (`staleness`).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$cluster,
-                       I64Attr:$steps, I64Attr:$seed, I64Attr:$save_interval);
+                       I64Attr:$steps, I64Attr:$seed, I64Attr:$save_interval,
+                       DefaultValuedAttr<I64Attr, "0">:$staleness);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `cluster` $cluster `steps` $steps `seed` $seed
-    `save_interval` $save_interval attr-dict-with-keyword $body
+    `save_interval` $save_interval (`staleness` $staleness^)?
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -166,20 +173,27 @@ def RLHF_GenerateOp : RLHF_CallOp<"generate"> {
   let summary = "samples continuations of prompts with an lm-head model";
   let description = [{
     Produces `n` samples per prompt: the prompts, the full sequences, the
-    per-token logprobs of the sampled tokens and a mask of generated tokens.
+    per-token logprobs of the sampled tokens (the behaviour policy's) and a
+    mask of generated tokens.
 
     ```mlir
     %g = rlhf.generate @actor(%prompt) max_new_tokens 128 n 1 temperature 1.0 top_p 1.0
          : tensor<512x128xi32, #rlhf.kind<tokens>> -> !rlhf.record<...>
     ```
+
+    `stale k` on a generate of a model the algorithm trains: it may run with
+    weights up to `k` versions older than this iteration's (the algorithm's
+    staleness), so its log-probs are a behaviour policy's.
   }];
   let arguments = !con((ins FlatSymbolRefAttr:$model, RLHF_KindedTensor:$prompt,
                             I64Attr:$max_new_tokens, I64Attr:$n,
-                            F64Attr:$temperature, F64Attr:$top_p, UnitAttr:$greedy),
+                            F64Attr:$temperature, F64Attr:$top_p, UnitAttr:$greedy,
+                            DefaultValuedAttr<I64Attr, "0">:$staleness),
                        placementArgs);
   let results = (outs RLHF_RecordType:$result);
   let assemblyFormat = "$model `(` $prompt `)` `max_new_tokens` $max_new_tokens "
-      "`n` $n `temperature` $temperature `top_p` $top_p (`greedy` $greedy^)? " #
+      "`n` $n `temperature` $temperature `top_p` $top_p (`greedy` $greedy^)? "
+      "(`stale` $staleness^)? " #
       placementFormat # " attr-dict `:` type($prompt) `->` type($result)";
 }
 
