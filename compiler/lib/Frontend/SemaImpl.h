@@ -298,6 +298,10 @@ private:
   /// that one call, and no ema writes it.
   void checkOffloads(const Instance &inst);
 
+  /// With staleness > 0, every loss that trains a generating model corrects
+  /// for the lag of its samples (SemaAsync.cpp).
+  void checkStaleness(const Instance &inst);
+
   std::optional<Value> bindParam(const Param &prm, const Expr &arg);
 
   std::optional<Value> evalValue(const Expr &e, llvm::StringMap<Local> &env);

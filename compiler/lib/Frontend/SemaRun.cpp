@@ -256,6 +256,7 @@ void Sema::instantiate(const RunDecl &r) {
     checkStmt(s, env);
   checkOffloads(inst);
   checkTokenizers(inst);
+  checkStaleness(inst);
   // Unused results, in source order.
   std::vector<const Local *> unused;
   for (auto &kv : env)

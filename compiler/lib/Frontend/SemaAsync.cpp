@@ -1,0 +1,121 @@
+//===- SemaAsync.cpp - losses under asynchronous generation ---------------===//
+//
+// With `staleness = k`, a model's generation may run up to k versions ahead
+// of its training, so the samples a loss trains on come from a behaviour
+// policy older than the weights being trained. Plain PPO/GRPO would then
+// clip the ratio around a stale policy, and the gradient is biased. A loss
+// that trains a generating model must correct for it as decoupled PPO does
+// (AReaL): it reads the behaviour log-probs the generation recorded and the
+// proximal policy's (an inference of the trained model in this iteration,
+// which runs on the trainer's current weights), and weights each token by
+// the truncated importance ratio min(exp(prox - behaviour), c).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+namespace {
+
+/// Whether `body` weights by min/clamp of exp(input `prox` - input `behav`).
+bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
+  auto inputOp = [&](size_t k) {
+    for (size_t i = 0; i < body.ops.size(); ++i)
+      if (body.ops[i].op == "input" && size_t(body.ops[i].number) == k)
+        return int(i);
+    return -1;
+  };
+  int p = inputOp(prox), b = inputOp(behav);
+  auto usedBy = [&](int id, llvm::StringRef op) {
+    for (size_t i = 0; i < body.ops.size(); ++i)
+      if (body.ops[i].op == op && llvm::is_contained(body.ops[i].args, id))
+        return int(i);
+    return -1;
+  };
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const FnOp &d = body.ops[i];
+    if (d.op != "sub" || d.args.size() != 2 || d.args[0] != p || d.args[1] != b)
+      continue;
+    int e = usedBy(int(i), "exp");
+    if (e >= 0 && (usedBy(e, "min") >= 0 || usedBy(e, "clamp") >= 0))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+void Sema::checkStaleness(const Instance &inst) {
+  const int64_t k = inst.settings.staleness;
+  if (k == 0)
+    return;
+  const std::vector<Node> &nodes = inst.nodes;
+  for (const Node &train : nodes) {
+    if (train.kind != Node::Kind::Train || train.inputs.empty() ||
+        train.inputs[0].producer < 0)
+      continue;
+    // The generations of the trained model: their samples lag.
+    std::vector<int> gens;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].kind == Node::Kind::Generate &&
+          nodes[i].model == train.model)
+        gens.push_back(int(i));
+    if (gens.empty())
+      continue;
+    const Node &loss = nodes[size_t(train.inputs[0].producer)];
+    if (!loss.fn)
+      continue;
+    std::string lag = formatv("'{0}' generates with weights up to {1} "
+                              "version{2} old here (staleness = {1})",
+                              train.model->name, k, k == 1 ? "" : "s");
+    auto noteGen = [&](mlir::InFlightDiagnostic &&d) {
+      d.attachNote(mlir::Location(nodes[size_t(gens[0])].loc)) << lag;
+    };
+    std::optional<size_t> behav, prox;
+    for (size_t i = 0; i < loss.inputs.size(); ++i) {
+      const Node::Input &in = loss.inputs[i];
+      if (in.producer < 0 || in.field != "logprobs")
+        continue;
+      const Node &from = nodes[size_t(in.producer)];
+      if (llvm::is_contained(gens, in.producer))
+        behav = i;
+      else if (from.kind == Node::Kind::Inference && from.model == train.model)
+        prox = i;
+    }
+    const std::string fix =
+        formatv("use an off-policy loss such as 'decoupled_ppo_loss(g, "
+                "prox, adv)' with 'prox = {0}.inference(g.seq)', or run "
+                "with 'staleness = 0'",
+                train.model->name);
+    if (!behav) {
+      noteGen(error(loss.loc,
+                    formatv("loss '{0}' trains '{1}' on samples of an older "
+                            "policy but does not read their behaviour "
+                            "log-probs (the generation's 'logprobs'); {2}",
+                            loss.builtin, train.model->name, fix)));
+      continue;
+    }
+    if (!prox) {
+      noteGen(error(
+          loss.loc,
+          formatv("loss '{0}' does not correct for the policy lag: it "
+                  "needs the proximal policy's log-probs, an inference of "
+                  "'{1}' in this iteration, to clip against instead of the "
+                  "stale behaviour policy; {2}",
+                  loss.builtin, train.model->name, fix)));
+      continue;
+    }
+    if (!truncatesImportanceWeight(*loss.fn, *prox, *behav))
+      noteGen(
+          error(loss.loc,
+                formatv("loss '{0}' reads the behaviour and proximal log-probs "
+                        "but does not weight by the truncated importance ratio "
+                        "min(exp({1} - {2}), c): without the bound one stale "
+                        "sample can dominate the gradient",
+                        loss.builtin, loss.inputs[*prox].param,
+                        loss.inputs[*behav].param)));
+  }
+}
