@@ -117,6 +117,16 @@ public:
     return out.to(input.device());
   }
 
+  at::Tensor allToAll(const at::Tensor &input) override {
+    if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
+      throw Error(where("all_to_all") + why);
+    at::Tensor in = onHost(input);
+    at::Tensor out = at::empty_like(in);
+    std::vector<int64_t> equal; // empty counts: equal parts of dim 0
+    run("all_to_all", [&] { return pg->alltoall_base(out, in, equal, equal); });
+    return out.to(input.device());
+  }
+
   void send(const at::Tensor &t, int dst) override {
     std::vector<at::Tensor> ts{onHost(t)};
     run("send", [&] { return pg->send(ts, dst, /*tag=*/0); });

@@ -1,6 +1,7 @@
 //===- Model.cpp - a tensor-parallel LLaMA decoder in LibTorch ------------===//
 
 #include "rlhf/runtime/Model.h"
+#include "ParallelOps.h"
 #include "StepGraphs.h"
 
 #include "rlhf/runtime/Error.h"
@@ -15,57 +16,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 namespace {
-
-// ---- tensor-parallel regions (Megatron-LM's f and g operators) ------------
-
-/// Identity forward, all-reduce of the gradient backward: the input of a
-/// column-parallel layer.
-struct CopyToTp : torch::autograd::Function<CopyToTp> {
-  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return x.view_as(x);
-  }
-  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    auto *comm =
-        reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
-    at::Tensor grad = g[0].contiguous().clone();
-    comm->allReduceSum(grad);
-    return {grad, at::Tensor()};
-  }
-};
-
-/// All-reduce forward, identity backward: the output of a row-parallel layer.
-struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
-  static at::Tensor forward(AutogradContext *, at::Tensor x, int64_t comm) {
-    at::Tensor y = x.contiguous().clone();
-    reinterpret_cast<Communicator *>(comm)->allReduceSum(y);
-    return y;
-  }
-  static tensor_list backward(AutogradContext *, tensor_list g) {
-    return {g[0], at::Tensor()};
-  }
-};
-
-/// Gathers the last dimension forward, keeps this rank's slice backward.
-struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
-  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t comm,
-                            int64_t rank, int64_t size) {
-    ctx->saved_data["rank"] = rank;
-    ctx->saved_data["width"] = x.size(-1);
-    at::Tensor all = reinterpret_cast<Communicator *>(comm)->allGather(
-        x.unsqueeze(0)); // [tp, ...]
-    std::vector<at::Tensor> parts = all.unbind(0);
-    return at::cat(parts, -1);
-  }
-  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    int64_t rank = ctx->saved_data["rank"].toInt();
-    int64_t width = ctx->saved_data["width"].toInt();
-    return {g[0].narrow(-1, rank * width, width).contiguous(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
-  }
-};
-
-int64_t handle(Communicator *c) { return reinterpret_cast<int64_t>(c); }
 
 /// One decoder layer whose activations are not kept: forward saves only its
 /// input; backward runs the layer again with gradients on and backpropagates
@@ -198,8 +148,8 @@ ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full,
 }
 
 LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
-                       PipelineParallel pl)
-    : cfg(std::move(c)), params_(std::move(shard)), tp(t), pp(pl) {
+                       PipelineParallel pl, SequenceParallel s)
+    : cfg(std::move(c)), params_(std::move(shard)), tp(t), pp(pl), sp(s) {
   layerBegin = cfg.shape.layers;
   for (int l = 0; l < cfg.shape.layers; ++l)
     if (stageOf(l, cfg.shape.layers, pp.stages) == pp.stage) {
@@ -219,6 +169,18 @@ LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
         " does not divide the heads, kv heads, ffn and vocab of the model");
   if (tp.size > 1 && !tp.comm)
     throw Error("tensor parallel size > 1 needs a communicator");
+  if (sp.size > 1) {
+    if (!sp.comm)
+      throw Error("sequence parallel size > 1 needs a communicator");
+    if ((m.heads / tp.size) % sp.size)
+      throw Error("sequence parallel size " + std::to_string(sp.size) +
+                  " does not divide the " + std::to_string(m.heads / tp.size) +
+                  " attention heads of each tensor-parallel rank (Ulysses "
+                  "needs heads divisible by tp x sp)");
+    if (pp.stages > 1)
+      throw Error("sequence parallelism with pipeline stages is not "
+                  "supported yet: plan sp = 1 or pp = 1");
+  }
   if (!params_.empty()) {
     device_ = params_.begin()->second.device();
     dtype_ = params_.begin()->second.scalar_type();
@@ -242,10 +204,10 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   const int64_t heads = m.heads / tp.size, kvHeads = m.kvHeads / tp.size;
 
   auto colIn = [&](const at::Tensor &v) {
-    return tp.size > 1 ? CopyToTp::apply(v, handle(tp.comm)) : v;
+    return tp.size > 1 ? parallel::copyToGroup(v, tp.comm) : v;
   };
   auto rowOut = [&](const at::Tensor &v) {
-    return tp.size > 1 ? ReduceFromTp::apply(v, handle(tp.comm)) : v;
+    return tp.size > 1 ? parallel::reduceFromGroup(v, tp.comm) : v;
   };
 
   at::Tensor h =
@@ -291,8 +253,15 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
       v = cache->values[l].narrow(2, 0, t0 + S);
     }
   }
-  if (kvHeads != heads) {
-    int64_t rep = heads / kvHeads;
+  if (sp.size > 1) {
+    if (cache || mask.defined())
+      throw Error("sequence parallelism runs whole causal sequences only");
+    // Ulysses: trade this chunk of positions for a 1/sp share of the heads,
+    // attend over the whole sequence, trade back below.
+    parallel::ulyssesToHeads(q, k, v, sp.comm);
+  }
+  if (k.size(1) != q.size(1)) {
+    int64_t rep = q.size(1) / k.size(1);
     k = k.repeat_interleave(rep, 1);
     v = v.repeat_interleave(rep, 1);
   }
@@ -307,8 +276,10 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
                                 : mask.to(q.scalar_type()))
                       : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
                                                          /*is_causal=*/true))
-          .transpose(1, 2)
-          .reshape({B, S, heads * headDim});
+          .transpose(1, 2); // [B, positions, heads here, D]
+  if (sp.size > 1)
+    attn = parallel::headsToSeq(attn, sp.comm);
+  attn = attn.reshape({B, S, heads * headDim});
   at::Tensor x2 =
       x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));
 
@@ -336,7 +307,7 @@ at::Tensor LlamaModel::embed(const at::Tensor &tokens) {
   at::Tensor x = at::embedding(emb, local.clamp(0, rows - 1)) *
                  inRange.unsqueeze(-1).to(emb.scalar_type());
   if (tp.size > 1)
-    x = ReduceFromTp::apply(x, handle(tp.comm));
+    x = parallel::reduceFromGroup(x, tp.comm);
   return x;
 }
 
@@ -370,9 +341,9 @@ at::Tensor LlamaModel::head(const at::Tensor &x) {
   const at::Tensor &w =
       m.tieEmbeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
   at::Tensor logits =
-      at::linear(tp.size > 1 ? CopyToTp::apply(x, handle(tp.comm)) : x, w);
+      at::linear(tp.size > 1 ? parallel::copyToGroup(x, tp.comm) : x, w);
   if (tp.size > 1)
-    logits = GatherLastDim::apply(logits, handle(tp.comm), tp.rank, tp.size);
+    logits = parallel::gatherDim(logits, tp.comm, -1);
   return logits.to(at::kFloat);
 }
 
@@ -393,6 +364,20 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
   if (pp.stages > 1) {
     StageActivations a = stageForward(tokens);
     return lastStage() ? a.output : at::Tensor();
+  }
+  if (sp.size > 1) {
+    if (S % sp.size)
+      throw Error("sequence of " + std::to_string(S) +
+                  " tokens does not split into " + std::to_string(sp.size) +
+                  " equal chunks for sequence parallelism; pad it to a "
+                  "multiple of sp");
+    // This rank's chunk at its global positions. The whole logits are
+    // gathered, so the losses run unchanged on every sp rank, but their
+    // memory is not divided by sp (gathering per-token log-probs would be).
+    const int64_t n = S / sp.size, lo = sp.rank * n;
+    at::Tensor x = hidden(tokens.narrow(1, lo, n), positions.narrow(1, lo, n),
+                          /*mask: causal=*/at::Tensor(), nullptr);
+    return parallel::gatherDim(head(x), sp.comm, 1);
   }
   return head(
       hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
@@ -442,6 +427,10 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
   at::NoGradGuard noGrad;
   if (cfg.shape.valueHead)
     throw Error("cannot generate with a value-head model");
+  if (sp.size > 1)
+    throw Error("generation runs with sp = 1; the planner must give generate "
+                "calls sp = 1 (this model has sp = " +
+                std::to_string(sp.size) + ")");
   const int64_t B = int64_t(prompts.size());
   int64_t P = 0;
   for (const auto &pr : prompts) {

@@ -153,6 +153,29 @@ public:
     return out.to(input.device());
   }
 
+  at::Tensor allToAll(const at::Tensor &input) override {
+    if (std::string why = unevenRows(input, cfg.worldSize); !why.empty())
+      throw Error(where("all_to_all") + why);
+    at::Tensor in = onDevice(input);
+    at::Tensor out = at::empty_like(in);
+    const int k = cfg.worldSize;
+    const int64_t n = in.numel() / k;
+    const size_t bytes = size_t(n) * in.element_size();
+    // NCCL has no all-to-all primitive: one send and one receive per peer in
+    // a group, as c10d's ProcessGroupNCCL::alltoall_base does.
+    run("all_to_all", [&](cudaStream_t s) {
+      ncclGroupStart();
+      for (int r = 0; r < k; ++r) {
+        ncclSend(static_cast<char *>(in.data_ptr()) + r * bytes, n,
+                 ncclType(in), r, comm, s);
+        ncclRecv(static_cast<char *>(out.data_ptr()) + r * bytes, n,
+                 ncclType(in), r, comm, s);
+      }
+      return ncclGroupEnd();
+    });
+    return out.to(input.device());
+  }
+
   void send(const at::Tensor &t, int dst) override {
     std::vector<Peer> sends{{t, dst}}, recvs;
     exchange(sends, recvs);

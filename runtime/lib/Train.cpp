@@ -387,6 +387,11 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       auto a = acc.find(spec.name);
       local.push_back(a != acc.end() ? a->second : it->second.grad().detach());
     }
+    // Weights are replicated over sp and each sp rank's backward gave only
+    // its positions' share: sum over sp first. (The loss's denominators stay
+    // over dp: every sp rank evaluated the same rows.)
+    if (model.spSize() > 1)
+      local = reduceGradients(*model.spComm(), local, /*zero=*/false);
     std::vector<at::Tensor> reduced;
     if (zero)
       reduced = reduceGradients(*zero, local, /*zero=*/true);

@@ -34,6 +34,11 @@ public:
   /// size()) and returns this rank's part of the sum: rows
   /// [rank * n / size, (rank + 1) * n / size) of dim 0.
   virtual at::Tensor reduceScatterSum(const at::Tensor &input) = 0;
+  /// Splits dim 0 of `input` (same shape everywhere, dim 0 a multiple of
+  /// size()) into size() equal parts and sends part j to rank j; returns a
+  /// tensor of the same shape whose part i came from rank i. Its own inverse
+  /// (Ulysses sequence parallelism uses it both ways).
+  virtual at::Tensor allToAll(const at::Tensor &input) = 0;
   virtual void send(const at::Tensor &tensor, int dst) = 0;
   virtual void recv(at::Tensor &tensor, int src) = 0;
 
@@ -43,18 +48,20 @@ public:
     at::Tensor tensor;
     int rank;
   };
-  virtual void exchange(const std::vector<Peer> &sends, std::vector<Peer> &recvs) = 0;
+  virtual void exchange(const std::vector<Peer> &sends,
+                        std::vector<Peer> &recvs) = 0;
   virtual void barrier() = 0;
 
   /// A communicator over `ranks` (indices into this one, ascending). Every
   /// member calls it with the same list; others get null. Collective over
   /// this communicator's ranks only in the sense that members must agree.
-  virtual std::unique_ptr<Communicator> subgroup(const std::vector<int> &ranks) = 0;
+  virtual std::unique_ptr<Communicator>
+  subgroup(const std::vector<int> &ranks) = 0;
 };
 
 /// Why dim 0 of `t` does not split into `parts` equal parts, as
-/// reduceScatterSum needs; empty when it does. Every backend checks this
-/// before posting, so a bad tensor fails on every rank instead of hanging.
+/// reduceScatterSum and allToAll need; empty when it does. Every backend checks
+/// this before posting, so a bad tensor fails on every rank instead of hanging.
 inline std::string unevenRows(const at::Tensor &t, int64_t parts) {
   if (t.dim() > 0 && t.size(0) % parts == 0)
     return "";
@@ -65,14 +72,16 @@ inline std::string unevenRows(const at::Tensor &t, int64_t parts) {
 
 /// Connects to the TCPStore at cfg.masterAddr:cfg.masterPort (rank 0 hosts
 /// it) and builds a Gloo process group over loopback or the host's address.
-std::unique_ptr<Communicator> createGlooCommunicator(const RendezvousConfig &cfg);
+std::unique_ptr<Communicator>
+createGlooCommunicator(const RendezvousConfig &cfg);
 
 /// The NCCL backend, for ranks that each own a GPU (cuda:LOCAL_RANK mod the
 /// visible devices). Rendezvous goes through the same TCPStore (rank 0
 /// publishes the NCCL id). Host tensors go through a device copy. Throws
 /// rlhf::Error when no device is visible, or when this runtime was built
 /// without NCCL.
-std::unique_ptr<Communicator> createNcclCommunicator(const RendezvousConfig &cfg);
+std::unique_ptr<Communicator>
+createNcclCommunicator(const RendezvousConfig &cfg);
 
 /// Runs `body` as one rank of a job started by rlhf-run: joins the rendezvous
 /// the environment describes over Gloo and returns body's exit code. An

@@ -6,7 +6,8 @@
 // (column-parallel), o/down by columns (row-parallel), norms are replicated
 // (the same layout rlhf::llamaParams and the reallocation planner use).
 // Tensor-parallel collectives are autograd functions, so a backward pass
-// through a sharded model gives the sharded gradients.
+// through a sharded model gives the sharded gradients. Sequence parallelism
+// (Ulysses) splits positions instead, with replicated weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +86,16 @@ struct KvCache {
   int64_t window = 0;
 };
 
+/// This rank's sequence-parallel group (DeepSpeed-Ulysses); `comm` is null
+/// when size == 1. Its ranks hold the same weights (replicated, as over dp)
+/// and the same rows; rank r runs positions [r S/size, (r+1) S/size) of
+/// every sequence, and attention trades that chunk for a 1/size share of the
+/// heads by all-to-all.
+struct SequenceParallel {
+  Communicator *comm = nullptr;
+  int rank = 0, size = 1;
+};
+
 /// This rank's pipeline stage; `comm` spans the stages of its pipeline in
 /// stage order (rank == stage) and is null when stages == 1.
 struct PipelineParallel {
@@ -116,18 +127,23 @@ ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
 
 class LlamaModel {
 public:
+  /// With sp > 1: the heads of a tp rank must be a multiple of sp (KV heads
+  /// that are not are repeated up to the next multiple), and pp must be 1.
   LlamaModel(ModelConfig cfg, ParamMap shard, TensorParallel tp,
-             PipelineParallel pp = {});
+             PipelineParallel pp = {}, SequenceParallel sp = {});
 
   /// Logits [B, S, vocab] (lm head, gathered over tp) or values [B, S]
   /// (value head) for token ids [B, S]. `positions` [B, S] default to 0..S-1.
   /// With pipeline stages, every stage calls it with the same tokens; the
-  /// result is defined on the last stage only.
+  /// result is defined on the last stage only. With sp > 1, every sp rank
+  /// calls it with the same tokens (S a multiple of sp), runs its chunk of
+  /// positions and returns the whole result, gathered over sp.
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
   /// Samples up to `opts.maxNewTokens` tokens after each prompt (prompts
-  /// of different lengths are left-padded), reusing a KV cache.
+  /// of different lengths are left-padded), reusing a KV cache. Needs
+  /// sp = 1 (an error otherwise).
   Generation generate(const std::vector<std::vector<int64_t>> &prompts,
                       const GenerateOptions &opts);
 
@@ -164,6 +180,8 @@ public:
   at::ScalarType dtype() const { return dtype_; }
   int tpSize() const { return tp.size; }
   Communicator *tpComm() const { return tp.comm; }
+  int spSize() const { return sp.size; }
+  Communicator *spComm() const { return sp.comm; }
 
 private:
   /// Hidden states [B, S, h] of `tokens` at `positions`, attending to the
@@ -180,6 +198,7 @@ private:
   ParamMap params_;
   TensorParallel tp;
   PipelineParallel pp;
+  SequenceParallel sp;
   int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
   c10::Device device_ = c10::kCPU;
   at::ScalarType dtype_ = at::kFloat; ///< the compute dtype: the weights'

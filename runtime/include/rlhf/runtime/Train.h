@@ -5,8 +5,10 @@
 // The loss is a function written in the language (fn code), whose batch
 // reductions are normalised over the minibatch across all data-parallel
 // ranks, so any dp x micro-batch split gives the gradient of the whole
-// minibatch; gradients are then summed over dp, clipped by the global norm
-// (tensor-parallel shards counted once), and applied with Adam.
+// minibatch; gradients are then summed over dp (and over the model's
+// sequence-parallel group, whose ranks evaluate the same rows), clipped by
+// the global norm (tensor-parallel shards counted once), and applied with
+// Adam.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,11 +103,14 @@ struct TrainOptions {
   /// rank, so any dp x micro-batch split gives the minibatch's gradient.
   const FnProgram *loss = nullptr;
   int64_t minibatches = 1;
-  int64_t microBatches = 1;   ///< per minibatch on this rank
-  Communicator *dp = nullptr; ///< data-parallel group (null: dp = 1)
-  bool recompute = false;     ///< recompute decoder layers in backward
-  bool zero = false;          ///< shard Adam's moments over dp (ZeRO-1)
-  int64_t pad = 0;            ///< the pad id, for the masks of token inputs
+  int64_t microBatches = 1; ///< per minibatch on this rank
+  /// Data-parallel group (null: dp = 1). Sequence parallelism needs no
+  /// option: its group is the model's (LlamaModel::spComm), and its ranks
+  /// pass the same rows.
+  Communicator *dp = nullptr;
+  bool recompute = false; ///< recompute decoder layers in backward
+  bool zero = false;      ///< shard Adam's moments over dp (ZeRO-1)
+  int64_t pad = 0;        ///< the pad id, for the masks of token inputs
 };
 
 struct TrainStats {

@@ -1,0 +1,51 @@
+//===- ParallelOps.h - differentiable collectives of the model --*- C++ -*-===//
+//
+// The collectives LlamaModel runs inside its forward pass, as autograd
+// functions so that backward through a sharded model gives the sharded
+// gradients: Megatron-LM's f and g operators for tensor parallelism, a
+// gather along one dimension (vocabulary under tp, sequence under sp), and
+// DeepSpeed-Ulysses' all-to-alls between a chunk of positions with all heads
+// and all positions with a share of the heads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_PARALLELOPS_H
+#define RLHF_RUNTIME_PARALLELOPS_H
+
+#include "rlhf/runtime/Communicator.h"
+
+#include <ATen/core/Tensor.h>
+
+namespace rlhf::parallel {
+
+/// Identity forward, all-reduce of the gradient backward: the input of a
+/// column-parallel layer (Megatron's f).
+at::Tensor copyToGroup(const at::Tensor &x, Communicator *c);
+
+/// All-reduce forward, identity backward: the output of a row-parallel
+/// layer (Megatron's g).
+at::Tensor reduceFromGroup(const at::Tensor &x, Communicator *c);
+
+/// Every rank's `x` concatenated along `dim` in rank order; backward keeps
+/// this rank's slice of the gradient. For a result every rank then uses
+/// alike (the same loss on every rank), so the gradient is not summed.
+at::Tensor gatherDim(const at::Tensor &x, Communicator *c, int64_t dim);
+
+/// Ulysses: [B, S/k, H, D] (this rank's chunk of positions, all heads) to
+/// [B, S, H/k, D] (all positions, this rank's k-th of the heads, in rank
+/// order) over the k ranks of `c`. H must be a multiple of k.
+at::Tensor seqToHeads(const at::Tensor &x, Communicator *c);
+
+/// Its inverse: [B, S, H/k, D] back to [B, S/k, H, D].
+at::Tensor headsToSeq(const at::Tensor &x, Communicator *c);
+
+/// The attention inputs of a chunk, [B, heads, S/k, D] each, to
+/// [B, heads/k, S, D] by seqToHeads. KV heads that are not a multiple of k
+/// are first repeated up to one (rejecting instead would rule out GQA models
+/// with few KV heads); their head groups still match the query heads'.
+void ulyssesToHeads(at::Tensor &q, at::Tensor &k, at::Tensor &v,
+                    Communicator *c);
+
+} // namespace rlhf::parallel
+
+#endif // RLHF_RUNTIME_PARALLELOPS_H

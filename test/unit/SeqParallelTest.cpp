@@ -1,0 +1,40 @@
+//===- SeqParallelTest.cpp - Ulysses sequence parallelism equivalence -----===//
+//
+// sp = 2 and 4, alone and with tp = 2 or dp = 2, give the single-process
+// (sp = 1) forward logits, gradients and train steps within fp32 tolerance
+// (SeqParallelWorker.cpp). Torch-free: it only spawns the workers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProcessHarness.h"
+
+#include <cstdio>
+#include <string>
+
+using namespace rlhf::testing;
+
+namespace {
+
+void expectEquivalent(int world, int sp, int tp, bool valueHead = false) {
+  std::vector<std::string> env{"RLHF_SP=" + std::to_string(sp),
+                               "RLHF_TP=" + std::to_string(tp)};
+  if (valueHead)
+    env.push_back("RLHF_VALUE_HEAD=1");
+  auto ps = launch(RLHF_SEQ_PARALLEL_WORKER, world, env);
+  ASSERT_TRUE(waitAll(ps, std::chrono::seconds(120))) << "workers hung";
+  for (int r = 0; r < world; ++r) {
+    std::string out = ps[r].output();
+    EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
+    EXPECT_NE(out.find("forward max relative diff"), std::string::npos) << out;
+    std::printf("%s", out.c_str());
+  }
+}
+
+TEST(SeqParallel, Sp2) { expectEquivalent(2, 2, 1); }
+TEST(SeqParallel, Sp4) { expectEquivalent(4, 4, 1); }
+TEST(SeqParallel, Sp2Tp2) { expectEquivalent(4, 2, 2); }
+TEST(SeqParallel, Sp2Dp2) { expectEquivalent(4, 2, 1); }
+// The critic: values gathered over sp, the value loss.
+TEST(SeqParallel, ValueHeadSp2) { expectEquivalent(2, 2, 1, true); }
+
+} // namespace

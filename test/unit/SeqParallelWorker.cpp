@@ -1,0 +1,239 @@
+//===- SeqParallelWorker.cpp - Ulysses sequence parallelism, one rank -----===//
+//
+// Every rank builds the same tiny model and runs it in one process as the
+// reference (sp = 1), then joins its groups (RLHF_SP and RLHF_TP; the
+// remaining factor is dp; rank = (dp_rank * sp + sp_rank) * tp + tp_rank)
+// and checks, against the reference: the forward logits (or values), every
+// parameter gradient summed over sp and dp, and the parameters and loss
+// after a train step of 2 minibatches with Adam for each of the stdlib's
+// losses (one of them with recomputed layers). Also that a sequence sp does
+// not divide and generation are rejected. Prints one line; exits 1 on a
+// mismatch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StdlibFns.h"
+
+#include "rlhf/runtime/Communicator.h"
+#include "rlhf/runtime/Device.h"
+#include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Train.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using namespace rlhf;
+
+namespace {
+
+int envInt(const char *name, int dflt) {
+  const char *v = std::getenv(name);
+  return v ? std::atoi(v) : dflt;
+}
+
+/// max |a - b| / max |b|: relative to the tensor's scale.
+double relDiff(const at::Tensor &a, const at::Tensor &b) {
+  at::Tensor ad = a.detach().to(at::kDouble), bd = b.detach().to(at::kDouble);
+  return (ad - bd).abs().max().item<double>() /
+         (bd.abs().max().item<double>() + 1e-12);
+}
+
+/// fp32 with sums in another order (the all-to-alls change no arithmetic;
+/// the gradient sums over sp and the attention's blocking do).
+constexpr double kTol = 1e-5;
+
+/// True when `f` throws an rlhf::Error whose message contains `what`.
+template <typename F> bool rejects(F f, const std::string &what) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return std::string(e.what()).find(what) != std::string::npos;
+  }
+  return false;
+}
+
+} // namespace
+
+int main() {
+  return runWorker([](Communicator &world, c10::Device dev) {
+    const int rank = world.rank(), spSize = envInt("RLHF_SP", 1),
+              tpSize = envInt("RLHF_TP", 1);
+    const int dp = world.size() / (spSize * tpSize);
+    const bool valueHead = std::getenv("RLHF_VALUE_HEAD") != nullptr;
+    const int tpRank = rank % tpSize, spRank = rank / tpSize % spSize,
+              dpRank = rank / (tpSize * spSize);
+
+    // Every rank creates every group in the same order (the backends need
+    // it); groups of one rank are left out.
+    std::unique_ptr<Communicator> tpComm, spComm, dpComm;
+    auto groups = [&](int size, auto member, std::unique_ptr<Communicator> &c) {
+      if (size == 1)
+        return;
+      for (int g = 0; g < world.size() / size; ++g) {
+        std::vector<int> ranks;
+        for (int i = 0; i < size; ++i)
+          ranks.push_back(member(g, i));
+        if (auto sub = world.subgroup(ranks))
+          c = std::move(sub);
+      }
+    };
+    groups(
+        tpSize, [&](int g, int i) { return g * tpSize + i; }, tpComm);
+    groups(
+        spSize,
+        [&](int g, int i) {
+          int d = g / tpSize, t = g % tpSize;
+          return (d * spSize + i) * tpSize + t;
+        },
+        spComm);
+    groups(
+        dp, [&](int g, int i) { return i * spSize * tpSize + g; }, dpComm);
+
+    // GQA: 4 heads, 2 KV heads, so sp 4 and sp 2 x tp 2 repeat KV heads.
+    ModelConfig cfg;
+    cfg.shape = ModelShape{2, 64, 4, 2, 176, 128, false, valueHead};
+    ParamMap full = toDevice(initParams(cfg, 7), dev, at::kFloat);
+    const int64_t B = 4 * dp, S = 16, rows = B / dp, lo = dpRank * rows;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+    at::Tensor tokens =
+        at::randint(0, cfg.shape.vocab, {B, S}, gen, at::kLong).to(dev);
+    at::Tensor weights =
+        at::randn(valueHead ? std::vector<int64_t>{B, S}
+                            : std::vector<int64_t>{B, S, cfg.shape.vocab},
+                  gen, at::kFloat)
+            .to(dev);
+
+    auto makeModel = [&](const ParamMap &from) {
+      ParamMap shard = shardParams(cfg, from, tpRank, tpSize);
+      for (auto &[n, t] : shard)
+        t.set_requires_grad(true);
+      return LlamaModel(cfg, shard, {tpComm.get(), tpRank, tpSize}, {},
+                        {spComm.get(), spRank, spSize});
+    };
+    auto leaves = [](const ParamMap &from) {
+      ParamMap r;
+      for (auto &[n, t] : from)
+        r[n] = t.clone().set_requires_grad(true);
+      return r;
+    };
+
+    // Reference: one process, gradients of a fixed linear loss.
+    LlamaModel single(cfg, leaves(full), {});
+    at::Tensor refOut = single.forward(tokens);
+    (refOut * weights).sum().backward();
+
+    LlamaModel model = makeModel(full);
+    at::Tensor out = model.forward(tokens.narrow(0, lo, rows));
+    double fwd = relDiff(out, refOut.narrow(0, lo, rows));
+    (out * weights.narrow(0, lo, rows)).sum().backward();
+    ParamMap refGrads;
+    for (auto &[n, t] : single.params())
+      refGrads[n] = t.grad();
+    refGrads = shardParams(cfg, refGrads, tpRank, tpSize);
+    double bwd = 0;
+    for (auto &[n, t] : model.params()) {
+      at::Tensor g = t.grad().clone();
+      for (Communicator *c : {spComm.get(), dpComm.get()})
+        if (c)
+          c->allReduceSum(g);
+      bwd = std::max(bwd, relDiff(g, refGrads.at(n)));
+    }
+
+    // A train step per loss: 2 minibatches, Adam with clipping; the last
+    // loss with recomputed layers (which replays the all-to-alls).
+    double trainDiff = 0, lossDiff = 0;
+    const std::vector<std::string> losses =
+        valueHead ? std::vector<std::string>{"ppo_value_loss"}
+                  : std::vector<std::string>{"sft_loss", "ppo_actor_loss",
+                                             "grpo_loss"};
+    for (const std::string &name : losses) {
+      const int64_t M = 2, N = B, S1 = S - 1;
+      auto g2 = at::make_generator<at::CPUGeneratorImpl>(21);
+      at::Tensor mask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
+      at::Tensor oldLogprobs = -at::rand({N, S1}, g2) * 7;
+      at::Tensor refLogprobs = -at::rand({N, S1}, g2) * 7;
+      at::Tensor advantages = at::randn({N}, g2);
+      at::Tensor oldValues = at::randn({N, S1}, g2) * 0.1;
+      at::Tensor returns = at::randn({N, S1}, g2);
+      FnProgram loss = testfns::stdlibFn(name);
+      TrainBatch all;
+      all.inputs = name == "sft_loss" ? std::vector<at::Tensor>{tokens}
+                   : name == "ppo_actor_loss"
+                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
+                                                 advantages.unsqueeze(1)
+                                                     .expand({N, S1})
+                                                     .contiguous()}
+                   : name == "grpo_loss"
+                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
+                                                 advantages, refLogprobs}
+                       : std::vector<at::Tensor>{tokens, oldValues, returns};
+      all.masks = {mask};
+      // This rank's rows (every sp rank the same): its dp slice of every
+      // minibatch.
+      auto mine = [&](const at::Tensor &t) {
+        std::vector<at::Tensor> parts;
+        for (int64_t k = 0; k < M; ++k)
+          parts.push_back(
+              t.narrow(0, k * (N / M) + dpRank * (N / M / dp), N / M / dp));
+        return at::cat(parts, 0);
+      };
+      TrainBatch local;
+      for (const at::Tensor &t : all.inputs)
+        local.inputs.push_back(mine(t));
+      local.masks = {mine(mask)};
+      AdamSettings as;
+      as.lr = 1e-3;
+      as.gradClip = 0.5;
+      as.eps = 1e-6; // keeps fp32 noise in tiny gradients from being amplified
+      TrainOptions to;
+      to.loss = &loss;
+      to.minibatches = M;
+      LlamaModel ref1(cfg, leaves(full), {});
+      Adam refOpt(as);
+      TrainStats refStats = trainStep(ref1, refOpt, all, to);
+      LlamaModel m2 = makeModel(full);
+      Adam opt(as);
+      to.dp = dpComm.get();
+      to.recompute = &name == &losses.back();
+      TrainStats st = trainStep(m2, opt, local, to);
+      ParamMap want = shardParams(cfg, ref1.params(), tpRank, tpSize);
+      for (auto &[n, t] : m2.params())
+        trainDiff = std::max(
+            trainDiff,
+            (t.detach() - want.at(n).detach()).abs().max().item<double>());
+      lossDiff =
+          std::max(lossDiff, std::fabs(st.loss - refStats.loss) /
+                                 std::max(1.0, std::fabs(refStats.loss)));
+    }
+
+    // The constraints: whole chunks, and generation with sp = 1 only.
+    bool rejected = true;
+    if (spSize > 1) {
+      rejected = rejects([&] { model.forward(tokens.narrow(1, 0, S - 1)); },
+                         "does not split into");
+      if (!valueHead)
+        rejected = rejected && rejects(
+                                   [&] {
+                                     GenerateOptions o;
+                                     model.generate({{1, 2, 3}}, o);
+                                   },
+                                   "generation runs with sp = 1");
+    }
+
+    std::printf(
+        "rank %d sp %d/%d tp %d/%d dp %d/%d: forward max relative diff "
+        "%.3g, gradient max relative diff %.3g, parameters after train "
+        "steps max diff %.3g, loss relative diff %.3g, constraints %s\n",
+        rank, spRank, spSize, tpRank, tpSize, dpRank, dp, fwd, bwd, trainDiff,
+        lossDiff, rejected ? "rejected" : "NOT REJECTED");
+    world.barrier();
+    return fwd < kTol && bwd < kTol && trainDiff < kTol && lossDiff < kTol &&
+                   rejected
+               ? 0
+               : 1;
+  });
+}
