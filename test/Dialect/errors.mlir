@@ -431,7 +431,7 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{dp, tp, pp and mbs must be positive}}
+  // expected-error @+1 {{dp, tp, pp, mbs and sp must be positive}}
   %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 on <0, 8> as <dp = 0, tp = 8, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
 }
 

@@ -27,8 +27,9 @@ constexpr double kOptimizerTrafficPerParam = 32.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Sequence-parallel ranks hold weights as data-parallel ones do.
 rlhf::Layout layoutOf(const Strategy &s) {
-  return rlhf::Layout{s.firstGpu, s.dp, s.tp, s.pp};
+  return rlhf::Layout{s.firstGpu, s.dp * s.sp, s.tp, s.pp};
 }
 
 } // namespace
@@ -85,6 +86,12 @@ double rlhfc::cost::allGather(double bytesTotal, int64_t n, const Link &l) {
   return double(n - 1) / n * bytesTotal / l.bw + (n - 1) * l.latency;
 }
 
+double rlhfc::cost::allToAll(double bytesPerRank, int64_t n, const Link &l) {
+  if (n <= 1 || bytesPerRank <= 0)
+    return 0;
+  return double(n - 1) / n * bytesPerRank / l.bw + (n - 1) * l.latency;
+}
+
 double rlhfc::cost::broadcast(double bytes, int64_t n, const Link &l) {
   if (n <= 1 || bytes <= 0)
     return 0;
@@ -112,7 +119,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   Estimate e;
   const rlhf::ModelShape &m = a.shape;
   const double h = double(m.hidden), L = double(m.layers), V = double(m.vocab);
-  const int64_t tp = s.tp, pp = s.pp, dp = s.dp;
+  const int64_t tp = s.tp, pp = s.pp, dp = s.dp, sp = s.sp;
   const double flopRate = hw.flops * hw.eff.matmul;
   const double memRate = hw.hbmBw * hw.eff.hbm;
   const double stageLayers = std::ceil(L / pp);
@@ -126,13 +133,16 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   const double kvBytesPerTokenRank =
       2 * stageLayers * kvHeadsPerRank * (h / m.heads) * kBf16;
 
-  // Links of the three kinds of group in this strategy.
+  // Links of the four kinds of group in this strategy. Ranks run dp-major,
+  // then sp, pp and tp; gradients are summed over dp and sp alike.
   const int64_t gpn = hw.gpusPerNode;
   const Link tpLink = groupLink(hw, tp, membersPerNode(s.firstGpu, tp, 1, gpn));
   const Link ppLink = groupLink(
       hw, 2, membersPerNode(s.firstGpu, pp, tp, gpn) >= pp ? 2 : 1);
   const Link dpLink =
-      groupLink(hw, dp, membersPerNode(s.firstGpu, dp, tp * pp, gpn));
+      groupLink(hw, dp * sp, membersPerNode(s.firstGpu, dp * sp, tp * pp, gpn));
+  const Link spLink =
+      groupLink(hw, sp, membersPerNode(s.firstGpu, sp, tp * pp, gpn));
 
   // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
   // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
@@ -166,16 +176,26 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
 
   // One pass of `tokensPerMb` tokens per micro-batch through the pipeline:
   // the per-stage time of one micro-batch, compute- or memory-bound, and no
-  // faster than its kernels can be launched.
+  // faster than its kernels can be launched. With sp, each rank runs
+  // 1/sp of the tokens (and attention over the whole context for 1/sp of
+  // the heads: the same FLOPs), and every layer's attention all-to-alls
+  // q, k, v in and its output back (Ulysses), once per forward and
+  // backward pass, exposed: nothing runs beside them.
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
                        int allReducesPerLayer) {
-    double flops = passes * fwdFlops(tokensPerMb, ctx) / pp / tp;
-    double compute = std::max(
-        {flops / (flopRate * layerUtilization(tokensPerMb)),
-         weightsRank / memRate, passes * stageLayers * hw.eff.kernelOverhead});
-    double act = tokensPerMb * h * kBf16;
+    const double local = tokensPerMb / sp;
+    double flops = passes * fwdFlops(local, ctx) / pp / tp;
+    double compute = std::max({flops / (flopRate * layerUtilization(local)),
+                               weightsRank / memRate,
+                               passes * stageLayers * hw.eff.kernelOverhead});
+    double act = local * h * kBf16;
     double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
                         : 0.0;
+    if (sp > 1) {
+      double a2aBytes = local * (2 * h + 2 * kvDim) / tp * kBf16;
+      double a2aPasses = passes > 1 ? passes - 1 : 1; // backward: once less
+      tpc += a2aPasses * stageLayers * allToAll(a2aBytes, sp, spLink);
+    }
     double ppc = pp > 1 ? (passes > 1 ? 2 : 1) * p2p(act, ppLink) : 0.0;
     return std::make_tuple(compute, tpc, ppc);
   };
@@ -191,8 +211,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.tpComm = steps * tpc;
     e.time.ppComm = steps * ppc;
     e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
-    e.memory.activations = tokensPerMb * h * kActBytesPerTokenHidden / tp +
-                           tokensPerMb * V / tp * 4.0;
+    e.memory.activations = tokensPerMb / sp * h * kActBytesPerTokenHidden / tp +
+                           tokensPerMb / sp * V / tp * 4.0;
     break;
   }
   case CallKind::Generate: {
@@ -247,10 +267,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // backward like it, and an all-gather of the updated slices after the
     // step, which cannot: each moves half an all-reduce's bytes.
     double hidden = s.zero ? 0.5 : 1.0, exposed = s.zero ? 0.5 : 0.0;
-    double dpc = dp > 1 ? ((1.0 - hw.eff.dpOverlap) * hidden + exposed) *
-                              allReduce(grads, dp, dpLink)
-                        : 0.0;
-    double optState = localParams / (s.zero ? dp : 1);
+    double dpc = dp * sp > 1 ? ((1.0 - hw.eff.dpOverlap) * hidden + exposed) *
+                                   allReduce(grads, dp * sp, dpLink)
+                             : 0.0;
+    double optState = localParams / (s.zero ? dp * sp : 1);
     double opt = optState * kOptimizerTrafficPerParam / memRate;
     double rounds = double(std::max<int64_t>(1, c.minibatches)) * c.epochs;
     e.time.compute = rounds * steps * comp;
@@ -264,11 +284,12 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.memory.optimizer = kOptimizerBytesPerParam * optState;
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
     double inFlight = std::min<double>(pp, mbs);
-    double perLayer = tokensPerMb * h * kActBytesPerTokenHidden / tp;
-    double stored = s.recompute ? tokensPerMb * h * kBf16 / tp : perLayer;
+    double local = tokensPerMb / sp;
+    double perLayer = local * h * kActBytesPerTokenHidden / tp;
+    double stored = s.recompute ? local * h * kBf16 / tp : perLayer;
     e.memory.activations = inFlight * stageLayers * stored +
                            (s.recompute ? perLayer : 0.0) +
-                           tokensPerMb * V / tp * 4.0;
+                           local * V / tp * 4.0;
     break;
   }
   }

@@ -74,6 +74,7 @@ Strategy rlhfc::cost::strategyFrom(r::MeshAttr mesh, r::StrategyAttr st) {
   s.zero = st.getZero();
   s.recompute = st.getRecompute();
   s.offload = st.getOffload();
+  s.sp = st.getSp();
   return s;
 }
 
@@ -181,9 +182,11 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       total += e.time.total();
       std::string name =
           (op.getName().stripDialect() + " @" + modelRef.getValue()).str();
-      std::string place = llvm::formatv("[{0}:{1}] {2}x{3}x{4}{5}", s.firstGpu,
-                                        s.firstGpu + s.devices(), s.dp, s.tp,
-                                        s.pp, pinned ? "" : "*");
+      std::string place = llvm::formatv(
+          "[{0}:{1}] {2}x{3}x{4}{5}{6}", s.firstGpu, s.firstGpu + s.devices(),
+          s.dp, s.tp, s.pp,
+          s.sp > 1 ? llvm::formatv(" sp{0}", s.sp).str() : std::string(),
+          pinned ? "" : "*");
       os << llvm::formatv(
           "{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
           " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",

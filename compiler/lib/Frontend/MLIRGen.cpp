@@ -139,7 +139,7 @@ private:
     op.setMeshAttr(r::MeshAttr::get(&ctx, pl.firstGpu, pl.numGpus));
     op.setStrategyAttr(r::StrategyAttr::get(&ctx, pl.dp, pl.tp, pl.pp,
                                             pl.microBatches, pl.zero,
-                                            pl.recompute, pl.offload));
+                                            pl.recompute, pl.offload, pl.sp));
     op.setPinnedAttr(b.getUnitAttr());
   }
 

@@ -332,6 +332,10 @@ private:
   std::optional<Node> checkBuiltinCall(const Expr &call,
                                        llvm::StringMap<Local> &env);
 
+  /// The sp of a placement fits the call (SemaPlace.cpp).
+  mlir::LogicalResult checkSequenceParallel(const Annotation &an,
+                                            const Node &n,
+                                            const Placement &pl);
   void checkAnnotation(const Annotation &an, Node &n,
                        llvm::StringMap<Local> &env);
 

@@ -12,6 +12,52 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
+/// Ulysses splits every sequence over sp ranks and, in attention, each
+/// rank's heads over them: a generate call has one token per sequence to
+/// split at each decode step, and the heads and tokens must divide.
+mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
+                                                const Node &n,
+                                                const Placement &pl) {
+  if (n.kind == Node::Kind::Generate) {
+    error(an.loc, formatv("generation runs with sp = 1: each decode step has "
+                          "one new token per sequence to split; drop "
+                          "'sp = {0}' here",
+                          pl.sp));
+    return mlir::failure();
+  }
+  const sema::Arch &arch = n.model->arch;
+  int64_t kvPerRank = arch.kvHeads / pl.tp;
+  if (arch.heads % (pl.tp * pl.sp) ||
+      (kvPerRank % pl.sp && pl.sp % kvPerRank)) {
+    error(an.loc,
+          formatv("tp*sp = {0}*{1} does not split the {2} heads and {3} kv "
+                  "heads of '{4}': Ulysses gives each sequence-parallel rank "
+                  "1/sp of a tensor-parallel rank's heads (kv heads may "
+                  "instead be repeated sp / (kv heads / tp) times)",
+                  pl.tp, pl.sp, arch.heads, arch.kvHeads, n.model->name));
+    return mlir::failure();
+  }
+  // The longest token sequence the call runs the model on: its own input,
+  // or a train call's loss's.
+  int64_t S = 0;
+  auto scan = [&](const Node &m) {
+    for (const Node::Input &in : m.inputs)
+      if (in.type.kind == TensorKind::Tokens && in.type.shape.size() == 2)
+        S = std::max(S, in.type.shape[1]);
+  };
+  scan(n);
+  if (n.kind == Node::Kind::Train && !n.inputs.empty() &&
+      n.inputs[0].producer >= 0)
+    scan(current->nodes[size_t(n.inputs[0].producer)]);
+  if (S % pl.sp) {
+    error(an.loc, formatv("sequences of {0} tokens do not split over sp = "
+                          "{1}; choose an sp that divides {0}",
+                          S, pl.sp));
+    return mlir::failure();
+  }
+  return mlir::success();
+}
+
 void Sema::checkAnnotation(const Annotation &an, Node &n,
                            llvm::StringMap<Local> &env) {
   if (an.name != "place") {
@@ -94,6 +140,7 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                    : a.name == "tp"  ? &pl.tp
                    : a.name == "pp"  ? &pl.pp
                    : a.name == "mbs" ? &pl.microBatches
+                   : a.name == "sp"  ? &pl.sp
                                      : nullptr;
     if (a.name.empty()) {
       error(a.loc,
@@ -103,9 +150,9 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
     if (!dst) {
       error(a.loc,
             formatv("unknown '@place' setting '{0}' (settings are mesh, "
-                    "dp, tp, pp, mbs, offload, recompute and zero){1}",
+                    "dp, tp, pp, sp, mbs, offload, recompute and zero){1}",
                     a.name,
-                    didYouMean(a.name, {"mesh", "dp", "tp", "pp", "mbs",
+                    didYouMean(a.name, {"mesh", "dp", "tp", "pp", "sp", "mbs",
                                         "offload", "recompute", "zero"})));
       return;
     }
@@ -118,11 +165,18 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
     error(an.loc, "'@place' needs a mesh, such as 'mesh = c[0:8]'");
     return;
   }
-  if (pl.dp * pl.tp * pl.pp != pl.numGpus) {
-    error(an.loc,
-          formatv("dp*tp*pp = {0}*{1}*{2} = {3}, but the mesh has {4} "
-                  "GPUs; the product must equal the mesh size",
-                  pl.dp, pl.tp, pl.pp, pl.dp * pl.tp * pl.pp, pl.numGpus));
+  if (pl.dp * pl.tp * pl.pp * pl.sp != pl.numGpus) {
+    if (pl.sp == 1)
+      error(an.loc,
+            formatv("dp*tp*pp = {0}*{1}*{2} = {3}, but the mesh has {4} "
+                    "GPUs; the product must equal the mesh size",
+                    pl.dp, pl.tp, pl.pp, pl.dp * pl.tp * pl.pp, pl.numGpus));
+    else
+      error(an.loc, formatv("dp*tp*pp*sp = {0}*{1}*{2}*{3} = {4}, but the "
+                            "mesh has {5} GPUs; the product must equal the "
+                            "mesh size",
+                            pl.dp, pl.tp, pl.pp, pl.sp,
+                            pl.dp * pl.tp * pl.pp * pl.sp, pl.numGpus));
     return;
   }
   if (c && pl.tp > c->gpusPerNode) {
@@ -148,6 +202,8 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                           pl.tp, arch.heads, arch.kvHeads, n.model->name));
     return;
   }
+  if (pl.sp > 1 && mlir::failed(checkSequenceParallel(an, n, pl)))
+    return;
   if (pl.pp > arch.layers) {
     error(an.loc, formatv("pp = {0} exceeds the {1} layers of '{2}'", pl.pp,
                           arch.layers, n.model->name));

@@ -196,7 +196,18 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                          << algs.size() << "; keep one run block";
       return signalPassFailure();
     }
-    if (failed(lower(algs.front())))
+    // The model runs Ulysses attention, but the executor's layouts have no
+    // sequence-parallel dimension yet.
+    WalkResult sp = algs.front().walk([](Operation *op) {
+      auto st = op->getAttrOfType<r::StrategyAttr>("strategy");
+      if (!st || st.getSp() == 1)
+        return WalkResult::advance();
+      op->emitError() << "sequence parallelism (sp = " << st.getSp()
+                      << ") is planned and priced, but compiled programs "
+                         "do not run it yet; place this call with sp = 1";
+      return WalkResult::interrupt();
+    });
+    if (sp.wasInterrupted() || failed(lower(algs.front())))
       return signalPassFailure();
     // The declarations are now constants of main.
     for (Operation &op :

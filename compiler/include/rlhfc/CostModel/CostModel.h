@@ -83,14 +83,18 @@ struct Strategy {
   bool zero = false;        ///< shard optimizer state over dp
   bool recompute = false;   ///< activation checkpointing
   bool offload = false;     ///< weights rest in host memory between calls
-  int64_t devices() const { return dp * tp * pp; }
+  /// Sequence parallelism (Ulysses): ranks split every sequence and hold
+  /// the weights like data-parallel ranks.
+  int64_t sp = 1;
+  int64_t devices() const { return dp * sp * tp * pp; }
 };
 
 /// Whether two strategies hold a model's parameters alike (same mesh and
-/// split), so moving between them is free.
+/// split), so moving between them is free. Weights are replicated over dp
+/// and sp alike (ranks dp-major, then sp), so only their product counts.
 inline bool sameLayout(const Strategy &a, const Strategy &b) {
-  return a.firstGpu == b.firstGpu && a.dp == b.dp && a.tp == b.tp &&
-         a.pp == b.pp;
+  return a.firstGpu == b.firstGpu && a.dp * a.sp == b.dp * b.sp &&
+         a.tp == b.tp && a.pp == b.pp;
 }
 
 enum class CallKind { Generate, Inference, Train };
@@ -116,7 +120,9 @@ struct Memory {
 
 struct Time {
   double compute = 0;  ///< math at achievable FLOP/s (incl. memory-bound decode)
-  double tpComm = 0;   ///< tensor-parallel all-reduces
+  /// tensor-parallel all-reduces and sequence-parallel all-to-alls, the
+  /// collectives inside each layer
+  double tpComm = 0;
   double ppComm = 0;   ///< pipeline p2p and bubbles
   double dpComm = 0;   ///< exposed gradient all-reduce
   double optimizer = 0;
@@ -169,6 +175,9 @@ Link groupLink(const Hardware &hw, int64_t n, int64_t perNode);
 int64_t membersPerNode(int64_t first, int64_t n, int64_t stride, int64_t gpusPerNode);
 double allReduce(double bytes, int64_t n, const Link &l);
 double allGather(double bytesTotal, int64_t n, const Link &l);
+/// Every member sends `bytesPerRank` split evenly over the group (pairwise
+/// exchanges, each paying the link's latency).
+double allToAll(double bytesPerRank, int64_t n, const Link &l);
 double broadcast(double bytes, int64_t n, const Link &l);
 double p2p(double bytes, const Link &l);
 /// nccl-tests' "bus bandwidth" of an all-reduce of `bytes` over `n` GPUs.

@@ -97,6 +97,7 @@ struct Placement {
   mlir::LocationAttr loc;
   int64_t firstGpu = 0, numGpus = 0; ///< global GPU index range
   int64_t dp = 1, tp = 1, pp = 1, microBatches = 1;
+  int64_t sp = 1; ///< sequence parallelism (Ulysses)
   bool offload = false; ///< weights rest in host memory between calls
   mlir::LocationAttr offloadLoc;
   bool recompute = false; ///< train: recompute activations in backward

@@ -82,8 +82,8 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t dp, int64_t tp, int64_t pp,
-                                   int64_t mbs, bool, bool, bool) {
-  if (dp <= 0 || tp <= 0 || pp <= 0 || mbs <= 0)
-    return emitError() << "dp, tp, pp and mbs must be positive";
+                                   int64_t mbs, bool, bool, bool, int64_t sp) {
+  if (dp <= 0 || tp <= 0 || pp <= 0 || mbs <= 0 || sp <= 0)
+    return emitError() << "dp, tp, pp, mbs and sp must be positive";
   return success();
 }

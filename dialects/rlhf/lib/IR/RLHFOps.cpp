@@ -62,12 +62,23 @@ LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
     return success();
   if (!mesh || !strategy)
     return op->emitOpError() << what << "needs both a mesh and a strategy";
-  if (strategy.getNumDevices() != mesh.getSize())
+  if (strategy.getNumDevices() != mesh.getSize()) {
+    auto d = op->emitOpError();
+    d << what << "strategy dp*tp*pp";
+    if (strategy.getSp() > 1)
+      d << "*sp";
+    d << " = " << strategy.getDp() << "*" << strategy.getTp() << "*"
+      << strategy.getPp();
+    if (strategy.getSp() > 1)
+      d << "*" << strategy.getSp();
+    return d << " = " << strategy.getNumDevices() << " does not match the "
+             << mesh.getSize() << " devices of its mesh";
+  }
+  if (strategy.getSp() > 1 && isa<GenerateOp>(op))
     return op->emitOpError()
-           << what << "strategy dp*tp*pp = " << strategy.getDp() << "*"
-           << strategy.getTp() << "*" << strategy.getPp() << " = "
-           << strategy.getNumDevices() << " does not match the "
-           << mesh.getSize() << " devices of its mesh";
+           << what << "generates with sp = " << strategy.getSp()
+           << "; generation runs with sp = 1 (its decode steps have one "
+              "token per sequence to split)";
   return success();
 }
 

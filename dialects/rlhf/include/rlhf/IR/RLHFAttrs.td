@@ -113,21 +113,37 @@ def RLHF_StrategyAttr : RLHF_Attr<"Strategy", "strategy"> {
     `offload` keeps a frozen model's weights in host memory between calls:
     they are loaded (`rlhf.onload`) before the call and released
     (`rlhf.offload`) after it.
+    `sp` is the sequence-parallel degree (Ulysses: each of `sp` ranks holds
+    a contiguous 1/sp of every sequence and all-to-alls q/k/v over heads in
+    attention); weights are replicated over sp as over dp, so ranks run
+    dp-major, then sp, then pp and tp.
 
     ```mlir
     #rlhf.strategy<dp = 2, tp = 4, pp = 1, mbs = 4>
     #rlhf.strategy<dp = 8, tp = 1, pp = 1, mbs = 1, zero = true, recompute = true>
     #rlhf.strategy<dp = 8, tp = 1, pp = 1, mbs = 1, offload = true>
+    #rlhf.strategy<dp = 2, tp = 2, pp = 1, mbs = 1, sp = 4>
     ```
   }];
   let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp, "int64_t":$mbs,
     DefaultValuedParameter<"bool", "false">:$zero,
     DefaultValuedParameter<"bool", "false">:$recompute,
-    DefaultValuedParameter<"bool", "false">:$offload);
+    DefaultValuedParameter<"bool", "false">:$offload,
+    DefaultValuedParameter<"int64_t", "1">:$sp);
+  // Without sp: the layouts most calls have.
+  let builders = [
+    AttrBuilder<(ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp,
+                     "int64_t":$mbs, "bool":$zero, "bool":$recompute,
+                     "bool":$offload), [{
+      return $_get($_ctxt, dp, tp, pp, mbs, zero, recompute, offload, 1);
+    }]>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    int64_t getNumDevices() const { return getDp() * getTp() * getPp(); }
+    int64_t getNumDevices() const {
+      return getDp() * getSp() * getTp() * getPp();
+    }
   }];
 }
 
