@@ -13,7 +13,9 @@
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Planner.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -72,6 +74,12 @@ static llvm::cl::list<int>
     scaleNodes("scale-nodes",
                llvm::cl::desc("node counts for --scale (default 8,16,...,512)"),
                llvm::cl::CommaSeparated, llvm::cl::cat(benchCat));
+static llvm::cl::opt<bool> async(
+    "async",
+    llvm::cl::desc("instead of the baselines, plan every setting with "
+                   "staleness 1 and compare the searched asynchronous plan "
+                   "with the synchronous heuristic and search"),
+    llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -214,6 +222,158 @@ int scaleBench(const cost::Calibration &cal) {
   return 0;
 }
 
+/// Marks `alg` asynchronous: staleness k, and every generate of a trained
+/// model may lag k versions (what `staleness = k;` in a run block lowers
+/// to, without the frontend's check of the losses, which the planner does
+/// not read).
+void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k) {
+  mlir::Builder b(alg.getContext());
+  alg->setAttr(alg.getStalenessAttrName(), b.getI64IntegerAttr(k));
+  mlir::SymbolTable symbols(alg->getParentOfType<mlir::ModuleOp>());
+  alg.walk([&](mlir::rlhf::GenerateOp g) {
+    auto model = symbols.lookup<mlir::rlhf::ModelOp>(g.getModel());
+    if (model && model.getTrainable())
+      g->setAttr(g.getStalenessAttrName(), b.getI64IntegerAttr(k));
+  });
+}
+
+/// A plan's calls, one line each, to stderr.
+void printPlan(const plan::Problem &p, const plan::Assignment &a,
+               llvm::StringRef what) {
+  llvm::errs() << formatv("  {0}: {1:f3}s\n", what,
+                          plan::simulate(p, a).iterationTime);
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host) {
+      const plan::Candidate &k = p.cands[c][a[c]];
+      llvm::errs() << formatv("    {0,-22} [{1}:{2}] dp{3} tp{4} pp{5} mbs{6} "
+                              "{7:f3}s {8:f1}GB\n",
+                              p.calls[c].label, k.s.firstGpu,
+                              k.s.firstGpu + k.devices, k.s.dp, k.s.tp, k.s.pp,
+                              k.s.microBatches, k.time, k.mem.total() / 1e9);
+    }
+}
+
+/// The 33 settings with staleness 1: the searched asynchronous plan against
+/// the synchronous heuristic and the synchronous search. Per setting it
+/// prints the three iteration times, the speedups, how the async plan
+/// splits the GPUs (generation's GPUs of all), the generation's and the
+/// weight update's time per iteration, and the search's wall time.
+int asyncBench(const cost::Calibration &cal,
+               const std::vector<Setting> &settings) {
+  if (async)
+    return asyncBench(cal, settings);
+  const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
+  llvm::outs() << formatv(
+      "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,8} {7,8} | {8,9} {9,7} "
+      "{10,7} {11,8} {12,8}\n",
+      "actor+critic", "GPUs", "gen", "sync heur", "sync srch", "async k1",
+      "vs heur", "vs srch", "gen GPUs", "gen s", "update", "search s", "area");
+  double logHeur = 0, logSearch = 0;
+  int count = 0, betterThanSearch = 0;
+  for (size_t si = 0; si < settings.size(); ++si)
+    for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
+      const Setting &s = settings[si];
+      if (only >= 0 && size_t(only) != si)
+        continue;
+      mlir::MLIRContext ctx;
+      mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
+        llvm::errs() << d << "\n";
+        return mlir::success();
+      });
+      auto module =
+          lower(ctx, program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]));
+      if (!module)
+        return 1;
+      auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
+      plan::SearchOptions so;
+      so.budget = budget;
+      auto sync = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+      if (mlir::failed(sync))
+        return 1;
+      const plan::Problem &sp = sync->problem;
+      auto heurPlan = plan::solve(sp, plan::Method::Heuristic);
+      auto timeIn = [](const plan::Problem &p,
+                       const std::optional<plan::Assignment> &a) {
+        return a ? plan::simulate(p, *a).iterationTime : INFINITY;
+      };
+      double heur = timeIn(sp, heurPlan), search = timeIn(sp, sync->assignment);
+      makeAsync(alg, 1);
+      auto t0 = std::chrono::steady_clock::now();
+      auto asyncPlanned =
+          plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+      double wall = secondsSince(t0);
+      if (mlir::failed(asyncPlanned))
+        return 1;
+      const plan::Problem &ap = asyncPlanned->problem;
+      const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
+      double asyncTime = timeIn(ap, aa);
+      // No plan, async or not, beats every call at its least GPU-seconds
+      // spread over the whole cluster (memory and placement ignored).
+      double area = 0;
+      for (size_t c = 0; c < ap.calls.size(); ++c)
+        if (!ap.calls[c].host)
+          area += ap.leastArea(c);
+      area /= double(ap.gpus);
+      std::string split = "-", genTime = "-", update = "-";
+      if (aa) {
+        plan::SimResult sim = plan::simulate(ap, *aa, 3, /*record=*/true);
+        for (size_t c = 0; c < ap.calls.size(); ++c)
+          if (!ap.calls[c].host &&
+              ap.calls[c].shape.kind == cost::CallKind::Generate) {
+            const plan::Candidate &k = ap.cands[c][(*aa)[c]];
+            split = formatv("{0}/{1}", k.devices, ap.gpus).str();
+            genTime = formatv("{0:f2}", k.time).str();
+          }
+        double upd = 0;
+        int its = 0;
+        for (const plan::Event &e : sim.events)
+          if (e.kind == plan::Event::Update && e.iteration == 1) {
+            upd = e.end - e.start;
+            ++its;
+          }
+        update = its ? formatv("{0:f2}", upd).str() : std::string("none");
+      }
+      if (show) {
+        llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}\n", s.actor,
+                                s.critic, s.gpus, gens[gi]);
+        if (heurPlan)
+          printPlan(sp, *heurPlan, "sync heuristic");
+        if (sync->assignment)
+          printPlan(sp, *sync->assignment, "sync search");
+        if (aa)
+          printPlan(ap, *aa, "async search (k=1)");
+      }
+      auto sec = [](double v) {
+        return std::isfinite(v) ? formatv("{0:f2}s", v).str()
+                                : std::string("OOM");
+      };
+      llvm::outs() << formatv(
+          "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,7:f2}x {7,7:f2}x | "
+          "{8,9} {9,7} {10,7} {11,8:f2} {12,7:f2}s\n",
+          formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gens[gi],
+          sec(heur), sec(search), sec(asyncTime), heur / asyncTime,
+          search / asyncTime, split, genTime, update, wall, area);
+      llvm::outs().flush();
+      if (std::isfinite(heur) && std::isfinite(search) &&
+          std::isfinite(asyncTime)) {
+        logHeur += std::log(heur / asyncTime);
+        logSearch += std::log(search / asyncTime);
+        ++count;
+        betterThanSearch += asyncTime < search * 0.995;
+      }
+    }
+  llvm::outs() << formatv("async(k=1) faster than the sync search by over "
+                          "0.5% in {0} of {1} settings\n",
+                          betterThanSearch, count);
+  llvm::outs() << formatv(
+      "geomean async(k=1) search/sync heuristic speedup: {0:f2}\n",
+      std::exp(logHeur / std::max(1, count)));
+  llvm::outs() << formatv(
+      "geomean async(k=1) search/sync search speedup: {0:f2}\n",
+      std::exp(logSearch / std::max(1, count)));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -243,6 +403,8 @@ int main(int argc, char **argv) {
       {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling
       {7, 7, 16},  {13, 13, 32}, {34, 34, 64}, {70, 70, 128}, // both
   };
+  if (async)
+    return asyncBench(cal, settings);
   const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
   llvm::outs() << formatv(
       "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | {7,8} "
@@ -279,19 +441,10 @@ int main(int argc, char **argv) {
       const plan::Problem *p = &planned->problem;
       const std::optional<plan::Assignment> &searched = planned->assignment;
       auto print = [&](llvm::StringRef what, const plan::Assignment &a) {
-        llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}, {4}: {5:f3}s\n",
-                                s.actor, s.critic, s.gpus, gens[gi], what,
-                                plan::simulate(*p, a).iterationTime);
-        for (size_t c = 0; c < p->calls.size(); ++c)
-          if (!p->calls[c].host) {
-            const plan::Candidate &k = p->cands[c][a[c]];
-            llvm::errs() << formatv(
-                "  {0,-22} [{1}:{2}] dp{3} tp{4} pp{5} mbs{6} {7:f3}s "
-                "{8:f1}GB\n",
-                p->calls[c].label, k.s.firstGpu, k.s.firstGpu + k.devices,
-                k.s.dp, k.s.tp, k.s.pp, k.s.microBatches, k.time,
-                k.mem.total() / 1e9);
-          }
+        printPlan(*p, a,
+                  formatv("{0}B+{1}B {2} GPUs gen {3}, {4}", s.actor, s.critic,
+                          s.gpus, gens[gi], what)
+                      .str());
       };
       auto timeOf = [&](plan::Method m) {
         auto a = plan::solve(*p, m, so);

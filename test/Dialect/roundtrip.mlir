@@ -68,3 +68,17 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   %vals = rlhf.field %v["values"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, values: tensor<16x8xf32, #rlhf.kind<values>>, score: tensor<16xf32, #rlhf.kind<score>>>
   %moved = rlhf.transfer %vals from <0, 8> to <8, 8> : tensor<16x8xf32, #rlhf.kind<values>>
 }
+
+// Staleness: the algorithm's bound, a generate's lag and the versioned
+// weight update into the generator's own layout.
+rlhf.dataset @d16 "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// CHECK-LABEL: rlhf.algorithm @async
+// CHECK-SAME: staleness 2
+rlhf.algorithm @async cluster @c steps 1 seed 1 save_interval 0 staleness 2 {
+  %b = rlhf.load @d16 : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // CHECK: rlhf.generate @actor(%{{.*}}) max_new_tokens 4 n 1 temperature 1.000000e+00 top_p 1.000000e+00 stale 2 on <8, 8>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 1 temperature 1.0 top_p 1.0 stale 2 on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1> : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>>
+  // CHECK: rlhf.weight_update @actor version_lag 2 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1> cost <time = 2.500000e-01, memory = 0.000000e+00>
+  rlhf.weight_update @actor version_lag 2 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1> cost <time = 0.25, memory = 0.0>
+}

@@ -119,6 +119,13 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
     return p.reallocTime(p.calls[c].model, cand(q).s, cand(c).s);
   };
 
+  // Under staleness a generate may overlap its model's training, so the
+  // chains and windows below, which assume it waits for it, do not bound the
+  // period; nor do reallocations, which a generator with its own copy of the
+  // weights skips. Only the calls' own work per GPU and in all is left.
+  const bool ahead =
+      p.staleness > 0 &&
+      llvm::any_of(p.calls, [](const Call &c) { return c.stale > 0; });
   // Busiest GPU and total GPU-seconds.
   std::vector<double> work(p.gpus, 0.0);
   double area = 0;
@@ -133,7 +140,7 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
     for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g)
       work[g] += k.time;
     area += k.time * double(k.devices);
-    if (double rt = reallocInto(c); rt > 0) {
+    if (double rt = ahead ? 0.0 : reallocInto(c); rt > 0) {
       ReallocSpan span = reallocSpan(cand(size_t(mc.prev[c])), k);
       for (auto [first, count] : span.ranges)
         for (int64_t g = first; g < first + count; ++g)
@@ -144,6 +151,8 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
   for (double w : work)
     b.busiestGpu = std::max(b.busiestGpu, w);
   b.area = area / double(std::max<int64_t>(1, p.gpus));
+  if (ahead)
+    return b;
 
   // Longest chain from each model's first call to its last, with transfers
   // between known meshes and reallocations between known layouts.

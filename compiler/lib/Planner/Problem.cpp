@@ -298,6 +298,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
   p.nodes = cluster.getNodes();
   // Keep a tenth of HBM for the CUDA context, allocator slack and buffers.
   p.memoryLimit = 0.9 * p.hw.hbmBytes;
+  p.staleness = alg.getStaleness();
 
   llvm::StringMap<int> modelIndex;
   llvm::DenseMap<Operation *, int> callIndex;
@@ -336,6 +337,12 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
       c.model = it->second;
       c.shape = cost::shapeOf(&op, model);
       c.pinned = cost::strategyOf(&op);
+      if (auto gen = dyn_cast<r::GenerateOp>(op); gen && model.getTrainable())
+        c.stale = gen.getStaleness();
+      for (Value v : op.getResults())
+        if (auto rec = dyn_cast<r::RecordType>(v.getType()))
+          for (Type t : rec.getTypes())
+            c.outBytes += tensorBytes(t);
       c.label = (op.getName().stripDialect() + " @" + ref.getValue()).str();
     }
     callIndex[&op] = int(p.calls.size());

@@ -48,10 +48,10 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       o["predicted_time_s"] = k.time;
       if (k.s.offload)
         o["host_load_s"] = k.load;
-      o["memory_per_gpu_bytes"] =
-          Object{{"weights", k.mem.weights},         {"gradients", k.mem.grads},
-                 {"optimizer", k.mem.optimizer},     {"activations", k.mem.activations},
-                 {"kv_cache", k.mem.kvCache},        {"total", k.mem.total()}};
+      o["memory_per_gpu_bytes"] = Object{
+          {"weights", k.mem.weights},     {"gradients", k.mem.grads},
+          {"optimizer", k.mem.optimizer}, {"activations", k.mem.activations},
+          {"kv_cache", k.mem.kvCache},    {"total", k.mem.total()}};
     } else {
       o["runs_on"] = "controller";
     }
@@ -81,6 +81,27 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
         o["bytes_moved"] = c.getMemory().convertToDouble();
       }
       reallocs.push_back(std::move(o));
+    } else if (auto wu = mlir::dyn_cast<r::WeightUpdateOp>(op)) {
+      // A copy into a generator's own layout (asynchronous plans).
+      Object o{{"model", wu.getSource().str()},
+               {"location", where(op.getLoc())},
+               {"weight_update", true},
+               {"version_lag", wu.getVersionLag()},
+               {"from", Object{{"mesh", meshJson(wu.getFromMesh().getFirst(),
+                                                 wu.getFromMesh().getSize())},
+                               {"dp", wu.getFrom().getDp()},
+                               {"tp", wu.getFrom().getTp()},
+                               {"pp", wu.getFrom().getPp()}}},
+               {"to", Object{{"mesh", meshJson(wu.getToMesh().getFirst(),
+                                               wu.getToMesh().getSize())},
+                             {"dp", wu.getTo().getDp()},
+                             {"tp", wu.getTo().getTp()},
+                             {"pp", wu.getTo().getPp()}}}};
+      if (auto c = wu.getCostAttr()) {
+        o["predicted_time_s"] = c.getTime().convertToDouble();
+        o["bytes_moved"] = c.getMemory().convertToDouble();
+      }
+      reallocs.push_back(std::move(o));
     } else if (auto ld = mlir::dyn_cast<r::OnloadOp>(op)) {
       Object o{
           {"model", ld.getModel().str()},
@@ -92,9 +113,10 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       }
       loads.push_back(std::move(o));
     } else if (auto t = mlir::dyn_cast<r::TransferOp>(op)) {
-      Object o{{"location", where(op.getLoc())},
-               {"from", meshJson(t.getFrom().getFirst(), t.getFrom().getSize())},
-               {"to", meshJson(t.getTo().getFirst(), t.getTo().getSize())}};
+      Object o{
+          {"location", where(op.getLoc())},
+          {"from", meshJson(t.getFrom().getFirst(), t.getFrom().getSize())},
+          {"to", meshJson(t.getTo().getFirst(), t.getTo().getSize())}};
       if (auto c = t.getCostAttr()) {
         o["predicted_time_s"] = c.getTime().convertToDouble();
         o["bytes"] = c.getMemory().convertToDouble();
@@ -113,6 +135,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
                          {"gpus_per_node", p.hw.gpusPerNode},
                          {"usable_memory_per_gpu_bytes", p.memoryLimit}}},
       {"predicted_iteration_time_s", sim.iterationTime},
+      {"staleness", p.staleness},
       {"calls", std::move(calls)},
       {"reallocations", std::move(reallocs)},
       {"transfers", std::move(transfers)},

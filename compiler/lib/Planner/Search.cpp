@@ -398,7 +398,14 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
     double space = 1;
     for (size_t c : freeCalls(p))
       space *= double(p.cands[c].size());
-    if (space <= double(o.exhaustiveLimit)) {
+    if (p.staleness > 0) {
+      // Asynchronous plans: the bounds the exact search prunes with are
+      // weak once generation may overlap training (Bounds.cpp), so only
+      // annealing and its descent run. Their starts already split the
+      // cluster between generation and training at every node boundary
+      // (partitionStarts), and every candidate carries its micro-batching.
+      a = anneal(p, o, st);
+    } else if (space <= double(o.exhaustiveLimit)) {
       ExactStats ex;
       a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},
                       ex);

@@ -1,6 +1,6 @@
 //===- Simulate.cpp - unrolled-iteration simulator of a placement ---------===//
 
-#include "rlhfc/Planner/Planner.h"
+#include "SimulateImpl.h"
 
 #include <algorithm>
 
@@ -9,6 +9,9 @@ using namespace rlhfc::plan;
 
 SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
                          bool record) {
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (ownsWeightCopy(p, a, c))
+      return simulateAsync(p, a, iterations, record);
   SimResult r;
   const size_t n = p.calls.size();
   std::vector<double> busy(p.gpus, 0.0);
@@ -42,7 +45,8 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
         double t = finish[d];
         if (!call.host && !p.calls[d].host) {
           const Candidate &from = cand(d), &to = cand(c);
-          cost::MoveEstimate mv = cost::estimateTransfer(bytes, p.hw, from.s, to.s);
+          cost::MoveEstimate mv =
+              cost::estimateTransfer(bytes, p.hw, from.s, to.s);
           if (mv.time > 0 && record)
             r.events.push_back({Event::Transfer, int(c), it, t, t + mv.time,
                                 to.s.firstGpu, to.devices, bytes});
@@ -73,7 +77,8 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
         paramsReady = rs + rt;
         layout[m] = &k;
       }
-      double start = std::max({ready, paramsReady, busyUntil(k.s.firstGpu, k.devices)});
+      double start =
+          std::max({ready, paramsReady, busyUntil(k.s.firstGpu, k.devices)});
       double stop = start + k.time;
       occupy(k.s.firstGpu, k.devices, stop);
       modelReady[m] = stop;
@@ -88,14 +93,15 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
         start = loaded;
       }
       if (record)
-        r.events.push_back({Event::Call, int(c), it, start, stop, k.s.firstGpu,
-                            k.devices, 0});
+        r.events.push_back(
+            {Event::Call, int(c), it, start, stop, k.s.firstGpu, k.devices, 0});
     }
     if (it == 0)
       firstIterationEnd = end;
   }
   r.makespan = end;
-  r.iterationTime = iterations > 1 ? (end - firstIterationEnd) / (iterations - 1) : end;
+  r.iterationTime =
+      iterations > 1 ? (end - firstIterationEnd) / (iterations - 1) : end;
   // A few unrolled iterations can end before the steady state shows; no
   // schedule repeats faster than its busiest GPU or its longest cycle.
   r.iterationTime = std::max(r.iterationTime, iterationBounds(p, a).max());
@@ -135,6 +141,13 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       working[g] = std::max(working[g], workingSet(c, g));
     }
   }
+  detail::finishMemory(p, r, working, record, workingSet);
+  return r;
+}
+
+void plan::detail::finishMemory(
+    const Problem &p, SimResult &r, const std::vector<double> &working,
+    bool record, llvm::function_ref<double(size_t, int64_t)> workingSet) {
   for (int64_t g = 0; g < p.gpus; ++g) {
     r.peakMemory[g] += working[g];
     if (r.peakMemory[g] > p.memoryLimit && !r.oom) {
@@ -142,24 +155,21 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       r.oomGpu = int(g);
     }
   }
-  if (record) {
-    // Step memory over time: resident state all along, plus each call's
-    // working set while it runs.
-    r.memoryTrace.assign(p.gpus, {});
-    for (int64_t g = 0; g < p.gpus; ++g)
-      r.memoryTrace[g].push_back({0.0, r.peakMemory[g] - working[g]});
-    for (const Event &e : r.events) {
-      if (e.kind != Event::Call && e.kind != Event::Load)
-        continue;
-      for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
-        double base = r.peakMemory[g] - working[g];
-        r.memoryTrace[g].push_back({e.start, base + workingSet(e.call, g)});
-        r.memoryTrace[g].push_back({e.end, base});
-      }
+  if (!record)
+    return;
+  r.memoryTrace.assign(p.gpus, {});
+  for (int64_t g = 0; g < p.gpus; ++g)
+    r.memoryTrace[g].push_back({0.0, r.peakMemory[g] - working[g]});
+  for (const Event &e : r.events) {
+    if (e.kind != Event::Call && e.kind != Event::Load)
+      continue;
+    for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
+      double base = r.peakMemory[g] - working[g];
+      r.memoryTrace[g].push_back({e.start, base + workingSet(e.call, g)});
+      r.memoryTrace[g].push_back({e.end, base});
     }
-    for (auto &tr : r.memoryTrace)
-      std::stable_sort(tr.begin(), tr.end(),
-                       [](auto &x, auto &y) { return x.first < y.first; });
   }
-  return r;
+  for (auto &tr : r.memoryTrace)
+    std::stable_sort(tr.begin(), tr.end(),
+                     [](auto &x, auto &y) { return x.first < y.first; });
 }

@@ -28,6 +28,10 @@ std::string label(const Problem &p, const Event &e) {
     return "transfer to " + c.label;
   case Event::Load:
     return "load @" + p.models[c.model].name + " from host";
+  case Event::Update:
+    return formatv("weight update @{0} to v{1}", p.models[c.model].name,
+                   e.iteration + 1)
+        .str();
   }
   return "";
 }
@@ -42,6 +46,8 @@ const char *category(Event::Kind k) {
     return "transfer";
   case Event::Load:
     return "load";
+  case Event::Update:
+    return "update";
   }
   return "";
 }
@@ -50,11 +56,20 @@ std::string escape(llvm::StringRef s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '&': out += "&amp;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += ch;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '&':
+      out += "&amp;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += ch;
     }
   }
   return out;
@@ -116,7 +131,10 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
            llvm::json::Object{{"name", formatv("node {0}", n).str()}}}});
   for (int64_t g : lanes.gpus)
     events.push_back(llvm::json::Object{
-        {"ph", "M"}, {"name", "thread_name"}, {"pid", g / gpn}, {"tid", g},
+        {"ph", "M"},
+        {"name", "thread_name"},
+        {"pid", g / gpn},
+        {"tid", g},
         {"args", llvm::json::Object{{"name", formatv("GPU {0}", g).str()}}}});
   for (const Event &e : sim.events)
     for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
@@ -138,16 +156,18 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
       break;
     for (auto [t, bytes] : sim.memoryTrace[g])
       events.push_back(llvm::json::Object{
-          {"ph", "C"}, {"name", formatv("memory GPU {0} (GB)", g).str()},
-          {"pid", g / gpn}, {"ts", t * 1e6},
+          {"ph", "C"},
+          {"name", formatv("memory GPU {0} (GB)", g).str()},
+          {"pid", g / gpn},
+          {"ts", t * 1e6},
           {"args", llvm::json::Object{{"GB", bytes / 1e9}}}});
   }
   llvm::json::Object root{
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ms"},
-      {"otherData", llvm::json::Object{
-                        {"title", title.str()},
-                        {"predicted_iteration_time_s", sim.iterationTime}}}};
+      {"otherData",
+       llvm::json::Object{{"title", title.str()},
+                          {"predicted_iteration_time_s", sim.iterationTime}}}};
   os << llvm::json::Value(std::move(root)) << "\n";
 }
 
@@ -169,6 +189,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         ".realloc{fill:url(#hatch);stroke:#900;stroke-width:.5}"
         ".transfer{fill:#222;opacity:.6}"
         ".load{fill:#8cd;stroke:#268;stroke-width:.5}"
+        ".update{fill:#c6c;stroke:#636;stroke-width:.5}"
         ".lane{font-size:10px}"
         "table{border-collapse:collapse;margin-top:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
@@ -181,8 +202,21 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   os << formatv("<p id=\"summary\">{0} x {1} {2}; predicted iteration time "
                 "<b id=\"iteration-time\">{3}</b> (steady state over the {4} "
                 "simulated iterations shown).</p>\n",
-                p.nodes, p.hw.gpusPerNode, escape(p.hw.name), ms(sim.iterationTime),
-                sim.events.empty() ? 0 : sim.events.back().iteration + 1);
+                p.nodes, p.hw.gpusPerNode, escape(p.hw.name),
+                ms(sim.iterationTime),
+                sim.events.empty()
+                    ? 0
+                    : 1 + std::max_element(sim.events.begin(), sim.events.end(),
+                                           [](const Event &x, const Event &y) {
+                                             return x.iteration < y.iteration;
+                                           })
+                              ->iteration);
+  if (p.staleness > 0)
+    os << formatv("<p id=\"async\">Staleness {0}: generation runs up to {0} "
+                  "iteration(s) ahead of training, so calls of different "
+                  "iterations overlap; weight updates copy each new version "
+                  "into the generator's layout.</p>\n",
+                  p.staleness);
   if (int64_t hidden = p.gpus - int64_t(lanes.gpus.size()))
     os << formatv(
         "<p id=\"hidden-lanes\">{0} of the {1} GPUs run nothing in "
@@ -199,35 +233,37 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "<rect width=\"2\" height=\"4\" fill=\"#d33\"/></pattern></defs>\n";
   for (int64_t g : lanes.gpus) {
     double y = top + double(lanes.row[g]) * laneH;
-    os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">GPU {1} (n{2})</text>"
-                  "<line x1=\"{3}\" x2=\"{4}\" y1=\"{5}\" y2=\"{5}\" stroke=\"#eee\"/>\n",
-                  y + 12, g, g / p.hw.gpusPerNode, left, W - 10, y + laneH);
+    os << formatv(
+        "<text class=\"lane\" x=\"4\" y=\"{0}\">GPU {1} (n{2})</text>"
+        "<line x1=\"{3}\" x2=\"{4}\" y1=\"{5}\" y2=\"{5}\" stroke=\"#eee\"/>\n",
+        y + 12, g, g / p.hw.gpusPerNode, left, W - 10, y + laneH);
   }
   for (const Event &e : sim.events) {
     std::string name = escape(label(p, e));
     const char *cls = category(e.kind);
-    std::string fill =
-        e.kind == Event::Call
-            ? kPalette[p.calls[e.call].model % (sizeof(kPalette) / sizeof(*kPalette))]
-            : "";
+    std::string fill = e.kind == Event::Call
+                           ? kPalette[p.calls[e.call].model %
+                                      (sizeof(kPalette) / sizeof(*kPalette))]
+                           : "";
     for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
       double y = top + double(lanes.row[g]) * laneH +
                  (e.kind == Event::Transfer ? laneH * 0.7 : 1);
       double h = e.kind == Event::Transfer ? laneH * 0.25 : laneH - 2;
-      os << formatv("<rect class=\"{0}\" data-gpu=\"{1}\" data-name=\"{2}\" "
-                    "data-iteration=\"{3}\" x=\"{4:f2}\" y=\"{5:f2}\" width=\"{6:f2}\" "
-                    "height=\"{7:f2}\"{8}><title>{2}, iteration {3}: {9} to {10} "
-                    "(GPUs {11}-{12})</title></rect>\n",
-                    cls, g, name, e.iteration, x(e.start), y,
-                    std::max(0.5, x(e.end) - x(e.start)), h,
-                    fill.empty() ? "" : " fill=\"" + fill + "\"", ms(e.start),
-                    ms(e.end), e.firstGpu, e.firstGpu + e.devices - 1);
+      os << formatv(
+          "<rect class=\"{0}\" data-gpu=\"{1}\" data-name=\"{2}\" "
+          "data-iteration=\"{3}\" x=\"{4:f2}\" y=\"{5:f2}\" width=\"{6:f2}\" "
+          "height=\"{7:f2}\"{8}><title>{2}, iteration {3}: {9} to {10} "
+          "(GPUs {11}-{12})</title></rect>\n",
+          cls, g, name, e.iteration, x(e.start), y,
+          std::max(0.5, x(e.end) - x(e.start)), h,
+          fill.empty() ? "" : " fill=\"" + fill + "\"", ms(e.start), ms(e.end),
+          e.firstGpu, e.firstGpu + e.devices - 1);
     }
   }
   for (int i = 0; i <= 10; ++i) {
     double t = span * i / 10;
-    os << formatv("<text class=\"lane\" x=\"{0:f1}\" y=\"{1}\">{2}</text>\n", x(t),
-                  ganttH - 8, ms(t));
+    os << formatv("<text class=\"lane\" x=\"{0:f1}\" y=\"{1}\">{2}</text>\n",
+                  x(t), ganttH - 8, ms(t));
   }
   os << "</svg>\n";
 
@@ -241,11 +277,12 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   os << formatv("<svg id=\"memory\" width=\"{0}\" height=\"{1}\" "
                 "xmlns=\"http://www.w3.org/2000/svg\">\n",
                 W, memH);
-  os << formatv("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:f1}\" y2=\"{2:f1}\" stroke=\"#d33\" "
-                "stroke-dasharray=\"4\"/><text class=\"lane\" x=\"{0}\" y=\"{3:f1}\">"
-                "usable {4:f1} GB</text>\n",
-                left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
-                p.memoryLimit / 1e9);
+  os << formatv(
+      "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:f1}\" y2=\"{2:f1}\" stroke=\"#d33\" "
+      "stroke-dasharray=\"4\"/><text class=\"lane\" x=\"{0}\" y=\"{3:f1}\">"
+      "usable {4:f1} GB</text>\n",
+      left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
+      p.memoryLimit / 1e9);
   for (int64_t g : lanes.gpus) {
     if (g >= int64_t(sim.memoryTrace.size()))
       break;
@@ -304,6 +341,11 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "  const r = document.createElement('span');\n"
         "  r.innerHTML = '<i style=\"background:#d33\"></i>reallocation';\n"
         "  legend.appendChild(r);\n"
+        "  if (document.querySelector('#gantt rect.update')) {\n"
+        "    const u = document.createElement('span');\n"
+        "    u.innerHTML = '<i style=\"background:#c6c\"></i>weight update';\n"
+        "    legend.appendChild(u);\n"
+        "  }\n"
         "  if (document.querySelector('#gantt rect.load')) {\n"
         "    const l = document.createElement('span');\n"
         "    l.innerHTML = '<i style=\"background:#8cd\"></i>load from host';\n"

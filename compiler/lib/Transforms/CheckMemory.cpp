@@ -63,13 +63,24 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         replayable |= train && !k.s.recompute;
         shardable |= train && !k.s.zero && k.s.dp > 1;
         std::string &line = resident[model.name];
-        std::string part = llvm::formatv("{0}: weights {1}", call.label,
-                                         gb(k.mem.weights))
-                               .str();
+        std::string part =
+            llvm::formatv("{0}: weights {1}", call.label, gb(k.mem.weights))
+                .str();
         if (call.shape.kind == cost::CallKind::Train)
           part += ", gradients " + gb(k.mem.grads) + ", optimizer " +
                   gb(k.mem.optimizer);
         part += ", working set " + gb(work);
+        plan::Assignment all(p.calls.size(), -1);
+        for (size_t o = 0; o < p.calls.size(); ++o)
+          if (!p.calls[o].host)
+            all[o] = 0;
+        if (plan::ownsWeightCopy(p, all, c))
+          part += llvm::formatv(
+                      ", its own copy of the weights (staleness "
+                      "{0}), {0} generated batches in flight {1}",
+                      p.staleness,
+                      gb(double(p.staleness) * call.outBytes / double(k.s.dp)))
+                      .str();
         line += (line.empty() ? "" : "; ") + part;
       }
       int64_t node = g / p.hw.gpusPerNode;
@@ -93,8 +104,8 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                                  : "",
                       offload);
       for (auto &[model, line] : resident)
-        diag.attachNote(worst->op->getLoc()) << "resident on GPU " << g << ": @"
-                                             << model << " (" << line << ")";
+        diag.attachNote(worst->op->getLoc())
+            << "resident on GPU " << g << ": @" << model << " (" << line << ")";
       return signalPassFailure();
     }
   }

@@ -4,6 +4,7 @@
 #include "rlhfc/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace rlhfc {
 #define GEN_PASS_DEF_RLHFINSERTREALLOC
@@ -46,16 +47,65 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
       auto modelOf = [](Operation &op) {
         return op.getAttrOfType<FlatSymbolRefAttr>("model");
       };
+      // Under staleness, a generate in a layout other than its trainer's
+      // keeps its own copy of the weights (plan::ownsWeightCopy): no realloc
+      // into or out of it, and a weight update after the trainer's last call.
+      llvm::SetVector<Operation *> owning;
+      llvm::StringMap<Operation *> trainerLast;
+      auto readsModelCall = [](Operation &op) {
+        return llvm::any_of(op.getOperands(), [](Value v) {
+          Operation *def = v.getDefiningOp();
+          while (def && isa<r::FieldOp, r::TransferOp>(def))
+            def = def->getOperand(0).getDefiningOp();
+          return def && r::isModelCall(def);
+        });
+      };
+      auto trainerOf = [&](Operation &gen) -> Operation * {
+        Operation *last = nullptr;
+        for (Operation &op : alg.getBodyBlock())
+          if (&op != &gen && r::isModelCall(&op) && modelOf(op) == modelOf(gen))
+            last = &op;
+        return last;
+      };
+      if (alg.getStaleness() > 0)
+        for (auto gen : alg.getBodyBlock().getOps<r::GenerateOp>()) {
+          Operation *t = trainerOf(*gen);
+          auto gl = layoutOf(*gen);
+          auto tl = t ? layoutOf(*t) : std::nullopt;
+          if (gen.getStaleness() < 1 || !gl || !tl || readsModelCall(*gen) ||
+              gl->strategy.getOffload() || tl->strategy.getOffload() ||
+              gl->sameParams(*tl))
+            continue;
+          owning.insert(gen);
+          trainerLast[gen.getModel()] = t;
+        }
       // Each model enters the iteration in the layout of its last call
       // (an offloaded one, with a single call, in host memory).
       llvm::StringMap<Layout> current;
       for (Operation &op : alg.getBodyBlock())
-        if (r::isModelCall(&op))
+        if (r::isModelCall(&op) && !owning.contains(&op))
           if (auto l = layoutOf(op))
             current[modelOf(op).getValue()] = *l;
       OpBuilder b(module.getContext());
+      for (Operation *gen : owning) {
+        StringRef name = modelOf(*gen).getValue();
+        Operation *t = trainerLast.lookup(name);
+        Layout from = *layoutOf(*t), to = *layoutOf(*gen);
+        auto model = symbols.lookup<r::ModelOp>(name);
+        cost::MoveEstimate mv =
+            cost::estimateRealloc(cost::archOf(model), hw,
+                                  cost::strategyFrom(from.mesh, from.strategy),
+                                  cost::strategyFrom(to.mesh, to.strategy));
+        b.setInsertionPointAfter(t);
+        b.create<r::WeightUpdateOp>(
+            t->getLoc(), modelOf(*t),
+            b.getI64IntegerAttr(cast<r::GenerateOp>(gen).getStaleness()),
+            from.mesh, from.strategy, modelOf(*gen), to.mesh, to.strategy,
+            r::CostAttr::get(module.getContext(), APFloat(mv.time),
+                             APFloat(mv.intraNodeBytes + mv.interNodeBytes)));
+      }
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
-        if (!r::isModelCall(&op))
+        if (!r::isModelCall(&op) || owning.contains(&op))
           continue;
         auto l = layoutOf(op);
         if (!l)
@@ -89,8 +139,8 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
             cost::strategyFrom(l->mesh, l->strategy));
         b.setInsertionPoint(&op);
         b.create<r::ReallocOp>(
-            op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op), l->mesh,
-            l->strategy,
+            op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op),
+            l->mesh, l->strategy,
             r::CostAttr::get(module.getContext(), APFloat(mv.time),
                              APFloat(mv.intraNodeBytes + mv.interNodeBytes)));
         cur = *l;

@@ -238,6 +238,18 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       datasets.push_back(d);
     }
 
+    // A weight update is a copy the trainer keeps running beside, not a
+    // move: lowering it as rlhf_realloc would leave the trainer without its
+    // weights, and the runtime has no generator that runs ahead.
+    for (auto up : alg.getBodyBlock().getOps<r::WeightUpdateOp>())
+      return up.emitError()
+             << "asynchronous execution (staleness " << alg.getStaleness()
+             << ") is not implemented in the runtime yet: it cannot run "
+                "the weight update of @"
+             << up.getSource()
+             << " into a generator that runs ahead; plan and estimate with "
+                "--emit=plan or --estimate, or compile with staleness = 0";
+
     // A model's layout when an iteration starts: where its first realloc
     // takes it from, or where its first call runs.
     llvm::StringMap<SmallVector<int64_t>> initial;

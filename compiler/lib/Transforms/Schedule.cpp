@@ -1,9 +1,12 @@
 //===- Schedule.cpp - rlhf-schedule ---------------------------------------===//
 
 #include "PassUtils.h"
+#include "rlhfc/Planner/Timeline.h"
 #include "rlhfc/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <algorithm>
 
 namespace rlhfc {
 #define GEN_PASS_DEF_RLHFSCHEDULE
@@ -37,7 +40,39 @@ struct Schedule : rlhfc::impl::RLHFScheduleBase<Schedule> {
         op->setAttr("start", b.getF64FloatAttr(e.start));
         op->setAttr("end", b.getF64FloatAttr(e.end));
       }
-      alg->setAttr("iteration_time", b.getF64FloatAttr(sim->second.iterationTime));
+      alg->setAttr("iteration_time",
+                   b.getF64FloatAttr(sim->second.iterationTime));
+      // Asynchronous plans: what a generator that runs ahead keeps on each of
+      // its GPUs beside its model's trainer weights (SimulateAsync.cpp).
+      plan::Assignment a(p.calls.size(), -1);
+      for (size_t c = 0; c < p.calls.size(); ++c)
+        if (!p.calls[c].host)
+          a[c] = 0;
+      double peak = 0;
+      for (double m : sim->second.peakMemory)
+        peak = std::max(peak, m);
+      for (size_t c = 0; c < p.calls.size(); ++c) {
+        if (!plan::ownsWeightCopy(p, a, c))
+          continue;
+        const plan::Candidate &k = p.cands[c][0];
+        Operation *op = p.calls[c].op;
+        op->setAttr("weight_copy", b.getF64FloatAttr(k.mem.weights));
+        op->setAttr("in_flight",
+                    b.getF64FloatAttr(double(p.staleness) *
+                                      p.calls[c].outBytes / double(k.s.dp)));
+      }
+      if (p.staleness > 0)
+        alg->setAttr("peak_memory", b.getF64FloatAttr(peak));
+      if (!trace.empty()) {
+        std::error_code ec;
+        llvm::raw_fd_ostream os(trace, ec);
+        if (ec) {
+          alg.emitError() << "cannot write the trace to '" << trace
+                          << "': " << ec.message();
+          return signalPassFailure();
+        }
+        plan::writeChromeTrace(p, sim->second, alg.getSymName(), os);
+      }
     }
   }
 };

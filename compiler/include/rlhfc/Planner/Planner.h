@@ -80,6 +80,11 @@ struct Call {
   /// Producers this call reads from, with the bytes it reads.
   std::vector<std::pair<int, double>> deps;
   std::optional<cost::Strategy> pinned;
+  /// A generate of a trained model under staleness k > 0: it may read
+  /// weights up to `stale` versions old, from its own copy (SimulateAsync.cpp).
+  int64_t stale = 0;
+  /// Bytes of the call's result (a generate's record: what waits in flight).
+  double outBytes = 0;
 };
 
 struct Problem {
@@ -88,7 +93,10 @@ struct Problem {
   std::vector<Model> models;
   std::vector<Call> calls;
   std::vector<std::vector<Candidate>> cands; ///< per call (empty for host)
-  double memoryLimit = 0; ///< usable bytes per GPU
+  double memoryLimit = 0;                    ///< usable bytes per GPU
+  /// The algorithm's staleness: 0 is the synchronous dataflow; k > 0 lets
+  /// generation run up to k iterations ahead of training.
+  int64_t staleness = 0;
 
   /// Cached reallocation time of `model` between two layouts.
   double reallocTime(int model, const cost::Strategy &from,
@@ -130,7 +138,7 @@ private:
 
 struct ProblemOptions {
   int maxCandidatesPerMesh = 3; ///< fastest strategies kept per mesh
-  bool offload = false;   ///< offer offloaded candidates for offloadable models
+  bool offload = false; ///< offer offloaded candidates for offloadable models
   /// Offer ZeRO and recomputing twins of train candidates (those that fit
   /// only so are offered anyway to a call that has no other candidate).
   bool trainSavers = false;
@@ -148,8 +156,10 @@ mlir::FailureOr<Problem> buildProblem(mlir::rlhf::AlgorithmOp alg,
 using Assignment = std::vector<int>;
 
 struct Event {
-  enum Kind { Call, Realloc, Transfer, Load } kind;
-  int call = -1;   ///< the call this event serves
+  /// Update: the versioned weight copy from a trainer's layout into its
+  /// generator's (asynchronous plans only).
+  enum Kind { Call, Realloc, Transfer, Load, Update } kind;
+  int call = -1; ///< the call this event serves
   int iteration = 0;
   double start = 0, end = 0;
   int64_t firstGpu = 0, devices = 0;
@@ -170,8 +180,21 @@ struct SimResult {
 /// Simulates `iterations` unrolled iterations. The iteration time is the
 /// growth of the makespan after the first iteration, floored by the
 /// iterationBounds (which the three-iteration transient can understate).
+/// With p.staleness > 0 it runs simulateAsync instead.
 SimResult simulate(const Problem &p, const Assignment &a, int iterations = 3,
                    bool record = false);
+
+/// The steady state of an asynchronous plan (p.staleness = k > 0): each
+/// stale generate keeps its own copy of the weights and runs up to k
+/// iterations ahead of its model's training; after each iteration's last
+/// trainer call a weight update copies the new version into the
+/// generator's layout (SimulateAsync.cpp, docs/cost-model.md).
+SimResult simulateAsync(const Problem &p, const Assignment &a, int iterations,
+                        bool record);
+
+/// Whether call `c` is a stale generate that keeps its own weights: under
+/// staleness, in a layout other than its model's trainer layout.
+bool ownsWeightCopy(const Problem &p, const Assignment &a, size_t c);
 
 constexpr double kInfTime = std::numeric_limits<double>::infinity();
 

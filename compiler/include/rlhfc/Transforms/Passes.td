@@ -133,10 +133,19 @@ def RLHFSchedule : Pass<"rlhf-schedule", "mlir::ModuleOp"> {
     Simulates three iterations of the placed program and records, on each
     call, its `start` and `end` in the first iteration (seconds), and on the
     algorithm the steady-state `iteration_time`.
+
+    Under staleness k > 0, a generate that keeps its own copy of the weights
+    also gets `weight_copy` and `in_flight` (bytes per GPU: its weights, and
+    the k generated batches waiting for training), and the algorithm its
+    `peak_memory` (bytes on the fullest GPU). `trace=FILE` writes the
+    simulated iterations as Chrome trace JSON, where an asynchronous plan's
+    iterations overlap.
   }];
   let options = [
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "JSON file of efficiency factors">,
+    Option<"trace", "trace", "std::string", /*default=*/"\"\"",
+           "write the simulated iterations as Chrome trace JSON to this file">,
   ];
 }
 

@@ -446,6 +446,51 @@ LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult WeightUpdateOp::verify() {
+  if (failed(
+          verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
+      failed(verifyLayout(*this, getToMesh(), getTo(), "target layout: ")))
+    return failure();
+  if (getVersionLag() < 1)
+    return emitOpError() << "version_lag must be at least 1";
+  if (auto alg = (*this)->getParentOfType<AlgorithmOp>();
+      alg && getVersionLag() > alg.getStaleness())
+    return emitOpError() << "lets the generator lag " << getVersionLag()
+                         << " versions, but its algorithm's staleness is "
+                         << alg.getStaleness();
+  if (getFromMesh() == getToMesh() && getFrom().getDp() == getTo().getDp() &&
+      getFrom().getTp() == getTo().getTp() &&
+      getFrom().getPp() == getTo().getPp())
+    return emitOpError() << "copies @" << getSource()
+                         << " into the layout it already has; a generator "
+                            "in the trainer's layout needs no update";
+  return success();
+}
+
+LogicalResult
+WeightUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto src = lookupModel(*this, symbols, getSourceAttr());
+  auto dst = lookupModel(*this, symbols, getTargetAttr());
+  if (failed(src) || failed(dst))
+    return failure();
+  if (!src->getTrainable())
+    return emitOpError() << "updates from @" << src->getSymName()
+                         << ", which is not trainable; its weights never "
+                            "change";
+  if (src->getArch() != dst->getArch())
+    return emitOpError() << "source @" << src->getSymName() << " and target @"
+                         << dst->getSymName()
+                         << " are not layouts of the same model: their "
+                            "architectures differ";
+  ClusterOp cluster = clusterOf(*this, symbols);
+  if (failed(verifyLayoutOnCluster(*this, cluster, getFromMesh(), getFrom(),
+                                   "source layout: ")) ||
+      failed(verifyLayoutOnCluster(*this, cluster, getToMesh(), getTo(),
+                                   "target layout: ")))
+    return failure();
+  return success();
+}
+
 template <typename HostMoveOp>
 LogicalResult verifyHostMove(HostMoveOp op, SymbolTableCollection &symbols) {
   auto m = lookupModel(op, symbols, op.getModelAttr());

@@ -327,6 +327,39 @@ def RLHF_ReallocOp : RLHF_Op<"realloc", [DeclareOpInterfaceMethods<SymbolUserOpI
   let hasVerifier = 1;
 }
 
+def RLHF_WeightUpdateOp : RLHF_Op<"weight_update", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "copies a trainer's new weights into its generator's layout";
+  let description = [{
+    The versioned reallocation of an asynchronous plan (algorithm staleness
+    k > 0). After the last trainer call of `source` in an iteration, the
+    weights it leaves (the next version) are copied from the trainer's
+    layout (`from_mesh`, `from`) into the layout of the generator
+    (`to_mesh`, `to`), which keeps its own copy and may run up to
+    `version_lag` versions behind the trainer. Unlike `rlhf.realloc` the
+    trainer keeps its weights: both copies stay resident.
+
+    ```mlir
+    rlhf.weight_update @actor version_lag 1
+        on #rlhf.mesh<0, 8> as #rlhf.strategy<dp = 1, tp = 1, pp = 8, mbs = 32>
+        to @actor on #rlhf.mesh<8, 8> as #rlhf.strategy<dp = 2, tp = 4, pp = 1, mbs = 1>
+    ```
+
+    `version_lag` is between 1 and the algorithm's staleness, and the two
+    layouts differ (a generator in the trainer's layout reads its weights
+    and needs no update).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, I64Attr:$version_lag,
+                       RLHF_MeshAttr:$from_mesh, RLHF_StrategyAttr:$from,
+                       FlatSymbolRefAttr:$target, RLHF_MeshAttr:$to_mesh,
+                       RLHF_StrategyAttr:$to, OptionalAttr<RLHF_CostAttr>:$cost);
+  let assemblyFormat = [{
+    $source `version_lag` $version_lag `on` $from_mesh `as` $from
+    `to` $target `on` $to_mesh `as` $to (`cost` $cost^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 class RLHF_HostMoveOp<string mnemonic> : RLHF_Op<mnemonic, [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let arguments = (ins FlatSymbolRefAttr:$model, RLHF_MeshAttr:$mesh,

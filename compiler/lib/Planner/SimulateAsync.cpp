@@ -1,0 +1,266 @@
+//===- SimulateAsync.cpp - steady state with generation running ahead -----===//
+//
+// Under staleness k > 0 a generate of a trained model reads weights up to k
+// versions old. When it runs in a layout other than its model's trainer
+// layout (the layout of the model's other calls) it keeps its own copy of
+// the weights, and:
+//  - generation of iteration t waits for version t - k only, not for the
+//    training of iteration t - 1: the simulator issues it k iterations
+//    early, so it overlaps training wherever the meshes are disjoint; on
+//    shared GPUs calls still serialise (they interleave, nothing overlaps);
+//  - after the model's last trainer call of iteration t, a weight update
+//    copies version t + 1 from the trainer's layout into the generator's.
+//    It is priced as the reallocation between the two layouts (the same
+//    slice plan; a copy, since the trainer keeps its weights).
+//
+// Contention assumption: the update has the links of the GPUs at both ends
+// to itself. It starts once the version exists and both meshes are idle,
+// and it occupies every GPU it touches for its whole time: no call runs
+// beside it there, so it shares no NVLink or NIC bandwidth with a
+// collective, and the generator overwrites its weights in place between
+// batches (no staging copy). It overlaps only the calls on GPUs outside
+// both meshes. Overlapping it with compute on its own GPUs would need a
+// staging copy on the generator and would share the links with that
+// compute's collectives; we do not assume either.
+//
+// Memory: the generator's copy rests on its mesh next to the trainer's
+// weights, and k generated batches wait on the generator's GPUs for the
+// trainer side.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SimulateImpl.h"
+
+#include <algorithm>
+
+using namespace rlhfc;
+using namespace rlhfc::plan;
+
+namespace {
+
+/// Per model, its last call that is not a weight-owning generate (-1: none).
+std::vector<int> trainerLastCalls(const Problem &p,
+                                  const std::vector<char> &owns) {
+  std::vector<int> last(p.models.size(), -1);
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host && !owns[c])
+      last[p.calls[c].model] = int(c);
+  return last;
+}
+
+} // namespace
+
+bool plan::ownsWeightCopy(const Problem &p, const Assignment &a, size_t c) {
+  const Call &call = p.calls[c];
+  if (p.staleness <= 0 || call.host || call.stale <= 0 || a[c] < 0)
+    return false;
+  // Issued k iterations early, it may read nothing computed in the
+  // iteration (a generate reads only the data set's prompts).
+  if (llvm::any_of(call.deps, [&](auto d) { return !p.calls[d.first].host; }))
+    return false;
+  int last = -1;
+  for (size_t o = 0; o < p.calls.size(); ++o)
+    if (o != c && !p.calls[o].host && p.calls[o].model == call.model)
+      last = int(o);
+  if (last < 0 || a[last] < 0)
+    return false;
+  const Candidate &g = p.cands[c][a[c]], &t = p.cands[last][a[last]];
+  return !g.s.offload && !t.s.offload && !cost::sameLayout(g.s, t.s);
+}
+
+SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
+                              int iterations, bool record) {
+  SimResult r;
+  const size_t n = p.calls.size();
+  const int k = int(p.staleness);
+  // k iterations of warm-up and k more of drain around those measured.
+  const int total = iterations + 2 * k;
+  std::vector<double> busy(p.gpus, 0.0);
+  auto busyUntil = [&](int64_t first, int64_t count) {
+    double t = 0;
+    for (int64_t g = first; g < first + count; ++g)
+      t = std::max(t, busy[g]);
+    return t;
+  };
+  auto occupy = [&](int64_t first, int64_t count, double until) {
+    for (int64_t g = first; g < first + count; ++g)
+      busy[g] = until;
+  };
+  auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
+
+  std::vector<char> owns(n, 0);
+  std::vector<int> genOf(p.models.size(), -1); // the model's owning generate
+  for (size_t c = 0; c < n; ++c)
+    if ((owns[c] = ownsWeightCopy(p, a, c)))
+      genOf[p.calls[c].model] = int(c);
+  std::vector<int> trainerLast = trainerLastCalls(p, owns);
+
+  // The trainer chain carries each model's weights in the layout of its last
+  // call, as in the synchronous simulator.
+  std::vector<const Candidate *> layout(p.models.size(), nullptr);
+  for (size_t c = 0; c < n; ++c)
+    if (!p.calls[c].host && !owns[c])
+      layout[p.calls[c].model] = cand(c).s.offload ? nullptr : &cand(c);
+  std::vector<double> modelReady(p.models.size(), 0.0);
+  // versionReady[m][v]: version v in the generator's layout (v = 0: the
+  // initial weights, loaded into both layouts before the first iteration).
+  std::vector<std::vector<double>> versionReady(
+      p.models.size(), std::vector<double>(total + 1, 0.0));
+  std::vector<std::vector<double>> finish(total, std::vector<double>(n, 0.0));
+  std::vector<double> iterEnd(total, 0.0);
+  double end = 0;
+
+  auto dataReady = [&](size_t c, int it) {
+    const Call &call = p.calls[c];
+    double ready = 0;
+    for (auto [d, bytes] : call.deps) {
+      double t = finish[it][d];
+      if (!call.host && !p.calls[d].host) {
+        const Candidate &from = cand(d), &to = cand(c);
+        cost::MoveEstimate mv =
+            cost::estimateTransfer(bytes, p.hw, from.s, to.s);
+        if (mv.time > 0 && record)
+          r.events.push_back({Event::Transfer, int(c), it, t, t + mv.time,
+                              to.s.firstGpu, to.devices, bytes});
+        t += mv.time;
+      }
+      ready = std::max(ready, t);
+    }
+    return ready;
+  };
+  auto run = [&](size_t c, int it, double start) {
+    const Candidate &x = cand(c);
+    double stop = start + x.time;
+    occupy(x.s.firstGpu, x.devices, stop);
+    finish[it][c] = stop;
+    iterEnd[it] = std::max(iterEnd[it], stop);
+    end = std::max(end, stop);
+    if (record) {
+      if (x.s.offload) {
+        r.events.push_back({Event::Load, int(c), it, start, start + x.load,
+                            x.s.firstGpu, x.devices,
+                            x.mem.weights * double(x.devices)});
+        start += x.load;
+      }
+      r.events.push_back(
+          {Event::Call, int(c), it, start, stop, x.s.firstGpu, x.devices, 0});
+    }
+    return stop;
+  };
+  auto generateAhead = [&](size_t c, int it) {
+    int m = p.calls[c].model;
+    const Candidate &x = cand(c);
+    double params = versionReady[m][std::max(0, it - k)];
+    run(c, it,
+        std::max(
+            {dataReady(c, it), params, busyUntil(x.s.firstGpu, x.devices)}));
+  };
+
+  for (int round = 0; round < total; ++round) {
+    // Generation of iteration round + k (at the start, of 0..k) goes first:
+    // it needs only version round, updated after iteration round - 1.
+    for (int it = round == 0 ? 0 : round + k; it <= round + k && it < total;
+         ++it)
+      for (size_t c = 0; c < n; ++c)
+        if (owns[c])
+          generateAhead(c, it);
+    for (size_t c = 0; c < n; ++c) {
+      const Call &call = p.calls[c];
+      if (owns[c])
+        continue;
+      double ready = dataReady(c, round);
+      if (call.host) {
+        finish[round][c] = ready + call.hostTime;
+        continue;
+      }
+      const Candidate &x = cand(c);
+      int m = call.model;
+      double paramsReady = modelReady[m];
+      if (!x.s.offload && !cost::sameLayout(layout[m]->s, x.s)) {
+        ReallocSpan span = reallocSpan(*layout[m], x);
+        double rt = p.reallocTime(m, layout[m]->s, x.s);
+        double rs = paramsReady;
+        for (auto [first, count] : span.ranges)
+          rs = std::max(rs, busyUntil(first, count));
+        for (auto [first, count] : span.ranges)
+          occupy(first, count, rs + rt);
+        if (record)
+          for (auto [first, count] : span.ranges)
+            if (count)
+              r.events.push_back({Event::Realloc, int(c), round, rs, rs + rt,
+                                  first, count, 0});
+        paramsReady = rs + rt;
+        layout[m] = &x;
+      }
+      double stop = run(
+          c, round,
+          std::max({ready, paramsReady, busyUntil(x.s.firstGpu, x.devices)}));
+      modelReady[m] = stop;
+      if (int g = genOf[m]; g >= 0 && int(c) == trainerLast[m]) {
+        // Version round + 1 exists: copy it into the generator's layout.
+        const Candidate &gen = cand(size_t(g));
+        ReallocSpan span = reallocSpan(x, gen);
+        double rt = p.reallocTime(m, x.s, gen.s);
+        double us = stop;
+        for (auto [first, count] : span.ranges)
+          us = std::max(us, busyUntil(first, count));
+        for (auto [first, count] : span.ranges)
+          occupy(first, count, us + rt);
+        versionReady[m][round + 1] = us + rt;
+        modelReady[m] = us + rt;
+        end = std::max(end, us + rt);
+        if (record)
+          for (auto [first, count] : span.ranges)
+            if (count)
+              r.events.push_back({Event::Update, g, round, us, us + rt, first,
+                                  count,
+                                  gen.mem.weights * double(gen.devices)});
+      }
+    }
+  }
+  r.makespan = end;
+  // The rate over the iterations after the warm-up, each ending with its
+  // last call (generation of later ones may already have run).
+  const int from = k, to = total - 1 - k;
+  r.iterationTime = to > from ? (iterEnd[to] - iterEnd[from]) / (to - from)
+                              : iterEnd[total - 1];
+  r.iterationTime = std::max(r.iterationTime, iterationBounds(p, a).max());
+
+  // Memory: resting weights (the trainer's layout, and each owning
+  // generate's copy on its mesh), gradients and optimizer state, k batches
+  // in flight on each owning generate's GPUs, and the largest working set.
+  r.peakMemory.assign(p.gpus, 0.0);
+  std::vector<double> working(p.gpus, 0.0);
+  auto homeWeights = [&](int m, int64_t g) {
+    const Candidate *home = layout[m];
+    return home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
+               ? home->mem.weights
+               : 0.0;
+  };
+  for (size_t mi = 0; mi < p.models.size(); ++mi)
+    for (int64_t g = 0; g < p.gpus; ++g)
+      r.peakMemory[g] += homeWeights(int(mi), g);
+  auto workingSet = [&](size_t c, int64_t g) {
+    const Candidate &x = cand(c);
+    int m = p.calls[c].model;
+    double work = x.mem.activations + x.mem.kvCache;
+    if (!owns[c] && (!layout[m] || !cost::sameLayout(layout[m]->s, x.s)))
+      work += std::max(0.0, x.mem.weights - homeWeights(m, g));
+    return work;
+  };
+  for (size_t c = 0; c < n; ++c) {
+    if (p.calls[c].host)
+      continue;
+    const Candidate &x = cand(c);
+    for (int64_t g = x.s.firstGpu; g < x.s.firstGpu + x.devices; ++g) {
+      if (p.calls[c].shape.kind == cost::CallKind::Train)
+        r.peakMemory[g] += x.mem.grads + x.mem.optimizer;
+      if (owns[c])
+        r.peakMemory[g] +=
+            x.mem.weights + double(k) * p.calls[c].outBytes / double(x.s.dp);
+      working[g] = std::max(working[g], workingSet(c, g));
+    }
+  }
+  detail::finishMemory(p, r, working, record, workingSet);
+  return r;
+}
