@@ -314,6 +314,11 @@ bool Sema::fillArch(const EntityDecl &d, const PropMap &m, Arch &a) {
   setInt(m, "max_seq", a.maxSeq, 1, 1 << 24);
   if (!gatheredHf || m.lookup("tie_embeddings"))
     a.tieEmbeddings = flag(m, "tie_embeddings");
+  // RoPE and RMSNorm as the checkpoint's config.json gives them.
+  setNum(m, "rope_theta", UnitDim::None, a.ropeTheta);
+  setNum(m, "norm_eps", UnitDim::None, a.normEps);
+  if (auto *r = m.lookup("rope_scaling"); r && checkHasValue(*r))
+    parseRopeScaling(*r->value, a.rope);
   bool ok = true;
   if (a.heads && a.hidden % a.heads) {
     error(m.lookup("heads")->loc,
@@ -442,6 +447,45 @@ void Sema::resolveModel(const EntityDecl &d) {
     warning(m.lookup("optimizer")->loc,
             "optimizer settings on a model that is not 'trainable' are unused");
   p.models[d.name] = model;
+}
+
+void Sema::parseRopeScaling(const Expr &e, rlhf::RopeScaling &r) {
+  if (e.kind != Expr::Kind::Call || e.base->kind != Expr::Kind::Name ||
+      e.base->text != "llama3") {
+    error(e.loc, "rope_scaling is LLaMA-3's, written 'llama3(factor = 8, "
+                 "low_freq_factor = 1, high_freq_factor = 4, "
+                 "original_max_seq = 8192)'");
+    return;
+  }
+  static const std::vector<std::string> keys = {
+      "factor", "low_freq_factor", "high_freq_factor", "original_max_seq"};
+  double original = double(r.originalMaxPositions);
+  r.factor = 8; // Meta's LLaMA-3.1 values unless given
+  for (const Arg &a : e.args) {
+    double *dst = a.name == "factor"             ? &r.factor
+                  : a.name == "low_freq_factor"  ? &r.lowFreqFactor
+                  : a.name == "high_freq_factor" ? &r.highFreqFactor
+                  : a.name == "original_max_seq" ? &original
+                                                 : nullptr;
+    if (!dst) {
+      error(a.loc, a.name.empty()
+                       ? std::string("rope_scaling settings are named: "
+                                     "write 'factor = 8'")
+                       : formatv("unknown rope_scaling setting '{0}'{1}",
+                                 a.name, didYouMean(a.name, keys))
+                             .str());
+      continue;
+    }
+    if (auto v = evalNumber(*a.value, UnitDim::None, "'" + a.name + "'")) {
+      if (!(*v > 0))
+        error(a.value->loc, "'" + a.name + "' must be positive");
+      *dst = *v;
+    }
+  }
+  if (r.lowFreqFactor >= r.highFreqFactor)
+    error(e.loc, "low_freq_factor must be below high_freq_factor, as in "
+                 "LLaMA-3.1's 1 and 4");
+  r.originalMaxPositions = int64_t(original);
 }
 
 void Sema::parseOptimizer(const Expr &e, Optimizer &o) {

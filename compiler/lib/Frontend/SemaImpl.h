@@ -115,6 +115,9 @@ inline const PropSpec kArchProps[] = {
     {"vocab", PropType::Int, true},
     {"max_seq", PropType::Int, false},
     {"tie_embeddings", PropType::Flag, false},
+    {"rope_theta", PropType::Float, false},
+    {"norm_eps", PropType::Float, false},
+    {"rope_scaling", PropType::Call, false},
 };
 inline const PropSpec kModelOnlyProps[] = {
     {"trainable", PropType::Flag, false},
@@ -240,6 +243,8 @@ private:
 
   void resolveModel(const EntityDecl &d);
 
+  /// `rope_scaling = llama3(factor = 8, ...)` (SemaEntities.cpp).
+  void parseRopeScaling(const Expr &e, rlhf::RopeScaling &r);
   void parseOptimizer(const Expr &e, Optimizer &o);
 
   void resolveDataset(const EntityDecl &d);
