@@ -48,8 +48,11 @@ function g4Keywords() {
 }
 function compilerBuiltins() {
   const src = read('compiler/lib/Frontend/Builtins.cpp');
-  const functions = [...src.matchAll(/^\s*\{"(\w+)",\s*$/gm)].map((m) => m[1]);
-  const methods = [...src.matchAll(/\{"(\w+)", Node::Kind::/g)].map((m) => m[1]);
+  // An entry is `{"name",` then (methods) its Node::Kind, maybe on the next line.
+  const methods = [...src.matchAll(/\{"(\w+)",\s*Node::Kind::/g)].map((m) => m[1]);
+  const functions = [...src.matchAll(/^\s*\{"(\w+)",\s*$/gm)]
+    .map((m) => m[1])
+    .filter((n) => !methods.includes(n));
   const table = /kFnPrimitives\[\] = \{([\s\S]*?)\n\};/.exec(src);
   const primitives = table ? [...table[1].matchAll(/\{"(\w+)",/g)].map((m) => m[1]) : [];
   return { functions, methods, primitives };
