@@ -415,10 +415,35 @@ LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {
 // Movement
 //===----------------------------------------------------------------------===//
 
+/// Both layouts of a move of a model's weights (realloc, weight_update) are
+/// well formed on their own.
+template <typename MoveOp> LogicalResult verifyMoveLayouts(MoveOp op) {
+  return failure(
+      failed(verifyLayout(op, op.getFromMesh(), op.getFrom(),
+                          "source layout: ")) ||
+      failed(verifyLayout(op, op.getToMesh(), op.getTo(), "target layout: ")));
+}
+
+/// The source and target of such a move are layouts of one architecture,
+/// and both fit the cluster.
+template <typename MoveOp>
+LogicalResult verifyMoveSymbols(MoveOp op, SymbolTableCollection &symbols,
+                                ModelOp src, ModelOp dst) {
+  if (src.getArch() != dst.getArch())
+    return op.emitOpError() << "source @" << src.getSymName() << " and target @"
+                            << dst.getSymName()
+                            << " are not layouts of the same model: their "
+                               "architectures differ";
+  ClusterOp cluster = clusterOf(op, symbols);
+  return failure(
+      failed(verifyLayoutOnCluster(op, cluster, op.getFromMesh(), op.getFrom(),
+                                   "source layout: ")) ||
+      failed(verifyLayoutOnCluster(op, cluster, op.getToMesh(), op.getTo(),
+                                   "target layout: ")));
+}
+
 LogicalResult ReallocOp::verify() {
-  if (failed(
-          verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
-      failed(verifyLayout(*this, getToMesh(), getTo(), "target layout: ")))
+  if (failed(verifyMoveLayouts(*this)))
     return failure();
   if (getSource() == getTarget() && getFromMesh() == getToMesh() &&
       getFrom() == getTo())
@@ -432,24 +457,11 @@ LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto dst = lookupModel(*this, symbols, getTargetAttr());
   if (failed(src) || failed(dst))
     return failure();
-  if (src->getArch() != dst->getArch())
-    return emitOpError() << "source @" << src->getSymName() << " and target @"
-                         << dst->getSymName()
-                         << " are not layouts of the same model: their "
-                            "architectures differ";
-  ClusterOp cluster = clusterOf(*this, symbols);
-  if (failed(verifyLayoutOnCluster(*this, cluster, getFromMesh(), getFrom(),
-                                   "source layout: ")) ||
-      failed(verifyLayoutOnCluster(*this, cluster, getToMesh(), getTo(),
-                                   "target layout: ")))
-    return failure();
-  return success();
+  return verifyMoveSymbols(*this, symbols, *src, *dst);
 }
 
 LogicalResult WeightUpdateOp::verify() {
-  if (failed(
-          verifyLayout(*this, getFromMesh(), getFrom(), "source layout: ")) ||
-      failed(verifyLayout(*this, getToMesh(), getTo(), "target layout: ")))
+  if (failed(verifyMoveLayouts(*this)))
     return failure();
   if (getVersionLag() < 1)
     return emitOpError() << "version_lag must be at least 1";
@@ -467,8 +479,7 @@ LogicalResult WeightUpdateOp::verify() {
   return success();
 }
 
-LogicalResult
-WeightUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult WeightUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto src = lookupModel(*this, symbols, getSourceAttr());
   auto dst = lookupModel(*this, symbols, getTargetAttr());
   if (failed(src) || failed(dst))
@@ -477,18 +488,7 @@ WeightUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return emitOpError() << "updates from @" << src->getSymName()
                          << ", which is not trainable; its weights never "
                             "change";
-  if (src->getArch() != dst->getArch())
-    return emitOpError() << "source @" << src->getSymName() << " and target @"
-                         << dst->getSymName()
-                         << " are not layouts of the same model: their "
-                            "architectures differ";
-  ClusterOp cluster = clusterOf(*this, symbols);
-  if (failed(verifyLayoutOnCluster(*this, cluster, getFromMesh(), getFrom(),
-                                   "source layout: ")) ||
-      failed(verifyLayoutOnCluster(*this, cluster, getToMesh(), getTo(),
-                                   "target layout: ")))
-    return failure();
-  return success();
+  return verifyMoveSymbols(*this, symbols, *src, *dst);
 }
 
 template <typename HostMoveOp>
