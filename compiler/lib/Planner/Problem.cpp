@@ -102,8 +102,9 @@ double Problem::reallocTime(int model, const cost::Strategy &f,
     fFirst = f.firstGpu - base;
     tFirst = t.firstGpu - base;
   }
-  std::array<int64_t, 9> key = {model,  fFirst, f.dp, f.tp, f.pp,
-                                tFirst, t.dp,   t.tp, t.pp};
+  // Weights are laid out alike over dp and sp, so their product keys.
+  std::array<int64_t, 9> key = {model,  fFirst,      f.dp * f.sp, f.tp, f.pp,
+                                tFirst, t.dp * t.sp, t.tp,        t.pp};
   auto it = reallocCache.find(key);
   if (it != reallocCache.end())
     return it->second;
@@ -164,6 +165,30 @@ void plan::detail::shareLayouts(
   }
 }
 
+namespace {
+
+/// Sequence-parallel degrees worth offering a call: Ulysses pays an
+/// all-to-all per layer and pass, which short sequences do not earn back,
+/// so only from kMinSpTokens up; never for generation (one token per step)
+/// or with pipeline stages (the runtime's model has neither). sp must split
+/// the sequence, tp's heads (kv heads may repeat) and the GPUs left.
+constexpr int64_t kMinSpTokens = 8192;
+std::vector<int64_t> spChoices(const cost::CallShape &c,
+                               const ::rlhf::ModelShape &ms, int64_t tp,
+                               int64_t gpusLeft) {
+  std::vector<int64_t> out = {1};
+  if (c.kind == cost::CallKind::Generate || c.seqLen < kMinSpTokens)
+    return out;
+  const int64_t kv = ms.kvHeads / tp;
+  for (int64_t sp = 2; sp <= gpusLeft; sp *= 2)
+    if (gpusLeft % sp == 0 && c.seqLen % sp == 0 && ms.heads % (tp * sp) == 0 &&
+        (kv % sp == 0 || sp % kv == 0))
+      out.push_back(sp);
+  return out;
+}
+
+} // namespace
+
 int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
                                 llvm::ArrayRef<plan::detail::Mesh> mesh,
                                 std::vector<std::vector<Candidate>> &fitting) {
@@ -195,54 +220,56 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
         if (r::tpGroupAcrossNodes(first, size, tp, p.hw.gpusPerNode) >= 0)
           continue;
         const bool gen = c.shape.kind == cost::CallKind::Generate;
-        for (int64_t pp = 1; pp <= size / tp && pp <= ms.layers; ++pp) {
-          if ((size / tp) % pp)
-            continue;
-          int64_t dp = size / tp / pp;
-          if (rows % dp)
-            continue;
-          // The runtime's pipelined generation runs the stages one after
-          // another on the whole batch (runtime/lib/Model.cpp).
-          // A pipeline wants at least pp micro-batches: the smallest counts
-          // of at least pp, 2pp and 4pp that split the rows evenly.
-          std::vector<int64_t> mbsChoices;
-          if (pp == 1)
-            mbsChoices = {1, 4};
-          else if (gen)
-            mbsChoices = {1};
-          else
-            for (int64_t want : {pp, 2 * pp, 4 * pp})
-              if (int64_t m = divisorAtLeast(rows / dp, want);
-                  m > 0 && !llvm::is_contained(mbsChoices, m))
-                mbsChoices.push_back(m);
-          for (int64_t mbs : mbsChoices) {
-            if ((rows / dp) % mbs)
+        for (int64_t sp : spChoices(c.shape, ms, tp, size / tp))
+          for (int64_t pp = 1; pp <= size / tp / sp && pp <= ms.layers; ++pp) {
+            if ((size / tp / sp) % pp || (sp > 1 && pp > 1))
               continue;
-            cost::Strategy s;
-            s.firstGpu = first;
-            s.dp = dp;
-            s.tp = tp;
-            s.pp = pp;
-            s.microBatches = mbs;
-            Candidate cand = price(s);
-            bool fits = cand.mem.total() <= p.memoryLimit;
-            if (fits)
-              here.push_back(cand);
-            if (c.shape.kind == cost::CallKind::Train &&
-                (!fits || opts.trainSavers))
-              for (auto [zero, recompute] :
-                   {std::pair(true, false), std::pair(false, true),
-                    std::pair(true, true)}) {
-                if (zero && dp < 2)
-                  continue;
-                cost::Strategy t = s;
-                t.zero = zero;
-                t.recompute = recompute;
-                if (Candidate k = price(t); k.mem.total() <= p.memoryLimit)
-                  savers.push_back(k);
-              }
+            int64_t dp = size / tp / sp / pp;
+            if (rows % dp)
+              continue;
+            // The runtime's pipelined generation runs the stages one after
+            // another on the whole batch (runtime/lib/Model.cpp).
+            // A pipeline wants at least pp micro-batches: the smallest counts
+            // of at least pp, 2pp and 4pp that split the rows evenly.
+            std::vector<int64_t> mbsChoices;
+            if (pp == 1)
+              mbsChoices = {1, 4};
+            else if (gen)
+              mbsChoices = {1};
+            else
+              for (int64_t want : {pp, 2 * pp, 4 * pp})
+                if (int64_t m = divisorAtLeast(rows / dp, want);
+                    m > 0 && !llvm::is_contained(mbsChoices, m))
+                  mbsChoices.push_back(m);
+            for (int64_t mbs : mbsChoices) {
+              if ((rows / dp) % mbs)
+                continue;
+              cost::Strategy s;
+              s.firstGpu = first;
+              s.dp = dp;
+              s.sp = sp;
+              s.tp = tp;
+              s.pp = pp;
+              s.microBatches = mbs;
+              Candidate cand = price(s);
+              bool fits = cand.mem.total() <= p.memoryLimit;
+              if (fits)
+                here.push_back(cand);
+              if (c.shape.kind == cost::CallKind::Train &&
+                  (!fits || opts.trainSavers))
+                for (auto [zero, recompute] :
+                     {std::pair(true, false), std::pair(false, true),
+                      std::pair(true, true)}) {
+                  if (zero && dp < 2)
+                    continue;
+                  cost::Strategy t = s;
+                  t.zero = zero;
+                  t.recompute = recompute;
+                  if (Candidate k = price(t); k.mem.total() <= p.memoryLimit)
+                    savers.push_back(k);
+                }
+            }
           }
-        }
       }
       // Keep every strategy on the whole cluster (the baselines pick there by
       // rule); elsewhere the fastest few per mesh.
@@ -274,8 +301,6 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
       }
       p.cands[ci].insert(p.cands[ci].end(), here.begin(), here.end());
     }
-    if (p.cands[ci].empty())
-      p.cands[ci] = std::move(saving);
     if (p.cands[ci].empty())
       p.cands[ci] = std::move(saving);
     if (p.cands[ci].empty())

@@ -25,10 +25,10 @@ Object meshJson(int64_t first, int64_t size) {
 }
 
 Object strategyJson(const cost::Strategy &s) {
-  return Object{{"dp", s.dp},          {"tp", s.tp},
-                {"pp", s.pp},          {"micro_batches", s.microBatches},
-                {"zero", s.zero},      {"recompute", s.recompute},
-                {"offload", s.offload}};
+  return Object{{"dp", s.dp},           {"tp", s.tp},
+                {"pp", s.pp},           {"micro_batches", s.microBatches},
+                {"zero", s.zero},       {"recompute", s.recompute},
+                {"offload", s.offload}, {"sp", s.sp}};
 }
 
 } // namespace

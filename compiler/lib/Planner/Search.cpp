@@ -471,6 +471,7 @@ void plan::apply(const Problem &p, const Assignment &a) {
     call.op->setAttr("mesh", r::MeshAttr::get(ctx, s.firstGpu, s.devices()));
     call.op->setAttr("strategy",
                      r::StrategyAttr::get(ctx, s.dp, s.tp, s.pp, s.microBatches,
-                                          s.zero, s.recompute, s.offload));
+                                          s.zero, s.recompute, s.offload,
+                                          s.sp));
   }
 }
