@@ -20,9 +20,13 @@ namespace {
 struct Layout {
   r::MeshAttr mesh;
   r::StrategyAttr strategy;
-  /// Parameter layout: micro-batching and recomputation do not move weights.
+  /// Parameter layout: micro-batching and recomputation do not move weights,
+  /// and sequence-parallel ranks hold weights as data-parallel ones do (dp
+  /// major, then sp), so only dp*sp counts.
   bool sameParams(const Layout &o) const {
-    return mesh == o.mesh && strategy.getDp() == o.strategy.getDp() &&
+    return mesh == o.mesh &&
+           strategy.getDp() * strategy.getSp() ==
+               o.strategy.getDp() * o.strategy.getSp() &&
            strategy.getTp() == o.strategy.getTp() &&
            strategy.getPp() == o.strategy.getPp();
   }
