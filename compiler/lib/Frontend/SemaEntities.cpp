@@ -457,31 +457,14 @@ void Sema::parseRopeScaling(const Expr &e, rlhf::RopeScaling &r) {
                  "original_max_seq = 8192)'");
     return;
   }
-  static const std::vector<std::string> keys = {
-      "factor", "low_freq_factor", "high_freq_factor", "original_max_seq"};
   double original = double(r.originalMaxPositions);
   r.factor = 8; // Meta's LLaMA-3.1 values unless given
-  for (const Arg &a : e.args) {
-    double *dst = a.name == "factor"             ? &r.factor
-                  : a.name == "low_freq_factor"  ? &r.lowFreqFactor
-                  : a.name == "high_freq_factor" ? &r.highFreqFactor
-                  : a.name == "original_max_seq" ? &original
-                                                 : nullptr;
-    if (!dst) {
-      error(a.loc, a.name.empty()
-                       ? std::string("rope_scaling settings are named: "
-                                     "write 'factor = 8'")
-                       : formatv("unknown rope_scaling setting '{0}'{1}",
-                                 a.name, didYouMean(a.name, keys))
-                             .str());
-      continue;
-    }
-    if (auto v = evalNumber(*a.value, UnitDim::None, "'" + a.name + "'")) {
-      if (!(*v > 0))
-        error(a.value->loc, "'" + a.name + "' must be positive");
-      *dst = *v;
-    }
-  }
+  readNamedNumbers(e,
+                   {{"factor", &r.factor},
+                    {"low_freq_factor", &r.lowFreqFactor},
+                    {"high_freq_factor", &r.highFreqFactor},
+                    {"original_max_seq", &original}},
+                   "rope_scaling", "factor = 8", /*zeroAllowed=*/false);
   if (r.lowFreqFactor >= r.highFreqFactor)
     error(e.loc, "low_freq_factor must be below high_freq_factor, as in "
                  "LLaMA-3.1's 1 and 4");
@@ -499,29 +482,42 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
     return;
   }
   o.kind = e.base->text;
-  static const std::vector<std::string> keys = {
-      "lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"};
-  for (const Arg &a : e.args) {
+  readNamedNumbers(e,
+                   {{"lr", &o.lr},
+                    {"beta1", &o.beta1},
+                    {"beta2", &o.beta2},
+                    {"eps", &o.eps},
+                    {"weight_decay", &o.weightDecay},
+                    {"grad_clip", &o.gradClip}},
+                   "optimizer", "lr = 1e-6", /*zeroAllowed=*/true);
+}
+
+void Sema::readNamedNumbers(
+    const Expr &call,
+    llvm::ArrayRef<std::pair<llvm::StringRef, double *>> slots,
+    llvm::StringRef noun, llvm::StringRef example, bool zeroAllowed) {
+  for (const Arg &a : call.args) {
     if (a.name.empty()) {
-      error(a.loc, "optimizer settings are named: write 'lr = 1e-6'");
+      error(a.loc,
+            formatv("{0} settings are named: write '{1}'", noun, example));
       continue;
     }
-    double *dst = a.name == "lr"             ? &o.lr
-                  : a.name == "beta1"        ? &o.beta1
-                  : a.name == "beta2"        ? &o.beta2
-                  : a.name == "eps"          ? &o.eps
-                  : a.name == "weight_decay" ? &o.weightDecay
-                  : a.name == "grad_clip"    ? &o.gradClip
-                                             : nullptr;
-    if (!dst) {
-      error(a.loc, formatv("unknown optimizer setting '{0}'{1}", a.name,
+    auto slot =
+        llvm::find_if(slots, [&](const auto &s) { return s.first == a.name; });
+    if (slot == slots.end()) {
+      std::vector<std::string> keys;
+      for (const auto &s : slots)
+        keys.push_back(s.first.str());
+      error(a.loc, formatv("unknown {0} setting '{1}'{2}", noun, a.name,
                            didYouMean(a.name, keys)));
       continue;
     }
     if (auto v = evalNumber(*a.value, UnitDim::None, "'" + a.name + "'")) {
-      if (*v < 0)
-        error(a.value->loc, "'" + a.name + "' must not be negative");
-      *dst = *v;
+      if (zeroAllowed ? *v < 0 : !(*v > 0))
+        error(a.value->loc,
+              "'" + a.name + "' must " +
+                  (zeroAllowed ? "not be negative" : "be positive"));
+      *slot->second = *v;
     }
   }
 }

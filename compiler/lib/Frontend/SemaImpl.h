@@ -245,6 +245,14 @@ private:
 
   /// `rope_scaling = llama3(factor = 8, ...)` (SemaEntities.cpp).
   void parseRopeScaling(const Expr &e, rlhf::RopeScaling &r);
+  /// The named number arguments of `call` into `slots` ("lr" -> &o.lr):
+  /// unnamed, unknown and out-of-range (negative, or not positive unless
+  /// `zeroAllowed`) ones are errors that say "{noun} setting" and show
+  /// `example`.
+  void readNamedNumbers(
+      const Expr &call,
+      llvm::ArrayRef<std::pair<llvm::StringRef, double *>> slots,
+      llvm::StringRef noun, llvm::StringRef example, bool zeroAllowed);
   void parseOptimizer(const Expr &e, Optimizer &o);
 
   void resolveDataset(const EntityDecl &d);
