@@ -106,12 +106,24 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   // schedule repeats faster than its busiest GPU or its longest cycle.
   r.iterationTime = std::max(r.iterationTime, iterationBounds(p, a).max());
 
+  detail::simulateMemory(p, a, layout, {}, 0, record, r);
+  return r;
+}
+
+void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
+                                  llvm::ArrayRef<const Candidate *> layout,
+                                  llvm::ArrayRef<char> owns, int64_t inFlight,
+                                  bool record, SimResult &r) {
   // Memory per GPU: each model's weights where its parameters rest between
   // iterations, its gradients and optimizer state where it trains, and on
   // top the largest working set of any call on that GPU (with the call's own
   // copy of the weights when it runs in another layout).
   // A call in another layout holds the reallocated weights instead of (not
   // on top of) its model's resting shard: reallocation keeps no copies.
+  // A call that owns a weight copy (an async generate) keeps it resident on
+  // its GPUs, with `inFlight` of its batches waiting to be trained.
+  auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
+  auto owned = [&](size_t c) { return !owns.empty() && owns[c]; };
   r.peakMemory.assign(p.gpus, 0.0);
   std::vector<double> working(p.gpus, 0.0);
   auto homeWeights = [&](int m, int64_t g) {
@@ -127,27 +139,24 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
     const Candidate &k = cand(c);
     int m = p.calls[c].model;
     double work = k.mem.activations + k.mem.kvCache;
-    if (!layout[m] || !cost::sameLayout(layout[m]->s, k.s))
+    if (!owned(c) && (!layout[m] || !cost::sameLayout(layout[m]->s, k.s)))
       work += std::max(0.0, k.mem.weights - homeWeights(m, g));
     return work;
   };
-  for (size_t c = 0; c < n; ++c) {
+  for (size_t c = 0; c < p.calls.size(); ++c) {
     if (p.calls[c].host)
       continue;
     const Candidate &k = cand(c);
     for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
       if (p.calls[c].shape.kind == cost::CallKind::Train)
         r.peakMemory[g] += k.mem.grads + k.mem.optimizer;
+      if (owned(c))
+        r.peakMemory[g] += k.mem.weights + double(inFlight) *
+                                               p.calls[c].outBytes /
+                                               double(k.s.dp);
       working[g] = std::max(working[g], workingSet(c, g));
     }
   }
-  detail::finishMemory(p, r, working, record, workingSet);
-  return r;
-}
-
-void plan::detail::finishMemory(
-    const Problem &p, SimResult &r, const std::vector<double> &working,
-    bool record, llvm::function_ref<double(size_t, int64_t)> workingSet) {
   for (int64_t g = 0; g < p.gpus; ++g) {
     r.peakMemory[g] += working[g];
     if (r.peakMemory[g] > p.memoryLimit && !r.oom) {

@@ -229,38 +229,6 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   // Memory: resting weights (the trainer's layout, and each owning
   // generate's copy on its mesh), gradients and optimizer state, k batches
   // in flight on each owning generate's GPUs, and the largest working set.
-  r.peakMemory.assign(p.gpus, 0.0);
-  std::vector<double> working(p.gpus, 0.0);
-  auto homeWeights = [&](int m, int64_t g) {
-    const Candidate *home = layout[m];
-    return home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
-               ? home->mem.weights
-               : 0.0;
-  };
-  for (size_t mi = 0; mi < p.models.size(); ++mi)
-    for (int64_t g = 0; g < p.gpus; ++g)
-      r.peakMemory[g] += homeWeights(int(mi), g);
-  auto workingSet = [&](size_t c, int64_t g) {
-    const Candidate &x = cand(c);
-    int m = p.calls[c].model;
-    double work = x.mem.activations + x.mem.kvCache;
-    if (!owns[c] && (!layout[m] || !cost::sameLayout(layout[m]->s, x.s)))
-      work += std::max(0.0, x.mem.weights - homeWeights(m, g));
-    return work;
-  };
-  for (size_t c = 0; c < n; ++c) {
-    if (p.calls[c].host)
-      continue;
-    const Candidate &x = cand(c);
-    for (int64_t g = x.s.firstGpu; g < x.s.firstGpu + x.devices; ++g) {
-      if (p.calls[c].shape.kind == cost::CallKind::Train)
-        r.peakMemory[g] += x.mem.grads + x.mem.optimizer;
-      if (owns[c])
-        r.peakMemory[g] +=
-            x.mem.weights + double(k) * p.calls[c].outBytes / double(x.s.dp);
-      working[g] = std::max(working[g], workingSet(c, g));
-    }
-  }
-  detail::finishMemory(p, r, working, record, workingSet);
+  detail::simulateMemory(p, a, layout, owns, k, record, r);
   return r;
 }
