@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossBatches.h"
 #include "StdlibFns.h"
 
 #include "rlhf/runtime/Communicator.h"
@@ -180,40 +181,12 @@ int main() {
          valueHead ? std::vector<const char *>{"ppo_value_loss"}
                    : std::vector<const char *>{"sft_loss", "ppo_actor_loss",
                                                "grpo_loss"}) {
-      const int64_t M = 2, N = B, S1 = S - 1;
-      auto g2 = at::make_generator<at::CPUGeneratorImpl>(21);
-      at::Tensor lossMask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
-      at::Tensor oldLogprobs = -at::rand({N, S1}, g2) * 7;
-      at::Tensor refLogprobs = -at::rand({N, S1}, g2) * 7;
-      at::Tensor advantages = at::randn({N}, g2);
-      at::Tensor oldValues = at::randn({N, S1}, g2) * 0.1;
-      at::Tensor returns = at::randn({N, S1}, g2);
+      const int64_t M = 2; // minibatches
       const std::string name = lossName;
       FnProgram loss = testfns::stdlibFn(name);
-      TrainBatch all;
-      all.inputs = name == "sft_loss" ? std::vector<at::Tensor>{tokens}
-                   : name == "ppo_actor_loss"
-                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
-                                                 advantages.unsqueeze(1)
-                                                     .expand({N, S1})
-                                                     .contiguous()}
-                   : name == "grpo_loss"
-                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
-                                                 advantages, refLogprobs}
-                       : std::vector<at::Tensor>{tokens, oldValues, returns};
-      all.masks = {lossMask};
+      TrainBatch all = testfns::randomLossBatch(name, tokens);
       // This rank's rows: its dp slice of every global minibatch.
-      auto mine = [&](const at::Tensor &t) {
-        std::vector<at::Tensor> parts;
-        for (int64_t k = 0; k < M; ++k)
-          parts.push_back(
-              t.narrow(0, k * (N / M) + dpRank * (N / M / dp), N / M / dp));
-        return at::cat(parts, 0);
-      };
-      TrainBatch local;
-      for (const at::Tensor &t : all.inputs)
-        local.inputs.push_back(mine(t));
-      local.masks = {mine(lossMask)};
+      TrainBatch local = testfns::dpRows(all, M, dpRank, dp);
       AdamSettings as;
       as.lr = 1e-3;
       as.gradClip = 0.5;

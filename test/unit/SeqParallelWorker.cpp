@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossBatches.h"
 #include "StdlibFns.h"
 
 #include "rlhf/runtime/Communicator.h"
@@ -172,40 +173,12 @@ int main() {
                   : std::vector<std::string>{"sft_loss", "ppo_actor_loss",
                                              "grpo_loss"};
     for (const std::string &name : losses) {
-      const int64_t M = 2, N = B, S1 = S - 1;
-      auto g2 = at::make_generator<at::CPUGeneratorImpl>(21);
-      at::Tensor mask = (at::rand({N, S1}, g2) > 0.3).to(at::kFloat);
-      at::Tensor oldLogprobs = -at::rand({N, S1}, g2) * 7;
-      at::Tensor refLogprobs = -at::rand({N, S1}, g2) * 7;
-      at::Tensor advantages = at::randn({N}, g2);
-      at::Tensor oldValues = at::randn({N, S1}, g2) * 0.1;
-      at::Tensor returns = at::randn({N, S1}, g2);
+      const int64_t M = 2; // minibatches
       FnProgram loss = testfns::stdlibFn(name);
-      TrainBatch all;
-      all.inputs = name == "sft_loss" ? std::vector<at::Tensor>{tokens}
-                   : name == "ppo_actor_loss"
-                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
-                                                 advantages.unsqueeze(1)
-                                                     .expand({N, S1})
-                                                     .contiguous()}
-                   : name == "grpo_loss"
-                       ? std::vector<at::Tensor>{tokens, oldLogprobs,
-                                                 advantages, refLogprobs}
-                       : std::vector<at::Tensor>{tokens, oldValues, returns};
-      all.masks = {mask};
+      TrainBatch all = testfns::randomLossBatch(name, tokens);
       // This rank's rows (every sp rank the same): its dp slice of every
       // minibatch.
-      auto mine = [&](const at::Tensor &t) {
-        std::vector<at::Tensor> parts;
-        for (int64_t k = 0; k < M; ++k)
-          parts.push_back(
-              t.narrow(0, k * (N / M) + dpRank * (N / M / dp), N / M / dp));
-        return at::cat(parts, 0);
-      };
-      TrainBatch local;
-      for (const at::Tensor &t : all.inputs)
-        local.inputs.push_back(mine(t));
-      local.masks = {mine(mask)};
+      TrainBatch local = testfns::dpRows(all, M, dpRank, dp);
       AdamSettings as;
       as.lr = 1e-3;
       as.gradClip = 0.5;
