@@ -253,23 +253,13 @@ void printPlan(const plan::Problem &p, const plan::Assignment &a,
     }
 }
 
-/// The 33 settings with staleness 1: the searched asynchronous plan against
-/// the synchronous heuristic and the synchronous search. Per setting it
-/// prints the three iteration times, the speedups, how the async plan
-/// splits the GPUs (generation's GPUs of all), the generation's and the
-/// weight update's time per iteration, and the search's wall time.
-int asyncBench(const cost::Calibration &cal,
-               const std::vector<Setting> &settings) {
-  if (async)
-    return asyncBench(cal, settings);
+/// Each setting lowered to MLIR, at the three generation lengths (the
+/// first only with --quick; only setting --only when given): `f(setting,
+/// generation length, algorithm)`. False when a lowering or `f` fails.
+bool forEachSetting(
+    const std::vector<Setting> &settings,
+    llvm::function_ref<bool(const Setting &, int, mlir::rlhf::AlgorithmOp)> f) {
   const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
-  llvm::outs() << formatv(
-      "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,8} {7,8} | {8,9} {9,7} "
-      "{10,7} {11,8} {12,8}\n",
-      "actor+critic", "GPUs", "gen", "sync heur", "sync srch", "async k1",
-      "vs heur", "vs srch", "gen GPUs", "gen s", "update", "search s", "area");
-  double logHeur = 0, logSearch = 0;
-  int count = 0, betterThanSearch = 0;
   for (size_t si = 0; si < settings.size(); ++si)
     for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
       const Setting &s = settings[si];
@@ -282,86 +272,110 @@ int asyncBench(const cost::Calibration &cal,
       });
       auto module =
           lower(ctx, program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]));
-      if (!module)
-        return 1;
-      auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
-      plan::SearchOptions so;
-      so.budget = budget;
-      auto sync = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      if (mlir::failed(sync))
-        return 1;
-      const plan::Problem &sp = sync->problem;
-      auto heurPlan = plan::solve(sp, plan::Method::Heuristic);
-      auto timeIn = [](const plan::Problem &p,
-                       const std::optional<plan::Assignment> &a) {
-        return a ? plan::simulate(p, *a).iterationTime : INFINITY;
-      };
-      double heur = timeIn(sp, heurPlan), search = timeIn(sp, sync->assignment);
-      makeAsync(alg, 1);
-      auto t0 = std::chrono::steady_clock::now();
-      auto asyncPlanned =
-          plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      double wall = secondsSince(t0);
-      if (mlir::failed(asyncPlanned))
-        return 1;
-      const plan::Problem &ap = asyncPlanned->problem;
-      const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
-      double asyncTime = timeIn(ap, aa);
-      // No plan, async or not, beats every call at its least GPU-seconds
-      // spread over the whole cluster (memory and placement ignored).
-      double area = 0;
-      for (size_t c = 0; c < ap.calls.size(); ++c)
-        if (!ap.calls[c].host)
-          area += ap.leastArea(c);
-      area /= double(ap.gpus);
-      std::string split = "-", genTime = "-", update = "-";
-      if (aa) {
-        plan::SimResult sim = plan::simulate(ap, *aa, 3, /*record=*/true);
-        for (size_t c = 0; c < ap.calls.size(); ++c)
-          if (!ap.calls[c].host &&
-              ap.calls[c].shape.kind == cost::CallKind::Generate) {
-            const plan::Candidate &k = ap.cands[c][(*aa)[c]];
-            split = formatv("{0}/{1}", k.devices, ap.gpus).str();
-            genTime = formatv("{0:f2}", k.time).str();
-          }
-        double upd = 0;
-        int its = 0;
-        for (const plan::Event &e : sim.events)
-          if (e.kind == plan::Event::Update && e.iteration == 1) {
-            upd = e.end - e.start;
-            ++its;
-          }
-        update = its ? formatv("{0:f2}", upd).str() : std::string("none");
-      }
-      if (show) {
-        llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}\n", s.actor,
-                                s.critic, s.gpus, gens[gi]);
-        if (heurPlan)
-          printPlan(sp, *heurPlan, "sync heuristic");
-        if (sync->assignment)
-          printPlan(sp, *sync->assignment, "sync search");
-        if (aa)
-          printPlan(ap, *aa, "async search (k=1)");
-      }
-      auto sec = [](double v) {
-        return std::isfinite(v) ? formatv("{0:f2}s", v).str()
-                                : std::string("OOM");
-      };
-      llvm::outs() << formatv(
-          "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,7:f2}x {7,7:f2}x | "
-          "{8,9} {9,7} {10,7} {11,8:f2} {12,7:f2}s\n",
-          formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gens[gi],
-          sec(heur), sec(search), sec(asyncTime), heur / asyncTime,
-          search / asyncTime, split, genTime, update, wall, area);
-      llvm::outs().flush();
-      if (std::isfinite(heur) && std::isfinite(search) &&
-          std::isfinite(asyncTime)) {
-        logHeur += std::log(heur / asyncTime);
-        logSearch += std::log(search / asyncTime);
-        ++count;
-        betterThanSearch += asyncTime < search * 0.995;
-      }
+      if (!module ||
+          !f(s, gens[gi], *module->getOps<mlir::rlhf::AlgorithmOp>().begin()))
+        return false;
     }
+  return true;
+}
+
+/// The 33 settings with staleness 1: the searched asynchronous plan against
+/// the synchronous heuristic and the synchronous search. Per setting it
+/// prints the three iteration times, the speedups, how the async plan
+/// splits the GPUs (generation's GPUs of all), the generation's and the
+/// weight update's time per iteration, and the search's wall time.
+int asyncBench(const cost::Calibration &cal,
+               const std::vector<Setting> &settings) {
+  if (async)
+    return asyncBench(cal, settings);
+  llvm::outs() << formatv(
+      "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,8} {7,8} | {8,9} {9,7} "
+      "{10,7} {11,8} {12,8}\n",
+      "actor+critic", "GPUs", "gen", "sync heur", "sync srch", "async k1",
+      "vs heur", "vs srch", "gen GPUs", "gen s", "update", "search s", "area");
+  double logHeur = 0, logSearch = 0;
+  int count = 0, betterThanSearch = 0;
+  bool ok = forEachSetting(settings, [&](const Setting &s, int gen,
+                                         mlir::rlhf::AlgorithmOp alg) {
+    plan::SearchOptions so;
+    so.budget = budget;
+    auto sync = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+    if (mlir::failed(sync))
+      return false;
+    const plan::Problem &sp = sync->problem;
+    auto heurPlan = plan::solve(sp, plan::Method::Heuristic);
+    auto timeIn = [](const plan::Problem &p,
+                     const std::optional<plan::Assignment> &a) {
+      return a ? plan::simulate(p, *a).iterationTime : INFINITY;
+    };
+    double heur = timeIn(sp, heurPlan), search = timeIn(sp, sync->assignment);
+    makeAsync(alg, 1);
+    auto t0 = std::chrono::steady_clock::now();
+    auto asyncPlanned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+    double wall = secondsSince(t0);
+    if (mlir::failed(asyncPlanned))
+      return false;
+    const plan::Problem &ap = asyncPlanned->problem;
+    const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
+    double asyncTime = timeIn(ap, aa);
+    // No plan, async or not, beats every call at its least GPU-seconds
+    // spread over the whole cluster (memory and placement ignored).
+    double area = 0;
+    for (size_t c = 0; c < ap.calls.size(); ++c)
+      if (!ap.calls[c].host)
+        area += ap.leastArea(c);
+    area /= double(ap.gpus);
+    std::string split = "-", genTime = "-", update = "-";
+    if (aa) {
+      plan::SimResult sim = plan::simulate(ap, *aa, 3, /*record=*/true);
+      for (size_t c = 0; c < ap.calls.size(); ++c)
+        if (!ap.calls[c].host &&
+            ap.calls[c].shape.kind == cost::CallKind::Generate) {
+          const plan::Candidate &k = ap.cands[c][(*aa)[c]];
+          split = formatv("{0}/{1}", k.devices, ap.gpus).str();
+          genTime = formatv("{0:f2}", k.time).str();
+        }
+      double upd = 0;
+      int its = 0;
+      for (const plan::Event &e : sim.events)
+        if (e.kind == plan::Event::Update && e.iteration == 1) {
+          upd = e.end - e.start;
+          ++its;
+        }
+      update = its ? formatv("{0:f2}", upd).str() : std::string("none");
+    }
+    if (show) {
+      llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}\n", s.actor, s.critic,
+                              s.gpus, gen);
+      if (heurPlan)
+        printPlan(sp, *heurPlan, "sync heuristic");
+      if (sync->assignment)
+        printPlan(sp, *sync->assignment, "sync search");
+      if (aa)
+        printPlan(ap, *aa, "async search (k=1)");
+    }
+    auto sec = [](double v) {
+      return std::isfinite(v) ? formatv("{0:f2}s", v).str()
+                              : std::string("OOM");
+    };
+    llvm::outs() << formatv(
+        "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,7:f2}x {7,7:f2}x | "
+        "{8,9} {9,7} {10,7} {11,8:f2} {12,7:f2}s\n",
+        formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gen, sec(heur),
+        sec(search), sec(asyncTime), heur / asyncTime, search / asyncTime,
+        split, genTime, update, wall, area);
+    llvm::outs().flush();
+    if (std::isfinite(heur) && std::isfinite(search) &&
+        std::isfinite(asyncTime)) {
+      logHeur += std::log(heur / asyncTime);
+      logSearch += std::log(search / asyncTime);
+      ++count;
+      betterThanSearch += asyncTime < search * 0.995;
+    }
+    return true;
+  });
+  if (!ok)
+    return 1;
   llvm::outs() << formatv("async(k=1) faster than the sync search by over "
                           "0.5% in {0} of {1} settings\n",
                           betterThanSearch, count);
@@ -405,7 +419,6 @@ int main(int argc, char **argv) {
   };
   if (async)
     return asyncBench(cal, settings);
-  const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
   llvm::outs() << formatv(
       "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | {7,8} "
       "{8,8} | {9,8} {10,7} | {11,9} {12,6} {13,8}\n",
@@ -414,123 +427,112 @@ int main(int argc, char **argv) {
       "exact s");
   double logSum = 0, logCeiling = 0;
   int count = 0;
-  for (size_t si = 0; si < settings.size(); ++si)
-    for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
-      const Setting &s = settings[si];
-      if (only >= 0 && size_t(only) != si)
-        continue;
-      mlir::MLIRContext ctx;
-      mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
-        llvm::errs() << d << "\n";
-        return mlir::success();
-      });
-      auto module =
-          lower(ctx, program(s.actor, s.critic, s.gpus, gens[gi], batches[gi]));
-      if (!module)
-        return 1;
-      auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
-      // The search as rlhfc runs it (offloading only where nothing fits
-      // without); the baselines and the exact search price the same problem.
-      plan::SearchOptions so;
-      so.budget = budget;
-      auto t0 = std::chrono::steady_clock::now();
-      auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      double wall = secondsSince(t0);
-      if (mlir::failed(planned))
-        return 1;
-      const plan::Problem *p = &planned->problem;
-      const std::optional<plan::Assignment> &searched = planned->assignment;
-      auto print = [&](llvm::StringRef what, const plan::Assignment &a) {
-        printPlan(*p, a,
-                  formatv("{0}B+{1}B {2} GPUs gen {3}, {4}", s.actor, s.critic,
-                          s.gpus, gens[gi], what)
-                      .str());
-      };
-      auto timeOf = [&](plan::Method m) {
-        auto a = plan::solve(*p, m, so);
-        static const char *names[] = {"search", "heuristic", "colocated",
-                                      "separated", "manual"};
-        if (show && a)
-          print(names[int(m)], *a);
-        return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
-      };
-      double heur = timeOf(plan::Method::Heuristic);
-      double colo = timeOf(plan::Method::Colocated);
-      double sep = timeOf(plan::Method::Separated);
-      if (show && searched)
-        print("search", *searched);
-      double search =
-          searched ? plan::simulate(*p, *searched).iterationTime : INFINITY;
-      double best = std::min({heur, colo, sep});
-      // The proven optimum where the exact search finishes in time; it
-      // starts from the search's plan as its incumbent.
-      std::string optimum = "-", gap = "-", exactWall = "-";
-      double proven = INFINITY;
-      if (s.gpus <= exactGpus) {
-        const std::optional<plan::Assignment> &a = searched;
-        plan::ExactOptions eo;
-        eo.nodeLimit = std::numeric_limits<int64_t>::max();
-        eo.timeLimit = exactSeconds;
-        plan::ExactStats es;
-        auto e0 = std::chrono::steady_clock::now();
-        auto opt = plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
-        if (show && opt && es.proven)
-          print("optimum", *opt);
-        double ew = secondsSince(e0);
-        if (es.proven) {
-          proven = es.bestTime;
-          optimum = formatv("{0:f2}s", es.bestTime).str();
-          gap = formatv("{0:f1}%", 100.0 * (search - es.bestTime) / es.bestTime)
-                    .str();
-          exactWall = formatv("{0:f1}", ew).str();
-        } else {
-          optimum = formatv("skipped (>{0} s)", exactSeconds.getValue()).str();
-        }
-      }
-      double space = 1;
-      for (size_t c = 0; c < p->calls.size(); ++c)
-        if (!p->calls[c].host)
-          space *= double(p->cands[c].size());
-      auto sec = [](double v) {
-        return std::isfinite(v) ? formatv("{0:f2}s", v).str()
-                                : std::string("OOM");
-      };
-      llvm::outs() << formatv(
-          "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "
-          "{7,7:f2}x {8,7:f2}x | {9,8:f2} {10,7:e1} | {11,9} "
-          "{12,6} {13,8}\n",
-          formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gens[gi],
-          sec(heur), sec(colo), sec(sep), sec(search), best / search,
-          heur / search, wall, space, optimum, gap, exactWall);
-      // Rows can be minutes apart (--exact-seconds); show each as it ends
-      // even when stdout is a file.
-      llvm::outs().flush();
-      if (std::isfinite(heur) && std::isfinite(search)) {
-        logSum += std::log(heur / search);
-        ++count;
-      }
-      if (ceiling) {
-        // The proven optimum where the exact search finished, else the
-        // relaxed problem's optimum (admissible: no plan's time is lower).
-        double floor = proven;
-        if (!std::isfinite(floor)) {
-          floor =
-              plan::iterationBounds(*p, plan::Assignment(p->calls.size(), -1))
-                  .max();
-          plan::Assignment picks;
-          if (std::optional<double> relaxed =
-                  plan::relaxedFloor(*p, 100'000'000, &picks)) {
-            floor = std::max(floor, *relaxed);
-            if (show && !picks.empty())
-              print("relaxed floor's picks (placement not checked)", picks);
-          }
-        }
-        llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
-                                heur / floor);
-        llvm::outs().flush();
-        logCeiling += std::log(heur / floor);
+  bool ok = forEachSetting(settings, [&](const Setting &s, int gen,
+                                         mlir::rlhf::AlgorithmOp alg) {
+    // The search as rlhfc runs it (offloading only where nothing fits
+    // without); the baselines and the exact search price the same problem.
+    plan::SearchOptions so;
+    so.budget = budget;
+    auto t0 = std::chrono::steady_clock::now();
+    auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+    double wall = secondsSince(t0);
+    if (mlir::failed(planned))
+      return false;
+    const plan::Problem *p = &planned->problem;
+    const std::optional<plan::Assignment> &searched = planned->assignment;
+    auto print = [&](llvm::StringRef what, const plan::Assignment &a) {
+      printPlan(*p, a,
+                formatv("{0}B+{1}B {2} GPUs gen {3}, {4}", s.actor, s.critic,
+                        s.gpus, gen, what)
+                    .str());
+    };
+    auto timeOf = [&](plan::Method m) {
+      auto a = plan::solve(*p, m, so);
+      static const char *names[] = {"search", "heuristic", "colocated",
+                                    "separated", "manual"};
+      if (show && a)
+        print(names[int(m)], *a);
+      return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
+    };
+    double heur = timeOf(plan::Method::Heuristic);
+    double colo = timeOf(plan::Method::Colocated);
+    double sep = timeOf(plan::Method::Separated);
+    if (show && searched)
+      print("search", *searched);
+    double search =
+        searched ? plan::simulate(*p, *searched).iterationTime : INFINITY;
+    double best = std::min({heur, colo, sep});
+    // The proven optimum where the exact search finishes in time; it
+    // starts from the search's plan as its incumbent.
+    std::string optimum = "-", gap = "-", exactWall = "-";
+    double proven = INFINITY;
+    if (s.gpus <= exactGpus) {
+      const std::optional<plan::Assignment> &a = searched;
+      plan::ExactOptions eo;
+      eo.nodeLimit = std::numeric_limits<int64_t>::max();
+      eo.timeLimit = exactSeconds;
+      plan::ExactStats es;
+      auto e0 = std::chrono::steady_clock::now();
+      auto opt = plan::exactSearch(*p, eo, es, a ? &*a : nullptr);
+      if (show && opt && es.proven)
+        print("optimum", *opt);
+      double ew = secondsSince(e0);
+      if (es.proven) {
+        proven = es.bestTime;
+        optimum = formatv("{0:f2}s", es.bestTime).str();
+        gap = formatv("{0:f1}%", 100.0 * (search - es.bestTime) / es.bestTime)
+                  .str();
+        exactWall = formatv("{0:f1}", ew).str();
+      } else {
+        optimum = formatv("skipped (>{0} s)", exactSeconds.getValue()).str();
       }
     }
+    double space = 1;
+    for (size_t c = 0; c < p->calls.size(); ++c)
+      if (!p->calls[c].host)
+        space *= double(p->cands[c].size());
+    auto sec = [](double v) {
+      return std::isfinite(v) ? formatv("{0:f2}s", v).str()
+                              : std::string("OOM");
+    };
+    llvm::outs() << formatv("{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} {6,9} | "
+                            "{7,7:f2}x {8,7:f2}x | {9,8:f2} {10,7:e1} | {11,9} "
+                            "{12,6} {13,8}\n",
+                            formatv("{0}B+{1}B", s.actor, s.critic).str(),
+                            s.gpus, gen, sec(heur), sec(colo), sec(sep),
+                            sec(search), best / search, heur / search, wall,
+                            space, optimum, gap, exactWall);
+    // Rows can be minutes apart (--exact-seconds); show each as it ends
+    // even when stdout is a file.
+    llvm::outs().flush();
+    if (std::isfinite(heur) && std::isfinite(search)) {
+      logSum += std::log(heur / search);
+      ++count;
+    }
+    if (ceiling) {
+      // The proven optimum where the exact search finished, else the
+      // relaxed problem's optimum (admissible: no plan's time is lower).
+      double floor = proven;
+      if (!std::isfinite(floor)) {
+        floor = plan::iterationBounds(*p, plan::Assignment(p->calls.size(), -1))
+                    .max();
+        plan::Assignment picks;
+        if (std::optional<double> relaxed =
+                plan::relaxedFloor(*p, 100'000'000, &picks)) {
+          floor = std::max(floor, *relaxed);
+          if (show && !picks.empty())
+            print("relaxed floor's picks (placement not checked)", picks);
+        }
+      }
+      llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
+                              heur / floor);
+      llvm::outs().flush();
+      logCeiling += std::log(heur / floor);
+    }
+    return true;
+  });
+  if (!ok)
+    return 1;
   llvm::outs() << formatv("geomean search/heuristic speedup: {0:f2}\n",
                           std::exp(logSum / std::max(1, count)));
   if (ceiling)
