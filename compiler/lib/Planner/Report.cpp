@@ -31,6 +31,26 @@ Object strategyJson(const cost::Strategy &s) {
                 {"offload", s.offload}, {"sp", s.sp}};
 }
 
+/// A move of a model's weights between two layouts (rlhf.realloc,
+/// rlhf.weight_update): the model, where, both layouts and the cost.
+template <typename MoveOp> Object moveJson(MoveOp op) {
+  auto layout = [](r::MeshAttr mesh, r::StrategyAttr st) {
+    return Object{{"mesh", meshJson(mesh.getFirst(), mesh.getSize())},
+                  {"dp", st.getDp()},
+                  {"tp", st.getTp()},
+                  {"pp", st.getPp()}};
+  };
+  Object o{{"model", op.getSource().str()},
+           {"location", where(op.getLoc())},
+           {"from", layout(op.getFromMesh(), op.getFrom())},
+           {"to", layout(op.getToMesh(), op.getTo())}};
+  if (auto c = op.getCostAttr()) {
+    o["predicted_time_s"] = c.getTime().convertToDouble();
+    o["bytes_moved"] = c.getMemory().convertToDouble();
+  }
+  return o;
+}
+
 } // namespace
 
 llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
@@ -64,43 +84,12 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
   }
   for (mlir::Operation &op : alg.getBodyBlock()) {
     if (auto ra = mlir::dyn_cast<r::ReallocOp>(op)) {
-      Object o{{"model", ra.getSource().str()},
-               {"location", where(op.getLoc())},
-               {"from", Object{{"mesh", meshJson(ra.getFromMesh().getFirst(),
-                                                 ra.getFromMesh().getSize())},
-                               {"dp", ra.getFrom().getDp()},
-                               {"tp", ra.getFrom().getTp()},
-                               {"pp", ra.getFrom().getPp()}}},
-               {"to", Object{{"mesh", meshJson(ra.getToMesh().getFirst(),
-                                               ra.getToMesh().getSize())},
-                             {"dp", ra.getTo().getDp()},
-                             {"tp", ra.getTo().getTp()},
-                             {"pp", ra.getTo().getPp()}}}};
-      if (auto c = ra.getCostAttr()) {
-        o["predicted_time_s"] = c.getTime().convertToDouble();
-        o["bytes_moved"] = c.getMemory().convertToDouble();
-      }
-      reallocs.push_back(std::move(o));
+      reallocs.push_back(moveJson(ra));
     } else if (auto wu = mlir::dyn_cast<r::WeightUpdateOp>(op)) {
       // A copy into a generator's own layout (asynchronous plans).
-      Object o{{"model", wu.getSource().str()},
-               {"location", where(op.getLoc())},
-               {"weight_update", true},
-               {"version_lag", wu.getVersionLag()},
-               {"from", Object{{"mesh", meshJson(wu.getFromMesh().getFirst(),
-                                                 wu.getFromMesh().getSize())},
-                               {"dp", wu.getFrom().getDp()},
-                               {"tp", wu.getFrom().getTp()},
-                               {"pp", wu.getFrom().getPp()}}},
-               {"to", Object{{"mesh", meshJson(wu.getToMesh().getFirst(),
-                                               wu.getToMesh().getSize())},
-                             {"dp", wu.getTo().getDp()},
-                             {"tp", wu.getTo().getTp()},
-                             {"pp", wu.getTo().getPp()}}}};
-      if (auto c = wu.getCostAttr()) {
-        o["predicted_time_s"] = c.getTime().convertToDouble();
-        o["bytes_moved"] = c.getMemory().convertToDouble();
-      }
+      Object o = moveJson(wu);
+      o["weight_update"] = true;
+      o["version_lag"] = wu.getVersionLag();
       reallocs.push_back(std::move(o));
     } else if (auto ld = mlir::dyn_cast<r::OnloadOp>(op)) {
       Object o{
