@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/Model.h"
 #include "ParallelOps.h"
+#include "RingAttention.h"
 #include "StepGraphs.h"
 
 #include "rlhf/runtime/Error.h"
@@ -169,22 +170,70 @@ LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
         " does not divide the heads, kv heads, ffn and vocab of the model");
   if (tp.size > 1 && !tp.comm)
     throw Error("tensor parallel size > 1 needs a communicator");
+  if (sp.ringSize < 1 || sp.size % sp.ringSize)
+    throw Error("sequence parallel size " + std::to_string(sp.size) +
+                " is not ulysses x ring with ring " +
+                std::to_string(sp.ringSize) +
+                ": pick a ring size that divides sp");
   if (sp.size > 1) {
     if (!sp.comm)
       throw Error("sequence parallel size > 1 needs a communicator");
-    if ((m.heads / tp.size) % sp.size)
-      throw Error("sequence parallel size " + std::to_string(sp.size) +
+    const int ulysses = sp.ulyssesSize();
+    if ((m.heads / tp.size) % ulysses)
+      throw Error("ulysses size " + std::to_string(ulysses) +
                   " does not divide the " + std::to_string(m.heads / tp.size) +
                   " attention heads of each tensor-parallel rank (Ulysses "
-                  "needs heads divisible by tp x sp)");
+                  "needs heads divisible by tp x ulysses); move the rest of "
+                  "sp to the ring");
     if (pp.stages > 1)
       throw Error("sequence parallelism with pipeline stages is not "
                   "supported yet: plan sp = 1 or pp = 1");
+    checkSpGroups();
+  } else {
+    sp.ulysses = sp.ring = nullptr;
   }
   if (!params_.empty()) {
     device_ = params_.begin()->second.device();
     dtype_ = params_.begin()->second.scalar_type();
   }
+}
+
+void LlamaModel::checkSpGroups() {
+  // A sub-group that is the whole group may be left out.
+  const int ulysses = sp.ulyssesSize(), ring = sp.ringSize;
+  auto resolve = [&](Communicator *&c, int size, int rank, bool whole,
+                     const char *name, const std::string &members) {
+    if (size == 1) {
+      c = nullptr;
+      return;
+    }
+    if (!c && whole)
+      c = sp.comm;
+    if (!c)
+      throw Error(std::string("sequence parallel size ") +
+                  std::to_string(sp.size) + " = " + std::to_string(ulysses) +
+                  " ulysses x " + std::to_string(ring) + " ring needs the " +
+                  name + " group's communicator: build it over sp ranks " +
+                  members);
+    if (c->size() != size || c->rank() != rank)
+      throw Error(std::string("the ") + name + " group has rank " +
+                  std::to_string(c->rank()) + " of " +
+                  std::to_string(c->size()) + " where sp rank " +
+                  std::to_string(sp.rank) + " needs rank " +
+                  std::to_string(rank) + " of " + std::to_string(size) +
+                  ": build it over sp ranks " + members + " in that order");
+  };
+  if (sp.comm->size() != sp.size || sp.comm->rank() != sp.rank)
+    throw Error("the sequence parallel communicator has rank " +
+                std::to_string(sp.comm->rank()) + " of " +
+                std::to_string(sp.comm->size()) + ", not " +
+                std::to_string(sp.rank) + " of " + std::to_string(sp.size) +
+                ": pass the sp group's communicator and this rank's place in "
+                "it");
+  resolve(sp.ulysses, ulysses, sp.ulyssesRank(), ring == 1, "ulysses",
+          "ring_rank x ulysses + 0..ulysses-1");
+  resolve(sp.ring, ring, sp.ringRank(), ulysses == 1, "ring",
+          "0..ring-1 x ulysses + ulysses_rank");
 }
 
 const at::Tensor &LlamaModel::p(const std::string &name) const {
@@ -256,29 +305,36 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   if (sp.size > 1) {
     if (cache || mask.defined())
       throw Error("sequence parallelism runs whole causal sequences only");
-    // Ulysses: trade this chunk of positions for a 1/sp share of the heads,
-    // attend over the whole sequence, trade back below.
-    parallel::ulyssesToHeads(q, k, v, sp.comm);
+    // Ulysses: trade this chunk of positions for a 1/ulysses share of the
+    // heads over the ring rank's positions, trade back below.
+    if (sp.ulysses)
+      parallel::ulyssesToHeads(q, k, v, sp.ulysses);
   }
-  if (k.size(1) != q.size(1)) {
-    int64_t rep = q.size(1) / k.size(1);
-    k = k.repeat_interleave(rep, 1);
-    v = v.repeat_interleave(rep, 1);
+  at::Tensor attn;
+  if (sp.ring) {
+    // Across the ring: this ring chunk's queries over every chunk's keys.
+    attn = parallel::ringAttention(q, k, v, sp.ring);
+  } else {
+    if (k.size(1) != q.size(1)) {
+      int64_t rep = q.size(1) / k.size(1);
+      k = k.repeat_interleave(rep, 1);
+      v = v.repeat_interleave(rep, 1);
+    }
+    // Scaled dot-product attention (flash where the device has it): causal
+    // when no mask is given (whole sequences), else the additive mask of
+    // left-padded generation. LibTorch accumulates the softmax in fp32.
+    attn = mask.defined()
+               ? at::scaled_dot_product_attention(
+                     q, k, v,
+                     mask.scalar_type() == q.scalar_type()
+                         ? mask
+                         : mask.to(q.scalar_type()))
+               : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
+                                                  /*is_causal=*/true);
   }
-  // Scaled dot-product attention (flash where the device has it): causal
-  // when no mask is given (whole sequences), else the additive mask of
-  // left-padded generation. LibTorch accumulates the softmax in fp32.
-  at::Tensor attn =
-      (mask.defined() ? at::scaled_dot_product_attention(
-                            q, k, v,
-                            mask.scalar_type() == q.scalar_type()
-                                ? mask
-                                : mask.to(q.scalar_type()))
-                      : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
-                                                         /*is_causal=*/true))
-          .transpose(1, 2); // [B, positions, heads here, D]
-  if (sp.size > 1)
-    attn = parallel::headsToSeq(attn, sp.comm);
+  attn = attn.transpose(1, 2); // [B, positions, heads here, D]
+  if (sp.ulysses)
+    attn = parallel::headsToSeq(attn, sp.ulysses);
   attn = attn.reshape({B, S, heads * headDim});
   at::Tensor x2 =
       x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));

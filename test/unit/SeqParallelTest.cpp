@@ -1,8 +1,10 @@
-//===- SeqParallelTest.cpp - Ulysses sequence parallelism equivalence -----===//
+//===- SeqParallelTest.cpp - USP sequence parallelism equivalence ---------===//
 //
-// sp = 2 and 4, alone and with tp = 2 or dp = 2, give the single-process
-// (sp = 1) forward logits, gradients and train steps within fp32 tolerance
-// (SeqParallelWorker.cpp). Torch-free: it only spawns the workers.
+// Ulysses sp = 2 and 4, ring attention with ring 2 and 4, and sp 4 = 2
+// ulysses x 2 ring, alone and with tp = 2 or dp = 2, give the
+// single-process (sp = 1) forward logits, gradients and train steps within
+// fp32 tolerance (SeqParallelWorker.cpp). Torch-free: it only spawns the
+// workers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,9 +17,11 @@ using namespace rlhf::testing;
 
 namespace {
 
-void expectEquivalent(int world, int sp, int tp, bool valueHead = false) {
+void expectEquivalent(int world, int sp, int tp, bool valueHead = false,
+                      int ring = 1) {
   std::vector<std::string> env{"RLHF_SP=" + std::to_string(sp),
-                               "RLHF_TP=" + std::to_string(tp)};
+                               "RLHF_TP=" + std::to_string(tp),
+                               "RLHF_RING=" + std::to_string(ring)};
   if (valueHead)
     env.push_back("RLHF_VALUE_HEAD=1");
   auto ps = launch(RLHF_SEQ_PARALLEL_WORKER, world, env);
@@ -36,5 +40,12 @@ TEST(SeqParallel, Sp2Tp2) { expectEquivalent(4, 2, 2); }
 TEST(SeqParallel, Sp2Dp2) { expectEquivalent(4, 2, 1); }
 // The critic: values gathered over sp, the value loss.
 TEST(SeqParallel, ValueHeadSp2) { expectEquivalent(2, 2, 1, true); }
+// Ring attention (USP): pure ring, ulysses x ring, with tp and dp.
+TEST(SeqParallel, Ring2) { expectEquivalent(2, 2, 1, false, 2); }
+TEST(SeqParallel, Ring4) { expectEquivalent(4, 4, 1, false, 4); }
+TEST(SeqParallel, Ulysses2Ring2) { expectEquivalent(4, 4, 1, false, 2); }
+TEST(SeqParallel, Ring2Tp2) { expectEquivalent(4, 2, 2, false, 2); }
+TEST(SeqParallel, Ring2Dp2) { expectEquivalent(4, 2, 1, false, 2); }
+TEST(SeqParallel, ValueHeadRing2) { expectEquivalent(2, 2, 1, true, 2); }
 
 } // namespace

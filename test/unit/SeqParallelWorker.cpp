@@ -1,14 +1,15 @@
-//===- SeqParallelWorker.cpp - Ulysses sequence parallelism, one rank -----===//
+//===- SeqParallelWorker.cpp - USP sequence parallelism, one rank ---------===//
 //
 // Every rank builds the same tiny model and runs it in one process as the
 // reference (sp = 1), then joins its groups (RLHF_SP and RLHF_TP; the
-// remaining factor is dp; rank = (dp_rank * sp + sp_rank) * tp + tp_rank)
-// and checks, against the reference: the forward logits (or values), every
-// parameter gradient summed over sp and dp, and the parameters and loss
-// after a train step of 2 minibatches with Adam for each of the stdlib's
-// losses (one of them with recomputed layers). Also that a sequence sp does
-// not divide and generation are rejected. Prints one line; exits 1 on a
-// mismatch.
+// remaining factor is dp; rank = (dp_rank * sp + sp_rank) * tp + tp_rank;
+// RLHF_RING splits sp into ulysses x ring, sp_rank = ring_rank * ulysses +
+// ulysses_rank) and checks, against the reference: the forward logits (or
+// values), every parameter gradient summed over sp and dp, and the
+// parameters and loss after a train step of 2 minibatches with Adam for
+// each of the stdlib's losses (one of them with recomputed layers). Also
+// that a sequence sp does not divide, generation and bad ulysses x ring
+// layouts are rejected. Prints one line; exits 1 on a mismatch.
 //
 // RLHF_PRECISION=bf16 runs reference and layouts alike with bf16 weights
 // (fp32 masters in training) within the bf16 tolerances below.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 using namespace rlhf;
 
@@ -79,7 +81,8 @@ template <typename F> bool rejects(F f, const std::string &what) {
 int main() {
   return runWorker([](Communicator &world, c10::Device dev) {
     const int rank = world.rank(), spSize = envInt("RLHF_SP", 1),
-              tpSize = envInt("RLHF_TP", 1);
+              tpSize = envInt("RLHF_TP", 1), ring = envInt("RLHF_RING", 1),
+              ulysses = spSize / ring;
     const int dp = world.size() / (spSize * tpSize);
     const bool valueHead = std::getenv("RLHF_VALUE_HEAD") != nullptr;
     const char *precision = std::getenv("RLHF_PRECISION");
@@ -113,6 +116,26 @@ int main() {
         spComm);
     groups(
         dp, [&](int g, int i) { return i * spSize * tpSize + g; }, dpComm);
+    // USP's sub-groups when neither is the whole sp group; g counts the
+    // (dp, other factor, tp) triples.
+    std::unique_ptr<Communicator> ulyssesComm, ringComm;
+    auto spMember = [&](int g, int other, int s) {
+      return (g / tpSize / other * spSize + s) * tpSize + g % tpSize;
+    };
+    if (ring > 1 && ulysses > 1) {
+      groups(
+          ulysses,
+          [&](int g, int i) {
+            return spMember(g, ring, g / tpSize % ring * ulysses + i);
+          },
+          ulyssesComm);
+      groups(
+          ring,
+          [&](int g, int i) {
+            return spMember(g, ulysses, i * ulysses + g / tpSize % ulysses);
+          },
+          ringComm);
+    }
 
     // GQA: 4 heads, 2 KV heads, so sp 4 and sp 2 x tp 2 repeat KV heads.
     ModelConfig cfg;
@@ -134,7 +157,8 @@ int main() {
       for (auto &[n, t] : shard)
         t.set_requires_grad(true);
       return LlamaModel(cfg, shard, {tpComm.get(), tpRank, tpSize}, {},
-                        {spComm.get(), spRank, spSize});
+                        {spComm.get(), spRank, spSize, ulyssesComm.get(),
+                         ringComm.get(), ring});
     };
     auto leaves = [](const ParamMap &from) {
       ParamMap r;
@@ -223,13 +247,38 @@ int main() {
                                      model.generate({{1, 2, 3}}, o);
                                    },
                                    "generation runs with sp = 1");
+      // Bad USP layouts: ring not dividing sp, heads not divisible by the
+      // ulysses factor, sub-groups swapped (wrong ranks where they differ).
+      ParamMap shard = shardParams(cfg, full, tpRank, tpSize);
+      auto rejectsSp = [&](const ModelConfig &c, const SequenceParallel &s,
+                           const std::string &what) {
+        return rejects(
+            [&] {
+              LlamaModel(c, shard, {tpComm.get(), tpRank, tpSize}, {}, s);
+            },
+            what);
+      };
+      const SequenceParallel usp{spComm.get(),      spRank,         spSize,
+                                 ulyssesComm.get(), ringComm.get(), ring};
+      SequenceParallel badRing = usp;
+      badRing.ringSize = spSize + 1;
+      rejected &= rejectsSp(cfg, badRing, "pick a ring size that divides sp");
+      ModelConfig oneHead = cfg;
+      oneHead.shape.heads = oneHead.shape.kvHeads = tpSize;
+      if (ulysses > 1)
+        rejected &= rejectsSp(oneHead, usp, "move the rest of sp to the ring");
+      SequenceParallel swapped = usp;
+      std::swap(swapped.ulysses, swapped.ring);
+      if (ring > 1 && ulysses > 1 && usp.ringRank() != usp.ulyssesRank())
+        rejected &= rejectsSp(cfg, swapped, "in that order");
     }
 
     std::printf(
-        "rank %d sp %d/%d tp %d/%d dp %d/%d %s: forward max relative diff "
-        "%.3g, gradient max relative diff %.3g, parameters after train "
-        "steps max %s %.3g, loss relative diff %.3g, constraints %s\n",
-        rank, spRank, spSize, tpRank, tpSize, dpRank, dp,
+        "rank %d sp %d/%d (ulysses %d x ring %d) tp %d/%d dp %d/%d %s: "
+        "forward max relative diff %.3g, gradient max relative diff %.3g, "
+        "parameters after train steps max %s %.3g, loss relative diff %.3g, "
+        "constraints %s\n",
+        rank, spRank, spSize, ulysses, ring, tpRank, tpSize, dpRank, dp,
         bf16 ? "bf16" : "fp32", fwd, bwd,
         bf16 ? "relative norm diff (masters)" : "diff", trainDiff, lossDiff,
         rejected ? "rejected" : "NOT REJECTED");

@@ -7,7 +7,8 @@
 // (the same layout rlhf::llamaParams and the reallocation planner use).
 // Tensor-parallel collectives are autograd functions, so a backward pass
 // through a sharded model gives the sharded gradients. Sequence parallelism
-// (Ulysses) splits positions instead, with replicated weights.
+// (Ulysses and ring attention) splits positions instead, with replicated
+// weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,14 +87,30 @@ struct KvCache {
   int64_t window = 0;
 };
 
-/// This rank's sequence-parallel group (DeepSpeed-Ulysses); `comm` is null
-/// when size == 1. Its ranks hold the same weights (replicated, as over dp)
-/// and the same rows; rank r runs positions [r S/size, (r+1) S/size) of
-/// every sequence, and attention trades that chunk for a 1/size share of the
-/// heads by all-to-all.
+/// This rank's sequence-parallel group, in USP's unified form (arXiv
+/// 2405.07719): size = ulysses x ring. Its ranks hold the same weights
+/// (replicated, as over dp) and the same rows; sp rank r runs positions
+/// [r S/size, (r+1) S/size) of every sequence. Rank order: r = ringRank *
+/// ulysses + ulyssesRank. Attention first trades chunks by all-to-all
+/// within the `ulysses` ranks of a ring rank (DeepSpeed-Ulysses), leaving
+/// each with a 1/ulysses share of the heads over the contiguous positions
+/// [ringRank S/ring, (ringRank+1) S/ring); ring attention then runs across
+/// the `ring` ranks of an ulysses rank (same heads, ring chunks in order).
+///
+/// `comm` spans the whole group in rank order and is null when size == 1.
+/// `ulysses` spans sp ranks ringRank * ulysses + 0..ulysses-1 and `ring`
+/// sp ranks 0..ring-1 times ulysses plus ulyssesRank, both in that order;
+/// each is null when its size is 1 and may be left null when it is the
+/// whole group, so {comm, rank, size} alone is plain Ulysses and adding
+/// ringSize = size pure ring attention.
 struct SequenceParallel {
   Communicator *comm = nullptr;
   int rank = 0, size = 1;
+  Communicator *ulysses = nullptr, *ring = nullptr;
+  int ringSize = 1; ///< must divide size; size / ringSize is the Ulysses one
+  int ulyssesSize() const { return size / ringSize; }
+  int ulyssesRank() const { return rank % ulyssesSize(); }
+  int ringRank() const { return rank / ulyssesSize(); }
 };
 
 /// This rank's pipeline stage; `comm` spans the stages of its pipeline in
@@ -127,8 +144,9 @@ ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,
 
 class LlamaModel {
 public:
-  /// With sp > 1: the heads of a tp rank must be a multiple of sp (KV heads
-  /// that are not are repeated up to the next multiple), and pp must be 1.
+  /// With sp > 1: the heads of a tp rank must be a multiple of sp's ulysses
+  /// factor (KV heads that are not are repeated up to the next multiple),
+  /// and pp must be 1.
   LlamaModel(ModelConfig cfg, ParamMap shard, TensorParallel tp,
              PipelineParallel pp = {}, SequenceParallel sp = {});
 
@@ -193,6 +211,9 @@ private:
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
   const at::Tensor &p(const std::string &name) const;
+  /// Checks sp's communicators against its rank order and fills in the
+  /// sub-groups left out (the whole group, or null for size 1).
+  void checkSpGroups();
 
   ModelConfig cfg;
   ParamMap params_;
