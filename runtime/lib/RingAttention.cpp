@@ -140,7 +140,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     }
     // After R - 1 shifts this rank holds block i + 1; one more brings every
     // block's finished gradients home.
-    dkv = shift(ring, dkv);
+    if (R > 1)
+      dkv = shift(ring, dkv);
     return {(dq * scale).reshape({d.B, d.H, d.n, d.D}).to(q.scalar_type()),
             dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
             at::Tensor()};
