@@ -13,6 +13,9 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
   // docs/cost-model.md lists the fit and its errors.
   if (name.starts_with("A100") || name.starts_with("A800")) {
     e.matmul = 0.66;
+    // FlashAttention-2 reaches 50-73% of peak on an A100 (arXiv 2307.08691,
+    // abstract); causal attention sits at the low end.
+    e.attention = 0.50;
     e.hbm = 0.85;
     e.nvlink = 0.78;
     e.network = 0.90;
@@ -20,6 +23,9 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
   } else if (name.starts_with("H100") || name.starts_with("H800") ||
              name.starts_with("H200")) {
     e.matmul = 0.60;
+    // FlashAttention-2, causal, head dim 128, 8K-16K tokens: 333-335
+    // TFLOP/s (arXiv 2407.08608, Fig. 5; docs/validation/published.csv).
+    e.attention = 0.34;
     e.hbm = 0.80;
     e.nvlink = 0.80;
     e.network = 0.90;
@@ -82,6 +88,7 @@ llvm::Expected<Calibration> rlhfc::cost::loadCalibration(llvm::StringRef path) {
     for (auto &[key, v] : *fields) {
       std::optional<double> d = v.getAsNumber();
       double *dst = key == "matmul"            ? &e.matmul
+                    : key == "attention"       ? &e.attention
                     : key == "hbm"             ? &e.hbm
                     : key == "nvlink"          ? &e.nvlink
                     : key == "nvls"            ? &e.nvls
@@ -97,9 +104,9 @@ llvm::Expected<Calibration> rlhfc::cost::loadCalibration(llvm::StringRef path) {
       if (!dst)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
-            "%s: unknown factor '%s' for '%s'; known: matmul, hbm, nvlink, "
-            "nvls, network, nvlink_latency, network_latency, dp_overlap, "
-            "kernel_overhead, gemm_fill, gemm_depth, host",
+            "%s: unknown factor '%s' for '%s'; known: matmul, attention, hbm, "
+            "nvlink, nvls, network, nvlink_latency, network_latency, "
+            "dp_overlap, kernel_overhead, gemm_fill, gemm_depth, host",
             path.str().c_str(), key.str().c_str(), hwName.str().c_str());
       if (!d || *d < 0)
         return llvm::createStringError(llvm::inconvertibleErrorCode(),

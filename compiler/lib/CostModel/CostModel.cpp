@@ -141,16 +141,28 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
       hw, 2, membersPerNode(s.firstGpu, pp, tp, gpn) >= pp ? 2 : 1);
   const Link dpLink =
       groupLink(hw, dp * sp, membersPerNode(s.firstGpu, dp * sp, tp * pp, gpn));
-  const Link spLink =
-      groupLink(hw, sp, membersPerNode(s.firstGpu, sp, tp * pp, gpn));
+  // USP: Ulysses all-to-alls inside a node, ring steps between the Ulysses
+  // groups. Ring neighbours sit ulysses * tp * pp GPUs apart; a ring that
+  // leaves its node runs at its slowest hop, one GPU's NIC.
+  const SpSplit split = splitSp(sp, tp, m.heads, gpn);
+  const Link ulyssesLink = groupLink(
+      hw, split.ulysses,
+      membersPerNode(s.firstGpu, split.ulysses, tp * pp, gpn));
+  const Link ringLink = groupLink(
+      hw, 2,
+      membersPerNode(s.firstGpu, split.ring, split.ulysses * tp * pp, gpn) >=
+              split.ring
+          ? 2
+          : 1);
 
   // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
   // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
   // AV (Megatron-LM's count), plus the logits.
+  auto gemmFlops = [&](double tokens) {
+    return 2.0 * tokens * (L * (a.layerParams - 2 * h) + a.headParams);
+  };
   auto fwdFlops = [&](double tokens, double ctx) {
-    double matmul = 2.0 * tokens * (L * (a.layerParams - 2 * h) + a.headParams);
-    double attn = 4.0 * tokens * ctx * h * L;
-    return matmul + attn;
+    return gemmFlops(tokens) + 4.0 * tokens * ctx * h * L;
   };
 
   const double weightsRank = kBf16 * stageParams / tp;
@@ -176,25 +188,46 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
 
   // One pass of `tokensPerMb` tokens per micro-batch through the pipeline:
   // the per-stage time of one micro-batch, compute- or memory-bound, and no
-  // faster than its kernels can be launched. With sp, each rank runs
-  // 1/sp of the tokens (and attention over the whole context for 1/sp of
-  // the heads: the same FLOPs), and every layer's attention all-to-alls
-  // q, k, v in and its output back (Ulysses), once per forward and
-  // backward pass, exposed: nothing runs beside them.
+  // faster than its kernels can be launched. GEMMs run at the matmul rate
+  // and causal FlashAttention (forward once, backward 2.5 times its FLOPs,
+  // recomputation once more) at the attention rate. With sp, each rank runs
+  // 1/sp of the tokens and 1/sp of the attention. Every layer's attention
+  // all-to-alls q, k, v in and its output back among the Ulysses ranks,
+  // once per forward and backward pass, exposed: nothing runs beside them.
+  // Across ring groups, K/V blocks circle while each step's blockwise
+  // attention runs (ringExposed).
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
                        int allReducesPerLayer) {
     const double local = tokensPerMb / sp;
-    double flops = passes * fwdFlops(local, ctx) / pp / tp;
-    double compute = std::max({flops / (flopRate * layerUtilization(local)),
-                               weightsRank / memRate,
-                               passes * stageLayers * hw.eff.kernelOverhead});
+    double flops = passes * gemmFlops(local) / pp / tp;
+    const double attnLayer = causalAttentionFlops(local, ctx, h, 1) / tp;
+    const double attnPasses = passes > 1 ? passes + 0.5 : 1;
+    double attn = attentionTime(attnPasses * stageLayers * attnLayer, hw);
+    double compute =
+        std::max({flops / (flopRate * layerUtilization(local)) + attn,
+                  weightsRank / memRate,
+                  passes * stageLayers * hw.eff.kernelOverhead});
     double act = local * h * kBf16;
     double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
                         : 0.0;
-    if (sp > 1) {
+    const double recomputed = passes > 3 ? 1 : 0;
+    if (split.ulysses > 1) {
       double a2aBytes = local * (2 * h + 2 * kvDim) / tp * kBf16;
       double a2aPasses = passes > 1 ? passes - 1 : 1; // backward: once less
-      tpc += a2aPasses * stageLayers * allToAll(a2aBytes, sp, spLink);
+      tpc += a2aPasses * stageLayers *
+             allToAll(a2aBytes, split.ulysses, ulyssesLink);
+    }
+    if (split.ring > 1) {
+      // A block: the K and V of the ring group's T_mb/ring tokens, for the
+      // kv heads of one Ulysses rank (repeated when fewer than tp*ulysses).
+      double kvRank =
+          std::max(1.0, double(m.kvHeads) / (tp * split.ulysses)) * (h / m.heads);
+      double block = local * split.ulysses * 2 * kvRank * kBf16;
+      double step = attentionTime(attnLayer, hw) / split.ring;
+      double fwd = ringExposed(block, step, split.ring, ringLink);
+      // Backward circles K/V and returns dK/dV over 2.5x the compute.
+      double bwd = ringExposed(2 * block, 2.5 * step, split.ring, ringLink);
+      tpc += stageLayers * (passes > 1 ? (1 + recomputed) * fwd + bwd : fwd);
     }
     double ppc = pp > 1 ? (passes > 1 ? 2 : 1) * p2p(act, ppLink) : 0.0;
     return std::make_tuple(compute, tpc, ppc);

@@ -172,11 +172,31 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
     double bytes = double(r.batch), t;
     if (r.model == "all_reduce")
       return allReduceBusBw(bytes, r.gpus, l) / 1e9;
+    if (r.model == "all_to_all")
+      // nccl-tests' all-to-all bus bandwidth: bytes per rank x (n-1)/n.
+      return bytes * (r.gpus - 1) / r.gpus / allToAll(bytes, r.gpus, l) / 1e9;
     if (r.model == "all_gather")
       t = allGather(bytes, r.gpus, l), bytes *= double(r.gpus - 1) / r.gpus;
     else
       t = broadcast(bytes, r.gpus, l);
     return bytes / t / 1e9;
+  }
+  if (r.category == "attention") {
+    // One FlashAttention kernel over batch x seq_in causal tokens of one
+    // layer, at the model's attention rate: the FLOP count cancels.
+    if (r.model != "flash_attention_2") {
+      why = "FlashAttention-3 (the model prices FlashAttention-2 kernels)";
+      return std::nullopt;
+    }
+    double flops = causalAttentionFlops(double(r.batch) * r.seqIn, r.seqIn,
+                                        2048, 1);
+    if (r.metric == "tflops_bwd")
+      flops *= 2.5;
+    else if (r.metric != "tflops_fwd") {
+      why = "unsupported metric";
+      return std::nullopt;
+    }
+    return flops / attentionTime(flops, hw) / 1e12;
   }
   auto m = modelShape(r.model);
   if (!m) {
@@ -270,6 +290,9 @@ std::string setting(const Row &r) {
     s += formatv(" tp{0} pp{1}", r.tp ? r.tp : 1, r.pp ? r.pp : 1).str();
   if (r.category == "collective")
     s += formatv(", {0} MiB", r.batch >> 20).str();
+  else if (r.category == "attention")
+    s += formatv(", {0} x {1} tokens, causal fwd / bwd", r.batch, r.seqIn)
+             .str();
   else if (r.category == "decode")
     s += formatv(", batch {0}, {1}+{2} tokens", r.batch, r.seqIn, r.seqOut)
              .str();

@@ -28,6 +28,10 @@ namespace rlhfc::cost {
 /// Achievable fractions of peak and link latencies of one hardware preset.
 struct Efficiency {
   double matmul = 0.60;     ///< of peak bf16 FLOP/s in large GEMMs
+  /// Of peak bf16 FLOP/s in FlashAttention kernels, counting causal
+  /// attention's FLOPs as half of the full square (FlashAttention-2 on an
+  /// H100, arXiv 2407.08608; docs/cost-model.md)
+  double attention = 0.34;
   double hbm = 0.80;        ///< of peak HBM bandwidth in streaming reads
   double nvlink = 0.80;     ///< of per-GPU NVLink bandwidth in collectives
   double network = 0.80;    ///< of per-GPU network bandwidth in collectives
@@ -182,6 +186,32 @@ double broadcast(double bytes, int64_t n, const Link &l);
 double p2p(double bytes, const Link &l);
 /// nccl-tests' "bus bandwidth" of an all-reduce of `bytes` over `n` GPUs.
 double allReduceBusBw(double bytes, int64_t n, const Link &l);
+
+// ---- long context (LongContext.cpp) -------------------------------------------
+/// How `sp` sequence-parallel ranks split into USP's two levels (arXiv
+/// 2405.07719): `ulysses` ranks all-to-all heads inside a node, and `ring`
+/// groups of them pass K/V blocks around a ring, across nodes.
+struct SpSplit {
+  int64_t ulysses = 1, ring = 1;
+};
+/// The one rule, used by the cost model and the planner alike: ulysses is
+/// the largest divisor of sp whose group (ranks tp apart) fits a node's
+/// GPUs evenly and that divides the heads per tp rank (kv heads may
+/// repeat); ring = sp / ulysses.
+SpSplit splitSp(int64_t sp, int64_t tp, int64_t heads, int64_t gpusPerNode);
+/// FlashAttention's forward FLOPs of `tokens` query tokens of causal
+/// sequences of `ctx` positions: half of 4 tokens ctx hidden per layer
+/// (its benchmarks' count); backward is 2.5 times this.
+double causalAttentionFlops(double tokens, double ctx, double hidden,
+                            double layers);
+/// Seconds of FlashAttention for `flops` on one GPU.
+double attentionTime(double flops, const Hardware &hw);
+/// Exposed seconds of one ring pass in one layer: ring - 1 steps, each
+/// sending `blockBytes` to the next ring rank while the step's blockwise
+/// attention (`stepCompute` seconds) runs; only what the compute does not
+/// cover shows, max(0, comm - compute) per step.
+double ringExposed(double blockBytes, double stepCompute, int64_t ring,
+                   const Link &l);
 
 // ---- movement -----------------------------------------------------------------
 struct MoveEstimate {
