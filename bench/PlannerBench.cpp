@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhfc/Frontend/Frontend.h"
-#include "rlhfc/Frontend/MLIRGen.h"
+#include "BenchSupport.h"
+
 #include "rlhfc/Planner/Planner.h"
 
 #include "mlir/IR/Builders.h"
@@ -18,7 +18,6 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -26,6 +25,7 @@
 #include <limits>
 
 using namespace rlhfc;
+using namespace rlhfc::bench;
 using llvm::formatv;
 
 static llvm::cl::OptionCategory benchCat("rlhf-bench-planner options");
@@ -114,26 +114,6 @@ run ppo(actor, critic, ref, reward, prompts) {{ steps = 1; }
 struct Setting {
   int actor, critic, gpus;
 };
-
-/// `text` checked and lowered to the rlhf dialect (null on an error, which
-/// the context's handler reports).
-mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx,
-                                        const std::string &text) {
-  llvm::SourceMgr sm;
-  sm.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(text, "bench.rlhf"), llvm::SMLoc());
-  FrontendOptions opts;
-  opts.stdlibDir = RLHF_STDLIB_DIR;
-  auto prog = loadProgram(sm, ctx, opts);
-  if (!prog)
-    return nullptr;
-  return mlirGen(*prog, ctx);
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
 
 /// The search's wall time at scale: PPO with four LLaMA-2 70B models
 /// (actor, critic, reference, reward), generation 128 tokens, the batch
@@ -237,22 +217,6 @@ void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k) {
   });
 }
 
-/// A plan's calls, one line each, to stderr.
-void printPlan(const plan::Problem &p, const plan::Assignment &a,
-               llvm::StringRef what) {
-  llvm::errs() << formatv("  {0}: {1:f3}s\n", what,
-                          plan::simulate(p, a).iterationTime);
-  for (size_t c = 0; c < p.calls.size(); ++c)
-    if (!p.calls[c].host) {
-      const plan::Candidate &k = p.cands[c][a[c]];
-      llvm::errs() << formatv("    {0,-22} [{1}:{2}] dp{3} tp{4} pp{5} mbs{6} "
-                              "{7:f3}s {8:f1}GB\n",
-                              p.calls[c].label, k.s.firstGpu,
-                              k.s.firstGpu + k.devices, k.s.dp, k.s.tp, k.s.pp,
-                              k.s.microBatches, k.time, k.mem.total() / 1e9);
-    }
-}
-
 /// Each setting lowered to MLIR, at the three generation lengths (the
 /// first only with --quick; only setting --only when given): `f(setting,
 /// generation length, algorithm)`. False when a lowering or `f` fails.
@@ -286,8 +250,6 @@ bool forEachSetting(
 /// weight update's time per iteration, and the search's wall time.
 int asyncBench(const cost::Calibration &cal,
                const std::vector<Setting> &settings) {
-  if (async)
-    return asyncBench(cal, settings);
   llvm::outs() << formatv(
       "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,8} {7,8} | {8,9} {9,7} "
       "{10,7} {11,8} {12,8}\n",
@@ -401,15 +363,8 @@ int main(int argc, char **argv) {
       "16 GPUs the exact branch-and-bound optimum and the search's gap to it.\n"
       "Results are recorded in docs/benchmarks.md.\n");
   cost::Calibration cal;
-  if (!calibrationFile.empty()) {
-    auto loaded = cost::loadCalibration(calibrationFile);
-    if (!loaded) {
-      llvm::errs() << "rlhf-bench-planner: error: "
-                   << llvm::toString(loaded.takeError()) << "\n";
-      return 1;
-    }
-    cal = std::move(*loaded);
-  }
+  if (!loadCalibrationFile(calibrationFile, "rlhf-bench-planner", cal))
+    return 1;
   if (scale)
     return scaleBench(cal);
   std::vector<Setting> settings = {

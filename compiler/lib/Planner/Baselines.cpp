@@ -78,13 +78,25 @@ std::optional<Assignment> plan::detail::fastestFitting(
 /// node and the heads allow, and the fewest pipeline stages with which all
 /// co-resident models fit (growing the largest model's pp first); data
 /// parallel over the rest. Generation runs in that layout too, its pipeline
-/// stages in turn (the runtime's pipelined generation).
-std::optional<Assignment> plan::detail::heuristic(const Problem &p) {
+/// stages in turn (the runtime's pipelined generation). With `savers`, each
+/// call takes the smallest sp that fits, and an overflowing model first moves
+/// its largest call to a candidate with a smaller footprint at the same
+/// (tp, pp) (smallest sp, then fastest: ZeRO, recomputation, more
+/// micro-batches or sp), deepening its pipeline only when none is left.
+std::optional<Assignment> plan::detail::heuristic(const Problem &p,
+                                                  bool savers) {
   size_t nm = p.models.size();
   std::vector<std::vector<size_t>> callsOf(nm);
   for (size_t c = 0; c < p.calls.size(); ++c)
     if (!p.calls[c].host)
       callsOf[p.calls[c].model].push_back(c);
+  // With savers, sequence parallelism only as far as memory requires: the
+  // smallest sp first, then the fastest.
+  auto before = [&](const Candidate &x, const Candidate &y) {
+    if (savers && x.s.sp != y.s.sp)
+      return x.s.sp < y.s.sp;
+    return x.time < y.time;
+  };
   // For a model at (tp, pp): each call's fastest full-mesh candidate.
   auto pick = [&](size_t m, int64_t tp,
                   int64_t pp) -> std::optional<std::vector<int>> {
@@ -99,7 +111,7 @@ std::optional<Assignment> plan::detail::heuristic(const Problem &p) {
       for (int k = 0; k < int(p.cands[c].size()); ++k) {
         const Candidate &x = p.cands[c][k];
         if (x.devices == p.gpus && x.s.tp == tp && x.s.pp == callPp &&
-            !x.s.offload && (best < 0 || x.time < p.cands[c][best].time))
+            !x.s.offload && (best < 0 || before(x, p.cands[c][best])))
           best = k;
       }
       if (best < 0)
@@ -131,8 +143,30 @@ std::optional<Assignment> plan::detail::heuristic(const Problem &p) {
     if (!ok)
       return std::nullopt;
   }
+  // Whether model m's largest call found a lighter candidate at its (tp, pp).
+  auto lighten = [&](size_t m) {
+    size_t big = callsOf[m].front();
+    for (size_t c : callsOf[m])
+      if (p.cands[c][a[c]].mem.total() > p.cands[big][a[big]].mem.total())
+        big = c;
+    if (p.calls[big].pinned)
+      return false;
+    const Candidate &now = p.cands[big][a[big]];
+    int best = -1;
+    for (int k = 0; k < int(p.cands[big].size()); ++k) {
+      const Candidate &x = p.cands[big][k];
+      if (x.devices == p.gpus && x.s.tp == tp[m] && x.s.pp == pp[m] &&
+          !x.s.offload && x.mem.total() < now.mem.total() &&
+          (best < 0 || before(x, p.cands[big][best])))
+        best = k;
+    }
+    if (best < 0)
+      return false;
+    a[big] = best;
+    return true;
+  };
   // Co-resident models overflow: pipeline the heaviest model further.
-  for (int guard = 0; guard < 64; ++guard) {
+  for (int guard = 0; guard < 256; ++guard) {
     SimResult r = simulate(p, a);
     if (!r.oom)
       return a;
@@ -149,6 +183,8 @@ std::optional<Assignment> plan::detail::heuristic(const Problem &p) {
     }
     if (most < 0)
       return std::nullopt;
+    if (savers && lighten(heaviest))
+      continue;
     ++pp[heaviest];
     if (!set(heaviest))
       return std::nullopt;

@@ -26,8 +26,9 @@ fastestFitting(const Problem &p,
                const std::vector<std::pair<int64_t, int64_t>> &meshOf,
                bool offload = false);
 
-/// ReaLHF's symmetric Megatron-style plan.
-std::optional<Assignment> heuristic(const Problem &p);
+/// ReaLHF's symmetric Megatron-style plan; with `savers`, memory savers at
+/// the same (tp, pp) come before a deeper pipeline.
+std::optional<Assignment> heuristic(const Problem &p, bool savers = false);
 /// verl-like: every call on all GPUs at its fastest strategy there.
 std::optional<Assignment> colocated(const Problem &p);
 /// OpenRLHF-like: disjoint GPU groups per model, sized by parameters.

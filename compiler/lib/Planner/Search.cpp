@@ -375,7 +375,7 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
   std::optional<Assignment> a;
   switch (m) {
   case Method::Heuristic:
-    a = heuristic(p);
+    a = heuristic(p, o.heuristicSavers);
     break;
   case Method::Colocated:
     a = colocated(p);

@@ -261,6 +261,11 @@ struct SearchOptions {
   /// "polishing"), the fraction of the annealing budget spent, and the best
   /// predicted iteration time so far (seconds; infinite before one fits).
   std::function<void(llvm::StringRef stage, double done, double best)> progress;
+  /// Method::Heuristic only: before deepening a model's pipeline to fit, turn
+  /// on its memory savers at the same tp and pp (the fastest candidate with a
+  /// smaller footprint: ZeRO, recomputation, more sp or micro-batches), as an
+  /// engineer would at long context. Off: ReaLHF's heuristic as published.
+  bool heuristicSavers = false;
 };
 
 struct SearchStats {

@@ -1,0 +1,41 @@
+//===- BenchSupport.h - setup shared by the planner benchmarks --*- C++ -*-===//
+//
+// Lowering a program text to the rlhf dialect, wall-clock timing and
+// printing a plan's calls: what rlhf-bench-planner and
+// rlhf-bench-long-context both need.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_BENCH_BENCHSUPPORT_H
+#define RLHFC_BENCH_BENCHSUPPORT_H
+
+#include "rlhfc/Planner/Planner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <chrono>
+#include <string>
+
+namespace rlhfc::bench {
+
+/// `text` checked and lowered to the rlhf dialect against the stdlib (null
+/// on an error, which the context's handler reports).
+mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx,
+                                        const std::string &text);
+
+double secondsSince(std::chrono::steady_clock::time_point t0);
+
+/// The calibration file's factors (none when `path` is empty); false, with
+/// the error printed as `tool`'s, when it does not load.
+bool loadCalibrationFile(const std::string &path, llvm::StringRef tool,
+                         cost::Calibration &out);
+
+/// A plan's calls, one line each, to stderr, under `what` and its
+/// iteration time.
+void printPlan(const plan::Problem &p, const plan::Assignment &a,
+               llvm::StringRef what);
+
+} // namespace rlhfc::bench
+
+#endif // RLHFC_BENCH_BENCHSUPPORT_H
