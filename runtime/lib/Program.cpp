@@ -35,6 +35,7 @@ void saveAll(rlhf_prog *p, int64_t step) {
     saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
                    m.layout, *p->world, step);
   }
+  saveAhead(p, dir, step);
   p->world->barrier();
   if (p->rank == 0) {
     // The marker moves only after every model is on disk.
@@ -381,6 +382,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       p->groupsOf(m.layout);
     }
     p->firstStep = resumed >= 0 ? resumed + 1 : 0;
+    p->resumedFrom = resumed;
 
     // An export directory that cannot be made fails now, not after training.
     if (!p->exportHfDir.empty() && p->rank == 0) {

@@ -171,64 +171,15 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
+    GenerateSpec spec{maxNew, n, temperature, topP, greedy != 0, label};
     return timed(p, label, {"call", {l}}, [&] {
-      // n samples per prompt, adjacent, so row r samples prompt r / n.
-      rlhf_value *full = gathered(p, prompt);
-      const int64_t B = full->rows, N = B * n, pad = p->tokenizer->pad();
-      ParallelGroups &g = p->groupsOf(l);
-      at::Tensor seq, lp, mask, prompts;
-      if (g.member) {
-        auto [a, b] = rowSlice(g.dpRank, l.dp, N);
-        std::vector<std::vector<int64_t>> rows;
-        std::vector<uint64_t> seeds;
-        for (int64_t r = a; r < b; ++r) {
-          at::Tensor pr = full->t[r / n];
-          std::vector<int64_t> ids;
-          for (int64_t i = 0; i < pr.size(0); ++i)
-            if (int64_t id = pr[i].item<int64_t>(); id != pad)
-              ids.push_back(id);
-          rows.push_back(std::move(ids));
-          // Per-row streams: samples do not depend on the layout.
-          seeds.push_back(
-              mix(mix(uint64_t(p->seed), uint64_t(p->stepIndex)), uint64_t(r)));
-        }
-        GenerateOptions o;
-        o.maxNewTokens = maxNew;
-        o.greedy = greedy != 0;
-        o.temperature = temperature;
-        o.topP = topP;
-        o.eosToken = p->tokenizer->eos();
-        o.padToken = pad;
-        o.rowSeeds = std::move(seeds);
-        LlamaModel model = makeModel(p, m, l);
-        Generation gen = model.generate(rows, o);
-        gen.seq = gen.seq.cpu();
-        gen.logprobs = gen.logprobs.cpu();
-        gen.mask = gen.mask.cpu();
-        // Pad the prompt part to the dataset's width so every rank agrees.
-        const int64_t P = full->t.size(1);
-        if (gen.promptLen < P) {
-          int64_t extra = P - gen.promptLen;
-          gen.seq =
-              at::cat({at::full({b - a, extra}, pad, at::kLong), gen.seq}, 1);
-          gen.mask = at::cat(
-              {at::zeros({b - a, extra}, gen.mask.options()), gen.mask}, 1);
-          gen.promptLen = P;
-        }
-        const int64_t T = gen.seq.size(1), G = T - P;
-        seq = gen.seq;
-        lp = at::zeros({b - a, T - 1}, at::kFloat);
-        lp.narrow(1, P - 1, G).copy_(gen.logprobs.narrow(1, 0, G));
-        mask = at::zeros({b - a, T - 1}, at::kBool);
-        mask.narrow(1, P - 1, G).copy_(gen.mask.narrow(1, P, G).to(at::kBool));
-        prompts = full->t.repeat_interleave(n, 0).narrow(0, a, b - a);
-      }
-      std::map<std::string, rlhf_value *> f;
-      f["prompt"] = tensorValue(p, prompts, at::Tensor(), N, l);
-      f["seq"] = tensorValue(p, seq, mask, N, l);
-      f["logprobs"] = tensorValue(p, lp, mask, N, l);
-      f["mask"] = tensorValue(p, mask, mask, N, l);
-      return recordValue(p, std::move(f));
+      std::optional<LlamaModel> model;
+      if (p->groupsOf(l).member)
+        model.emplace(makeModel(p, m, l));
+      return generatedValue(p,
+                            generateRows(p, model ? &*model : nullptr, l,
+                                         prompt, spec, p->stepIndex),
+                            l);
     });
   });
 }

@@ -5,7 +5,8 @@
 // concern into Program.cpp (a run's life: start, steps, metrics,
 // checkpoints, datasets), ProgramValues.cpp (where batch values live and how
 // they move between layouts), ProgramCalls.cpp (model calls,
-// reallocations, transfers and host functions) and ProgramFns.cpp (functions
+// reallocations, transfers and host functions), ProgramAsync.cpp (a
+// generator that runs ahead of training) and ProgramFns.cpp (functions
 // written in the language, as fn code). They share this state.
 //
 // Batch values are either replicated on every rank (dataset batches,
@@ -76,6 +77,39 @@ struct rlhf_value {
 
 namespace rlhf::exec {
 
+/// How a generate call samples; an asynchronous generator repeats it for
+/// later iterations.
+struct GenerateSpec {
+  int64_t maxNew = 0, n = 1;
+  double temperature = 1.0, topP = 1.0;
+  bool greedy = false;
+  std::string label;
+};
+
+/// One iteration's samples as a generate call returns them: this rank's
+/// rows (undefined off the generator's mesh) of `rows` in all.
+struct GeneratedBatch {
+  at::Tensor prompts, seq, logprobs, mask;
+  int64_t rows = 0;
+};
+
+/// The generator of a model trained with staleness k (ProgramAsync.cpp): its
+/// own copy of the weights in its own layout, a version behind the trainer
+/// at most k, and the samples it made ahead for later iterations. Every
+/// rank tracks the same versions and steps; only the generator's ranks hold
+/// tensors.
+struct AsyncGenerator {
+  bool active = false;
+  Layout layout;
+  ParamMap params;
+  int64_t version = -1; ///< trainer steps the copy has seen (-1: none yet)
+  int64_t staleness = 0;
+  int64_t dataset = -1;
+  std::string promptField;
+  GenerateSpec spec;
+  std::map<int64_t, GeneratedBatch> ahead; ///< by iteration
+};
+
 struct ModelState {
   std::string name;
   ModelConfig cfg;
@@ -91,6 +125,7 @@ struct ModelState {
   bool offloaded = false; ///< params freed; `host` holds the weights
   at::Device workDevice = at::kCPU; ///< where the params go when loaded
   int64_t trainCalls = 0; ///< counted on every rank: moments exist once > 0
+  AsyncGenerator gen;     ///< with staleness > 0 and a generator layout
 };
 
 struct DatasetState {
@@ -255,6 +290,7 @@ struct rlhf_prog {
   size_t metricCursor = 0;
   Clock::time_point stepStart, runStart;
   int64_t firstStep = 0, stepIndex = 0;
+  int64_t resumedFrom = -1; ///< the checkpoint's step, when resumed
 
   ParallelGroups &groupsOf(const Layout &l) {
     auto key = std::make_tuple(l.firstGpu, l.dp, l.tp, l.pp);
@@ -337,6 +373,7 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l);
 struct TraceOn {
   const char *cat;
   std::vector<Layout> layouts;
+  int64_t step = -1; ///< the iteration it serves (-1: the current one)
 };
 
 /// Times a call and records it under `label` (max over ranks), and with
@@ -352,9 +389,26 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
       (on.layouts.empty() ||
        std::any_of(on.layouts.begin(), on.layouts.end(),
                    [&](const Layout &l) { return l.contains(p->rank); })))
-    p->trace->add(label, on.cat, t0, t1, p->stepIndex);
+    p->trace->add(label, on.cat, t0, t1, on.step < 0 ? p->stepIndex : on.step);
   return r;
 }
+
+/// Samples `spec.n` continuations of every prompt of `prompts` (replicated)
+/// with `model` on the ranks of `l`, seeded by iteration `step` and row so
+/// that the samples depend on neither the layout nor when they are made.
+/// Ranks off `l` return only the row count.
+GeneratedBatch generateRows(rlhf_prog *p, LlamaModel *model, const Layout &l,
+                            rlhf_value *prompts, const GenerateSpec &spec,
+                            int64_t step);
+
+/// The record a generate call returns: {prompt, seq, logprobs, mask} of
+/// `b`, split by rows over `l`.
+rlhf_value *generatedValue(rlhf_prog *p, const GeneratedBatch &b,
+                           const Layout &l);
+
+/// Writes the samples that asynchronous generators made ahead of `step`
+/// into checkpoint folder `dir`, and reads them back on resume.
+void saveAhead(rlhf_prog *p, const std::filesystem::path &dir, int64_t step);
 
 /// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
 /// a no-op when there).

@@ -59,19 +59,26 @@ ParamMap rlhf::loadSafetensors(const std::string &path) {
         fail(path, "entry '" + name + "' has a negative dimension");
       numel *= d;
     }
-    size_t width = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
+    size_t width = dtype == "F32"                        ? 4
+                   : (dtype == "F16" || dtype == "BF16") ? 2
+                   : dtype == "I64"                      ? 8
+                   : dtype == "BOOL"                     ? 1
+                                                         : 0;
     if (!width)
       fail(path, "entry '" + name + "' has unsupported dtype " + dtype +
-                     " (F32, F16 and BF16 are read)");
+                     " (F32, F16, BF16, I64 and BOOL are read)");
     if (off.size() != 2 || off[0] > off[1] || off[1] > dataSize ||
         off[1] - off[0] != uint64_t(numel) * width)
       fail(path, "entry '" + name + "' has data_offsets that do not match its shape "
                  "or lie outside the file");
     const char *src = bytes.data() + base + off[0];
     at::Tensor t;
-    if (dtype == "F32") {
-      t = at::empty(shape, at::kFloat);
-      std::memcpy(t.data_ptr(), src, numel * 4);
+    if (dtype == "F32" || dtype == "I64" || dtype == "BOOL") {
+      // Token ids and masks keep their type.
+      t = at::empty(shape, dtype == "F32"   ? at::kFloat
+                           : dtype == "I64" ? at::kLong
+                                            : at::kBool);
+      std::memcpy(t.data_ptr(), src, numel * width);
     } else {
       t = at::empty(shape, dtype == "F16" ? at::kHalf : at::kBFloat16);
       std::memcpy(t.data_ptr(), src, numel * 2);
@@ -91,9 +98,23 @@ void rlhf::saveSafetensors(const std::string &path, const ParamMap &tensors,
   std::vector<at::Tensor> data;
   uint64_t off = 0;
   for (auto &[name, t] : tensors) {
-    at::Tensor c = t.detach().to(bf16 ? at::kBFloat16 : at::kFloat).contiguous();
+    // Integer and bool tensors (token ids, masks) are written as I64 and
+    // BOOL; everything else as floats.
+    const bool isInt =
+        !at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kBool;
+    const char *dtype = t.scalar_type() == at::kBool ? "BOOL"
+                        : isInt                      ? "I64"
+                        : bf16                       ? "BF16"
+                                                     : "F32";
+    at::Tensor c = t.detach()
+                       .to(t.scalar_type() == at::kBool ? at::kBool
+                           : isInt                      ? at::kLong
+                           : bf16                       ? at::kBFloat16
+                                                        : at::kFloat)
+                       .cpu()
+                       .contiguous();
     uint64_t n = uint64_t(c.numel()) * c.element_size();
-    header[name] = {{"dtype", bf16 ? "BF16" : "F32"},
+    header[name] = {{"dtype", dtype},
                     {"shape", c.sizes().vec()},
                     {"data_offsets", {off, off + n}}};
     off += n;

@@ -238,17 +238,45 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       datasets.push_back(d);
     }
 
-    // A weight update is a copy the trainer keeps running beside, not a
-    // move: lowering it as rlhf_realloc would leave the trainer without its
-    // weights, and the runtime has no generator that runs ahead.
-    for (auto up : alg.getBodyBlock().getOps<r::WeightUpdateOp>())
-      return up.emitError()
-             << "asynchronous execution (staleness " << alg.getStaleness()
-             << ") is not implemented in the runtime yet: it cannot run "
-                "the weight update of @"
-             << up.getSource()
-             << " into a generator that runs ahead; plan and estimate with "
-                "--emit=plan or --estimate, or compile with staleness = 0";
+    // Asynchronous plans: a model with a weight update has a generator of
+    // its own that runs ahead (runtime/lib/ProgramAsync.cpp). Its generate
+    // samples later iterations' prompts, so they must come straight from a
+    // dataset column, and one generate per model runs ahead.
+    llvm::StringMap<r::WeightUpdateOp> updates;
+    for (auto up : alg.getBodyBlock().getOps<r::WeightUpdateOp>()) {
+      if (up.getSource() != up.getTarget())
+        return up.emitError("the runtime updates a model's own generator "
+                            "only; '")
+               << up.getSource() << "' to '" << up.getTarget()
+               << "' is not supported";
+      updates.try_emplace(up.getSource(), up);
+    }
+    llvm::StringMap<r::GenerateOp> aheadOf;
+    for (auto g : alg.getBodyBlock().getOps<r::GenerateOp>()) {
+      if (!updates.count(g.getModel()))
+        continue;
+      auto field = g.getPrompt().getDefiningOp<r::FieldOp>();
+      if (!field || !field.getRecord().getDefiningOp<r::LoadOp>())
+        return g.emitError()
+               << "a generate that runs ahead (staleness " << g.getStaleness()
+               << ") samples later iterations' prompts, so they must be a "
+                  "dataset column; pass the dataset's field, or compute "
+                  "with staleness = 0";
+      if (auto [it, fresh] = aheadOf.try_emplace(g.getModel(), g); !fresh) {
+        InFlightDiagnostic d =
+            g.emitError()
+            << "@" << g.getModel()
+            << " has one generator that runs ahead, but this is its second "
+               "generate in the iteration; generate once and reuse the "
+               "samples, or compute with staleness = 0";
+        d.attachNote(it->second.getLoc()) << "its first generate";
+        return d;
+      }
+    }
+    for (auto &[model, up] : updates)
+      if (!aheadOf.count(model))
+        return up.emitError() << "the plan updates a generator of @" << model
+                              << ", but no generate of it runs ahead";
 
     // A model's layout when an iteration starts: where its first realloc
     // takes it from, or where its first call runs.
@@ -258,6 +286,10 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         initial.try_emplace(re.getSource(),
                             layoutOf(re.getFromMesh(), re.getFrom()));
       } else if (r::isModelCall(&op)) {
+        // A generator that runs ahead has its own layout and copy.
+        if (auto g = dyn_cast<r::GenerateOp>(op);
+            g && aheadOf.count(g.getModel()))
+          continue;
         if (!isPlaced(&op))
           return op.emitError(
               "call is not placed; run the planning pipeline before "
@@ -483,6 +515,28 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
             e.call(l, "rlhf_transfer", e.ptr,
                    {p, handle.lookup(t.getInput()),
                     layoutConst(l, "transfer_to", t.getTo(), st)});
+      } else if (auto g = dyn_cast<r::GenerateOp>(op);
+                 g && aheadOf.count(g.getModel())) {
+        auto field = g.getPrompt().getDefiningOp<r::FieldOp>();
+        auto load = field.getRecord().getDefiningOp<r::LoadOp>();
+        handle[g.getResult()] =
+            e.call(l, "rlhf_generate_stale", e.ptr,
+                   {p, modelIdx(g.getModel()),
+                    e.int64(l, datasetIndex.lookup(load.getDataset())),
+                    e.string(l, field.getName()), stepArg, placed("generate"),
+                    e.int64(l, g.getMaxNewTokens()), e.int64(l, g.getN()),
+                    e.float64(l, g.getTemperature().convertToDouble()),
+                    e.float64(l, g.getTopP().convertToDouble()),
+                    e.int64(l, g.getGreedy()), e.int64(l, g.getStaleness()),
+                    e.string(l, ("generate " + g.getModel()).str())});
+      } else if (auto up = dyn_cast<r::WeightUpdateOp>(op)) {
+        e.call(l, "rlhf_weight_update", e.voidTy,
+               {p, modelIdx(up.getSource()),
+                layoutConst(l, (up.getSource() + "_update_from").str(),
+                            up.getFromMesh(), up.getFrom()),
+                layoutConst(l, (up.getSource() + "_update_to").str(),
+                            up.getToMesh(), up.getTo()),
+                e.int64(l, up.getVersionLag())});
       } else if (auto g = dyn_cast<r::GenerateOp>(op)) {
         handle[g.getResult()] =
             e.call(l, "rlhf_generate", e.ptr,

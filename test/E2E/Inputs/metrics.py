@@ -6,6 +6,8 @@ JSON object per step). Exits non-zero with a message when a check fails.
       the mean of KEY over the last W steps exceeds the first W by M
   metrics.py same A B --keys k1,k2 --rtol R --atol T
       both runs have the same steps and agree on the keys within tolerance
+  metrics.py last FILE --key reward --window W --at-least X
+      the mean of KEY over the last W steps is at least X
   metrics.py steps FILE N [--finite k1,k2]
       steps 0..N-1 each appear exactly once, in order (and the keys are
       present and finite at every step)
@@ -24,6 +26,16 @@ def load(path):
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
+
+
+def last(a):
+    rows = load(a.file)
+    if len(rows) < a.window:
+        fail(f"{a.file}: {len(rows)} steps, need {a.window}")
+    mean = sum(r[a.key] for r in rows[-a.window:]) / a.window
+    print(f"mean {a.key} over the last {a.window} of {len(rows)} steps: {mean:.4f}")
+    if not mean >= a.at_least:
+        fail(f"{mean:.4f} is below {a.at_least}")
 
 
 def rise(a):
@@ -72,6 +84,12 @@ r.add_argument("--key", default="reward")
 r.add_argument("--window", type=int, default=20)
 r.add_argument("--margin", type=float, default=0.05)
 r.set_defaults(run=rise)
+l = sub.add_parser("last")
+l.add_argument("file")
+l.add_argument("--key", default="reward")
+l.add_argument("--window", type=int, default=20)
+l.add_argument("--at-least", type=float, required=True)
+l.set_defaults(run=last)
 s = sub.add_parser("same")
 s.add_argument("a")
 s.add_argument("b")

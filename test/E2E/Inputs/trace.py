@@ -10,6 +10,12 @@
 - a model's reallocations only touch ranks of its calls' meshes;
 - a rank's spans never overlap: it runs one thing at a time;
 - every span ends with a sample of its rank's resident memory.
+
+With --ahead (an asynchronous plan), also: every iteration after the first
+has its samples made ahead (a "generate M (ahead)" span) on exactly the
+generator's ranks, during the previous iteration, and in at least half of
+them while the trainer's ranks ran that iteration's inference or train
+calls: the generator ran ahead, overlapping the iterations.
 """
 import argparse
 import json
@@ -27,6 +33,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("plan")
     ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--ahead", action="store_true")
     a = ap.parse_args()
     events = json.load(open(a.trace))["traceEvents"]
     plan = json.load(open(a.plan))[0]
@@ -69,7 +76,8 @@ def main():
     for s in spans:
         if s["cat"] == "realloc":
             reallocs += 1
-            model = s["name"].removeprefix("realloc ")
+            model = s["name"].removeprefix("realloc ").removeprefix(
+                "weight update ")
             if s["tid"] not in meshes[model]:
                 fail(f"'{s['name']}' on rank {s['tid']}, outside "
                      f"{model}'s meshes {sorted(meshes[model])}")
@@ -93,8 +101,40 @@ def main():
         if len(gb) != len(by_rank[r]) or min(gb, default=0) <= 0:
             fail(f"rank {r}: {len(gb)} memory samples for {len(by_rank[r])} "
                  f"spans, least {min(gb, default=0)} GB")
+    overlapped = check_ahead(spans, calls, a.steps) if a.ahead else None
     print(f"trace ok: {len(spans)} spans on {len(ranks)} ranks, "
-          f"{a.steps} steps, {reallocs} reallocation spans")
+          f"{a.steps} steps, {reallocs} reallocation spans"
+          + (f", {overlapped} of {a.steps - 1} iterations generated ahead "
+             "while the trainer ran" if a.ahead else ""))
+
+
+def check_ahead(spans, calls, steps):
+    gens = [n for n in calls if n.startswith("generate ")]
+    if not gens:
+        fail("--ahead: the plan has no generate call")
+    overlapped = 0
+    for g in gens:
+        gpus = calls[g]
+        for step in range(1, steps):
+            ahead = [s for s in spans
+                     if s["name"] == g + " (ahead)" and s["args"]["step"] == step]
+            if {s["tid"] for s in ahead} != gpus:
+                fail(f"iteration {step}: '{g} (ahead)' ran on ranks "
+                     f"{sorted(s['tid'] for s in ahead)}, expected "
+                     f"{sorted(gpus)}")
+            # The trainer's calls of the previous iteration, off the
+            # generator's ranks.
+            busy = [s for s in spans
+                    if s["args"]["step"] == step - 1 and s["cat"] == "call"
+                    and s["tid"] not in gpus
+                    and s["name"].startswith(("inference ", "train "))]
+            if any(x["ts"] < y["ts"] + y["dur"] and y["ts"] < x["ts"] + x["dur"]
+                   for x in ahead for y in busy):
+                overlapped += 1
+    if 2 * overlapped < len(gens) * (steps - 1):
+        fail(f"the generator overlapped the trainer in only {overlapped} of "
+             f"{len(gens) * (steps - 1)} iterations")
+    return overlapped
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ namespace rlhf {
 
 ParamMap loadSafetensors(const std::string &path);
 
-/// Writes fp32 tensors (or bf16 when `bf16`), with string metadata.
+/// Writes floating tensors as fp32 (or bf16 when `bf16`), integer tensors
+/// as I64 and bool ones as BOOL, with string metadata.
 void saveSafetensors(const std::string &path, const ParamMap &tensors,
                      const std::map<std::string, std::string> &metadata = {},
                      bool bf16 = false);

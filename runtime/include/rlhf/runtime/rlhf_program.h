@@ -87,6 +87,21 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t model, rlhf_value *prompt,
                           const int64_t *layout, int64_t max_new_tokens,
                           int64_t n, double temperature, double top_p,
                           int64_t greedy, const char *label);
+/* Asynchronous generation (staleness k > 0, runtime/lib/ProgramAsync.cpp):
+ * rlhf_generate_stale returns the samples of iteration `step` for the
+ * prompts of `field` of `dataset`, made by the model's generator in its own
+ * layout, ahead of time with weights at most k versions old. After the
+ * model's last train call, rlhf_weight_update lets the generator sample the
+ * next k iterations with the weights it has, then copies the trainer's new
+ * weights (layout `from`) into it (layout `to`). */
+rlhf_value *rlhf_generate_stale(rlhf_prog *p, int64_t model, int64_t dataset,
+                                const char *field, int64_t step,
+                                const int64_t *layout, int64_t max_new_tokens,
+                                int64_t n, double temperature, double top_p,
+                                int64_t greedy, int64_t staleness,
+                                const char *label);
+void rlhf_weight_update(rlhf_prog *p, int64_t model, const int64_t *from,
+                        const int64_t *to, int64_t lag);
 rlhf_value *rlhf_inference(rlhf_prog *p, int64_t model, rlhf_value *seq,
                            const int64_t *layout, const char *label);
 /* settings: "key=value,..." of numbers, or key="text" with '%', ',', '"'
