@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
