@@ -21,7 +21,8 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   ModelState &m = modelAt(p, mi);
   if (!m.trainable)
     throw Error("model '" + m.name + "' is not trainable");
-  Layout l = layoutFrom(lay);
+  // Rows and groups as the call runs; the weights' layout counts sp as dp.
+  Layout l = rowsLayout(lay), w = layoutFrom(lay);
   Settings s(settings);
   TrainOptions o;
   o.loss = &loss;
@@ -31,7 +32,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   o.zero = s.get("zero", 0.0) != 0.0;
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
-  moveMoments(p, m, l);
+  moveMoments(p, m, w);
   // The loss's metrics (its outputs after the loss), by name.
   std::vector<double> fnMetrics;
   const size_t numMetrics = loss.outputNames().size() - 1;
@@ -40,7 +41,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
         masks(static_cast<size_t>(nin));
     for (int64_t i = 0; i < nin; ++i)
       x[size_t(i)] = trainRows(p, ins[i], l, minibatches, &masks[size_t(i)]);
-    ParallelGroups &g = p->groupsOf(l);
+    ParallelGroups &g = callGroups(p, lay);
     if (!g.member)
       return 0.0;
     TrainBatch b{x, masks};
@@ -48,7 +49,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     o.dp = g.dp.get();
     for (auto &[n, t] : m.params)
       t = t.detach().requires_grad_(true);
-    LlamaModel model = makeModel(p, m, l);
+    LlamaModel model = makeModel(p, m, lay);
     double total = 0;
     for (int64_t e = 0; e < epochs; ++e) {
       TrainStats st = trainStep(model, *m.opt, b, o);
@@ -156,7 +157,7 @@ void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
 
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to) {
   return guarded(p, "transfer", [&] {
-    Layout l = layoutFrom(to);
+    Layout l = rowsLayout(to);
     TraceOn on{"transfer", {l}};
     if (v->layout)
       on.layouts.push_back(*v->layout);
@@ -174,8 +175,8 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
     GenerateSpec spec{maxNew, n, temperature, topP, greedy != 0, label};
     return timed(p, label, {"call", {l}}, [&] {
       std::optional<LlamaModel> model;
-      if (p->groupsOf(l).member)
-        model.emplace(makeModel(p, m, l));
+      if (callGroups(p, lay).member)
+        model.emplace(makeModel(p, m, lay));
       return generatedValue(p,
                             generateRows(p, model ? &*model : nullptr, l,
                                          prompt, spec, p->stepIndex),
@@ -188,24 +189,27 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
                            const int64_t *lay, const char *label) {
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
-    Layout l = layoutFrom(lay);
+    Layout l = rowsLayout(lay);
     return timed(p, label, {"call", {l}}, [&] {
       at::Tensor mask;
       at::Tensor seq = rowsOn(p, seqV, l, &mask);
-      ParallelGroups &g = p->groupsOf(l);
+      ParallelGroups &g = callGroups(p, lay);
       const bool value = m.cfg.shape.valueHead;
       at::Tensor out, score;
       if (g.member) {
         at::NoGradGuard noGrad;
-        LlamaModel model = makeModel(p, m, l);
+        LlamaModel model = makeModel(p, m, lay);
+        // Under sp every rank gathers the whole result (rowsLayout's
+        // "stages" are sp ranks).
         at::Tensor y = model.forward(seq);
-        if (l.pp > 1) { // the last stage has the result; the others take it
+        if (const int64_t pp = lay[3]; pp > 1) {
+          // The last stage has the result; the others take it.
           std::vector<int64_t> shape{seq.size(0), seq.size(1)};
           if (!value)
             shape.push_back(m.cfg.shape.vocab);
           if (!model.lastStage())
             y = at::empty(shape, p->fp32Opts()); // logits and values are fp32
-          g.pp->broadcast(y, int(l.pp - 1));
+          g.pp->broadcast(y, int(pp - 1));
         }
         y = y.cpu();
         if (!mask.defined())

@@ -275,6 +275,12 @@ struct rlhf_prog {
   std::unique_ptr<TextTokenizer> tokenizer;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
       groups;
+  /// USP's Ulysses and ring sub-groups of an sp layout's sp groups, by
+  /// rows layout and ring size.
+  std::map<
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>,
+      std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>>>
+      seqGroups;
   Layout replicated; ///< every rank, all rows
 
   /// script_reward's worker pools (rank 0 only), by their settings; they
@@ -334,7 +340,21 @@ template <typename F> auto guarded(rlhf_prog *p, const char *what, F &&f) {
   }
 }
 
-inline Layout layoutFrom(const int64_t *l) { return {l[0], l[1], l[2], l[3]}; }
+/// Layout arrays of compiled programs are {first GPU, dp, tp, pp,
+/// micro-batches, sp, ring} (rlhf_program.h). A model's weights are
+/// replicated over dp and sp alike, so as weights an sp layout is one of
+/// dp * sp.
+inline Layout layoutFrom(const int64_t *l) {
+  return {l[0], l[1] * l[5], l[2], l[3]};
+}
+
+/// Where a call's ranks and batch rows are. With sp > 1 (and so pp = 1) the
+/// pipeline slot holds sp: ranks run dp, sp, tp from the outside in,
+/// makeGroups gives the sequence-parallel groups as pipelines, and the sp
+/// ranks of a dp group share its rows as pipeline stages would.
+inline Layout rowsLayout(const int64_t *l) {
+  return {l[0], l[1], l[2], l[5] > 1 ? l[5] : l[3]};
+}
 
 ModelState &modelAt(rlhf_prog *p, int64_t i);
 
@@ -363,9 +383,14 @@ rlhf_value *gathered(rlhf_prog *p, rlhf_value *v);
 at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
                      int64_t minibatches, at::Tensor *mask);
 
-/// The model of `m` as laid out for a call on `l` (an error when the plan
-/// left it elsewhere or in host memory).
-LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l);
+/// The groups of a call placed as `lay`: its rows layout's, and USP's
+/// sub-groups under sp. Every rank calls it (collective the first time).
+ParallelGroups &callGroups(rlhf_prog *p, const int64_t *lay);
+
+/// The model of `m` as laid out for a call placed as `lay` (a layout
+/// array; an error when the plan left it elsewhere or in host memory). This
+/// rank must be in the layout.
+LlamaModel makeModel(rlhf_prog *p, ModelState &m, const int64_t *lay);
 
 /// Where a timed op is drawn in the measured trace: on the ranks of
 /// `layouts` (every rank when empty), as category `cat`. Ranks outside them

@@ -138,18 +138,45 @@ at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
   return full->t.index_select(0, idx);
 }
 
-LlamaModel makeModel(rlhf_prog *p, ModelState &m, const Layout &l) {
+ParallelGroups &callGroups(rlhf_prog *p, const int64_t *lay) {
+  const Layout l = rowsLayout(lay);
+  ParallelGroups &g = p->groupsOf(l);
+  if (lay[5] > 1) {
+    auto key = std::make_tuple(l.firstGpu, l.dp, l.tp, l.pp, lay[6]);
+    if (!p->seqGroups.count(key))
+      p->seqGroups.emplace(key, makeSeqGroups(*p->world, l, int(lay[6])));
+  }
+  return g;
+}
+
+LlamaModel makeModel(rlhf_prog *p, ModelState &m, const int64_t *lay) {
+  const Layout w = layoutFrom(lay), l = rowsLayout(lay);
+  const int64_t sp = lay[5], ring = lay[6];
   if (m.offloaded)
     throw Error("model '" + m.name +
                 "' rests in host memory; the plan is missing an rlhf.onload "
                 "before this call");
-  if (!sameLayout(m.layout, l))
+  if (!sameLayout(m.layout, w))
     throw Error("model '" + m.name + "' is laid out as " + layoutStr(m.layout) +
-                " but the call runs as " + layoutStr(l) +
+                " but the call runs as " + layoutStr(w) +
                 "; the plan is missing a reallocation");
   ParallelGroups &g = p->groupsOf(l);
-  return LlamaModel(m.cfg, m.params, {g.tp.get(), g.tpRank, int(l.tp)},
-                    {g.pp.get(), g.stage, int(l.pp)});
+  TensorParallel tp{g.tp.get(), g.tpRank, int(l.tp)};
+  if (sp <= 1)
+    return LlamaModel(m.cfg, m.params, tp, {g.pp.get(), g.stage, int(l.pp)});
+  // The rows layout's pipelines are the sp groups (rowsLayout).
+  if (ring < 1 || sp % ring)
+    throw Error("the plan splits sp = " + std::to_string(sp) +
+                " into rings of " + std::to_string(ring) +
+                ", which do not divide it");
+  auto it =
+      p->seqGroups.find(std::make_tuple(l.firstGpu, l.dp, l.tp, l.pp, ring));
+  if (it == p->seqGroups.end())
+    throw Error("the sequence-parallel groups of " + layoutStr(l) +
+                " were not made on every rank (callGroups)");
+  return LlamaModel(m.cfg, m.params, tp, {},
+                    {g.pp.get(), g.stage, int(sp), it->second.first.get(),
+                     it->second.second.get(), int(ring)});
 }
 
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {

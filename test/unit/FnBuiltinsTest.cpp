@@ -388,7 +388,7 @@ TEST(FnProgramCalls, ApplyAndTrainFnMatchTheOracle) {
   rlhf_prog *p = rlhf_prog_create(int(argv.size()), argv.data(), "fn_test", 1,
                                   3, 0, 1, 0.0);
   const int64_t arch[] = {2, 64, 4, 2, 176, 512, 64, 0, 0, 0};
-  const int64_t lay[] = {0, 1, 1, 1, 2};
+  const int64_t lay[] = {0, 1, 1, 1, 2, 1, 1}; // rlhf_program.h's layout arrays
   // Models of one architecture start equal; eps as in trainOnce.
   for (const char *name : {"a", "b"})
     rlhf_prog_add_model(p, name, arch, 1, 1e-3, 0.9, 0.95, 1.0, 0.0, 1.0,

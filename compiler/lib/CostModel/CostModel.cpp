@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/CostModel/CostModel.h"
+#include "rlhf/IR/RLHFOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -144,7 +145,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // USP: Ulysses all-to-alls inside a node, ring steps between the Ulysses
   // groups. Ring neighbours sit ulysses * tp * pp GPUs apart; a ring that
   // leaves its node runs at its slowest hop, one GPU's NIC.
-  const SpSplit split = splitSp(sp, tp, m.heads, gpn);
+  const mlir::rlhf::SpSplit split = mlir::rlhf::splitSp(sp, tp, m.heads, gpn);
   const Link ulyssesLink = groupLink(
       hw, split.ulysses,
       membersPerNode(s.firstGpu, split.ulysses, tp * pp, gpn));

@@ -346,9 +346,9 @@ private:
                                        llvm::StringMap<Local> &env);
 
   /// The sp of a placement fits the call (SemaPlace.cpp).
-  mlir::LogicalResult checkSequenceParallel(const Annotation &an,
-                                            const Node &n,
-                                            const Placement &pl);
+  mlir::LogicalResult checkSequenceParallel(const Annotation &an, const Node &n,
+                                            const Placement &pl,
+                                            int64_t gpusPerNode);
   void checkAnnotation(const Annotation &an, Node &n,
                        llvm::StringMap<Local> &env);
 

@@ -12,12 +12,15 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
-/// Ulysses splits every sequence over sp ranks and, in attention, each
-/// rank's heads over them: a generate call has one token per sequence to
-/// split at each decode step, and the heads and tokens must divide.
+/// Sequence parallelism splits every sequence over sp ranks: a generate call
+/// has one token per sequence to split at each decode step, and the tokens
+/// must divide. In attention, USP's Ulysses ranks (inside a node) split each
+/// rank's heads and the rest of sp is a ring (mlir::rlhf::splitSp), so only
+/// the Ulysses degree must split the heads.
 mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
                                                 const Node &n,
-                                                const Placement &pl) {
+                                                const Placement &pl,
+                                                int64_t gpusPerNode) {
   if (n.kind == Node::Kind::Generate) {
     error(an.loc, formatv("generation runs with sp = 1: each decode step has "
                           "one new token per sequence to split; drop "
@@ -26,15 +29,16 @@ mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
     return mlir::failure();
   }
   const sema::Arch &arch = n.model->arch;
-  int64_t kvPerRank = arch.kvHeads / pl.tp;
-  if (arch.heads % (pl.tp * pl.sp) ||
-      (kvPerRank % pl.sp && pl.sp % kvPerRank)) {
+  const int64_t kvPerRank = arch.kvHeads / pl.tp;
+  const int64_t u =
+      mlir::rlhf::splitSp(pl.sp, pl.tp, arch.heads, gpusPerNode).ulysses;
+  if (kvPerRank % u && u % kvPerRank) {
     error(an.loc,
-          formatv("tp*sp = {0}*{1} does not split the {2} heads and {3} kv "
-                  "heads of '{4}': Ulysses gives each sequence-parallel rank "
-                  "1/sp of a tensor-parallel rank's heads (kv heads may "
-                  "instead be repeated sp / (kv heads / tp) times)",
-                  pl.tp, pl.sp, arch.heads, arch.kvHeads, n.model->name));
+          formatv("the {0} Ulysses ranks of sp = {1} (the ones inside a node) "
+                  "split the {2} kv heads per tensor-parallel rank of '{3}' "
+                  "neither evenly nor by repeating them; choose an sp or tp "
+                  "whose Ulysses degree divides or is a multiple of {2}",
+                  u, pl.sp, kvPerRank, n.model->name));
     return mlir::failure();
   }
   // The longest token sequence the call runs the model on: its own input,
@@ -202,7 +206,8 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                           pl.tp, arch.heads, arch.kvHeads, n.model->name));
     return;
   }
-  if (pl.sp > 1 && mlir::failed(checkSequenceParallel(an, n, pl)))
+  if (pl.sp > 1 && mlir::failed(checkSequenceParallel(
+                       an, n, pl, c ? c->gpusPerNode : pl.numGpus)))
     return;
   if (pl.pp > arch.layers) {
     error(an.loc, formatv("pp = {0} exceeds the {1} layers of '{2}'", pl.pp,

@@ -172,8 +172,8 @@ namespace {
 /// so only from kMinSpTokens up; never for generation (one token per step)
 /// or with pipeline stages (the runtime's model has neither). sp must split
 /// the GPUs left and the sequence, into 2 * ring chunks where a ring crosses
-/// nodes (cost::splitSp; each ring rank takes two chunks to balance causal
-/// attention). Degrees beyond the heads per tp rank run as a ring.
+/// nodes (mlir::rlhf::splitSp; each ring rank takes two chunks to balance
+/// causal attention). Degrees beyond the heads per tp rank run as a ring.
 constexpr int64_t kMinSpTokens = 8192;
 std::vector<int64_t> spChoices(const cost::CallShape &c,
                                const ::rlhf::ModelShape &ms, int64_t tp,
@@ -182,9 +182,9 @@ std::vector<int64_t> spChoices(const cost::CallShape &c,
   if (c.kind == cost::CallKind::Generate || c.seqLen < kMinSpTokens)
     return out;
   for (int64_t sp = 2; sp <= gpusLeft; sp *= 2) {
-    cost::SpSplit split = cost::splitSp(sp, tp, ms.heads, gpusPerNode);
-    if (gpusLeft % sp == 0 &&
-        c.seqLen % (sp * (split.ring > 1 ? 2 : 1)) == 0)
+    mlir::rlhf::SpSplit split =
+        mlir::rlhf::splitSp(sp, tp, ms.heads, gpusPerNode);
+    if (gpusLeft % sp == 0 && c.seqLen % (sp * (split.ring > 1 ? 2 : 1)) == 0)
       out.push_back(sp);
   }
   return out;

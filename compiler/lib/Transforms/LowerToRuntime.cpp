@@ -148,9 +148,14 @@ private:
   std::map<std::string, std::string> strings;
 };
 
-/// {first, dp, tp, pp, micro-batches} of a placement.
-SmallVector<int64_t> layoutOf(r::MeshAttr mesh, r::StrategyAttr st) {
-  return {mesh.getFirst(), st.getDp(), st.getTp(), st.getPp(), st.getMbs()};
+/// {first, dp, tp, pp, micro-batches, sp, ring} of a placement
+/// (rlhf_program.h): the ring size is the cost model's USP split of sp for
+/// `heads` attention heads on nodes of `gpusPerNode`.
+SmallVector<int64_t> layoutOf(r::MeshAttr mesh, r::StrategyAttr st,
+                              int64_t heads, int64_t gpusPerNode) {
+  int64_t ring = r::splitSp(st.getSp(), st.getTp(), heads, gpusPerNode).ring;
+  return {mesh.getFirst(), st.getDp(), st.getTp(), st.getPp(),
+          st.getMbs(),     st.getSp(), ring};
 }
 
 /// A text setting's value: "..." with the bytes that would end it (and
@@ -196,18 +201,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                          << algs.size() << "; keep one run block";
       return signalPassFailure();
     }
-    // The model runs Ulysses attention, but the executor's layouts have no
-    // sequence-parallel dimension yet.
-    WalkResult sp = algs.front().walk([](Operation *op) {
-      auto st = op->getAttrOfType<r::StrategyAttr>("strategy");
-      if (!st || st.getSp() == 1)
-        return WalkResult::advance();
-      op->emitError() << "sequence parallelism (sp = " << st.getSp()
-                      << ") is planned and priced, but compiled programs "
-                         "do not run it yet; place this call with sp = 1";
-      return WalkResult::interrupt();
-    });
-    if (sp.wasInterrupted() || failed(lower(algs.front())))
+    if (failed(lower(algs.front())))
       return signalPassFailure();
     // The declarations are now constants of main.
     for (Operation &op :
@@ -224,6 +218,15 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     if (!cluster)
       return alg.emitError("the algorithm has no cluster");
     const int64_t gpus = cluster.getNodes() * cluster.getGpusPerNode();
+    // A model's placement as a layout array (its heads decide the USP
+    // split of sp).
+    auto layoutFor = [&](StringRef model, r::MeshAttr mesh,
+                         r::StrategyAttr st) {
+      int64_t heads = 1;
+      if (auto m = module.lookupSymbol<r::ModelOp>(model))
+        heads = m.getArch().getHeads();
+      return layoutOf(mesh, st, heads, cluster.getGpusPerNode());
+    };
 
     // Models and datasets are numbered in declaration order.
     llvm::StringMap<int64_t> modelIndex, datasetIndex;
@@ -283,8 +286,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     llvm::StringMap<SmallVector<int64_t>> initial;
     for (Operation &op : alg.getBodyBlock()) {
       if (auto re = dyn_cast<r::ReallocOp>(op)) {
-        initial.try_emplace(re.getSource(),
-                            layoutOf(re.getFromMesh(), re.getFrom()));
+        initial.try_emplace(
+            re.getSource(),
+            layoutFor(re.getSource(), re.getFromMesh(), re.getFrom()));
       } else if (r::isModelCall(&op)) {
         // A generator that runs ahead has its own layout and copy.
         if (auto g = dyn_cast<r::GenerateOp>(op);
@@ -296,8 +300,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
               "rlhf-lower-to-runtime");
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
         initial.try_emplace(
-            model, layoutOf(op.getAttrOfType<r::MeshAttr>("mesh"),
-                            op.getAttrOfType<r::StrategyAttr>("strategy")));
+            model, layoutFor(model, op.getAttrOfType<r::MeshAttr>("mesh"),
+                             op.getAttrOfType<r::StrategyAttr>("strategy")));
       }
     }
 
@@ -352,7 +356,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       }
       Value ckpt =
           m.getCheckpoint() ? e.string(mloc, *m.getCheckpoint()) : e.null(mloc);
-      SmallVector<int64_t> lay = {0, 1, 1, 1, 1};
+      SmallVector<int64_t> lay = {0, 1, 1, 1, 1, 1, 1};
       if (auto it = initial.find(m.getSymName()); it != initial.end())
         lay = it->second;
       Value layout = e.array(mloc, (m.getSymName() + "_layout").str(),
@@ -422,8 +426,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       e.call(l, fn, e.voidTy,
              {prog, e.int64(l, modelIndex.lookup(op.getModel())),
               e.array(l, (op.getModel() + "_" + what).str(),
-                      ArrayRef<int64_t>(
-                          layoutOf(op.getMesh(), op.getStrategy())))});
+                      ArrayRef<int64_t>(layoutFor(op.getModel(), op.getMesh(),
+                                                  op.getStrategy())))});
     };
     Value first = e.call(loc, "rlhf_prog_start", e.i64, {prog});
     // Offloaded models rest in host memory from the start.
@@ -453,9 +457,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     b.setInsertionPointToStart(body);
     Value p = body->getArgument(0), stepArg = body->getArgument(1);
     DenseMap<Value, Value> handle;
-    auto layoutConst = [&](Location l, StringRef what, r::MeshAttr mesh,
-                           r::StrategyAttr st) {
-      return e.array(l, what, ArrayRef<int64_t>(layoutOf(mesh, st)));
+    auto layoutConst = [&](Location l, StringRef what, StringRef model,
+                           r::MeshAttr mesh, r::StrategyAttr st) {
+      return e.array(l, what, ArrayRef<int64_t>(layoutFor(model, mesh, st)));
     };
     auto inputs = [&](Location l, ValueRange vals) {
       Value n = e.int64(l, int64_t(vals.size()));
@@ -474,7 +478,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       };
       auto placed = [&](StringRef what) {
         auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
-        return layoutConst(l, (model + "_" + what).str(),
+        return layoutConst(l, (model + "_" + what).str(), model,
                            op.getAttrOfType<r::MeshAttr>("mesh"),
                            op.getAttrOfType<r::StrategyAttr>("strategy"));
       };
@@ -495,9 +499,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         e.call(l, "rlhf_realloc", e.voidTy,
                {p, modelIdx(re.getSource()),
                 layoutConst(l, (re.getSource() + "_realloc_from").str(),
-                            re.getFromMesh(), re.getFrom()),
+                            re.getSource(), re.getFromMesh(), re.getFrom()),
                 layoutConst(l, (re.getSource() + "_realloc_to").str(),
-                            re.getToMesh(), re.getTo())});
+                            re.getSource(), re.getToMesh(), re.getTo())});
       } else if (auto on = dyn_cast<r::OnloadOp>(op)) {
         hostMove(on, "rlhf_onload", "onload", p);
       } else if (auto off = dyn_cast<r::OffloadOp>(op)) {
@@ -505,16 +509,20 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       } else if (auto t = dyn_cast<r::TransferOp>(op)) {
         // The consumer's layout decides which ranks receive which rows.
         r::StrategyAttr st;
+        StringRef consumer;
         for (Operation *user : t.getResult().getUsers())
           if (auto s = user->getAttrOfType<r::StrategyAttr>("strategy");
-              s && !st)
+              s && !st) {
             st = s;
+            if (auto m = user->getAttrOfType<FlatSymbolRefAttr>("model"))
+              consumer = m.getValue();
+          }
         if (!st)
           return t.emitError("transfer has no placed consumer");
         handle[t.getResult()] =
             e.call(l, "rlhf_transfer", e.ptr,
                    {p, handle.lookup(t.getInput()),
-                    layoutConst(l, "transfer_to", t.getTo(), st)});
+                    layoutConst(l, "transfer_to", consumer, t.getTo(), st)});
       } else if (auto g = dyn_cast<r::GenerateOp>(op);
                  g && aheadOf.count(g.getModel())) {
         auto field = g.getPrompt().getDefiningOp<r::FieldOp>();
@@ -533,9 +541,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         e.call(l, "rlhf_weight_update", e.voidTy,
                {p, modelIdx(up.getSource()),
                 layoutConst(l, (up.getSource() + "_update_from").str(),
-                            up.getFromMesh(), up.getFrom()),
+                            up.getSource(), up.getFromMesh(), up.getFrom()),
                 layoutConst(l, (up.getSource() + "_update_to").str(),
-                            up.getToMesh(), up.getTo()),
+                            up.getSource(), up.getToMesh(), up.getTo()),
                 e.int64(l, up.getVersionLag())});
       } else if (auto g = dyn_cast<r::GenerateOp>(op)) {
         handle[g.getResult()] =

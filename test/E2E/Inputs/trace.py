@@ -34,6 +34,8 @@ def main():
     ap.add_argument("plan")
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--ahead", action="store_true")
+    ap.add_argument("--no-realloc", action="store_true",
+                    help="the plan has no reallocation: expect none")
     a = ap.parse_args()
     events = json.load(open(a.trace))["traceEvents"]
     plan = json.load(open(a.plan))[0]
@@ -81,7 +83,9 @@ def main():
             if s["tid"] not in meshes[model]:
                 fail(f"'{s['name']}' on rank {s['tid']}, outside "
                      f"{model}'s meshes {sorted(meshes[model])}")
-    if not reallocs:
+    if a.no_realloc and reallocs:
+        fail(f"{reallocs} reallocation spans in a plan without any")
+    if not a.no_realloc and not reallocs:
         fail("no reallocation in the trace")
 
     by_rank = defaultdict(list)

@@ -188,17 +188,7 @@ double p2p(double bytes, const Link &l);
 double allReduceBusBw(double bytes, int64_t n, const Link &l);
 
 // ---- long context (LongContext.cpp) -------------------------------------------
-/// How `sp` sequence-parallel ranks split into USP's two levels (arXiv
-/// 2405.07719): `ulysses` ranks all-to-all heads inside a node, and `ring`
-/// groups of them pass K/V blocks around a ring, across nodes.
-struct SpSplit {
-  int64_t ulysses = 1, ring = 1;
-};
-/// The one rule, used by the cost model and the planner alike: ulysses is
-/// the largest divisor of sp whose group (ranks tp apart) fits a node's
-/// GPUs evenly and that divides the heads per tp rank (kv heads may
-/// repeat); ring = sp / ulysses.
-SpSplit splitSp(int64_t sp, int64_t tp, int64_t heads, int64_t gpusPerNode);
+// How sp splits into Ulysses and ring degrees: mlir::rlhf::splitSp.
 /// FlashAttention's forward FLOPs of `tokens` query tokens of causal
 /// sequences of `ctx` positions: half of 4 tokens ctx hidden per layer
 /// (its benchmarks' count); backward is 2.5 times this.

@@ -22,6 +22,16 @@ struct ParallelGroups {
 
 ParallelGroups makeGroups(Communicator &world, const Layout &layout);
 
+/// USP's sub-groups of the sequence-parallel groups of `layout`, whose
+/// pipeline slot holds sp (pp = 1 under sp; sp ranks run between dp and
+/// tp): this rank's Ulysses group (sp / ring consecutive sp ranks) and ring
+/// group (every (sp / ring)-th), as LlamaModel's SequenceParallel orders
+/// them. Null where a group is a single rank or the whole sp group (the
+/// model then uses the sp group) or this rank is outside. Collective like
+/// makeGroups.
+std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>>
+makeSeqGroups(Communicator &world, const Layout &layout, int ring);
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_GROUPS_H

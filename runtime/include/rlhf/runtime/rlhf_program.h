@@ -10,8 +10,11 @@
  * on failure: the rank prints `rank R: error: ...` and exits with status 1,
  * which makes `rlhf-run` end the whole job.
  *
- * Layouts are int64_t[5] {first_gpu, dp, tp, pp, micro_batches}; GPU (rank)
- * = first + (d * pp + s) * tp + t, as in the planner.
+ * Layouts are int64_t[7] {first_gpu, dp, tp, pp, micro_batches, sp, ring};
+ * GPU (rank) = first + ((d * sp + q) * pp + s) * tp + t for dp rank d,
+ * sequence-parallel rank q, stage s and tensor rank t, as in the planner.
+ * sp > 1 needs pp = 1; its ring size divides it (USP: sp / ring Ulysses
+ * ranks, ring attention across rings; 1 for plain Ulysses).
  *
  *===----------------------------------------------------------------------===*/
 

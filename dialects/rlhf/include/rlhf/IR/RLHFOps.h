@@ -38,6 +38,34 @@ inline int64_t tpGroupAcrossNodes(int64_t first, int64_t size, int64_t tp,
   return -1;
 }
 
+/// How `sp` sequence-parallel ranks split into USP's two levels (arXiv
+/// 2405.07719): `ulysses` ranks all-to-all heads inside a node, and `ring`
+/// groups of them pass K/V blocks around a ring, across nodes.
+struct SpSplit {
+  int64_t ulysses = 1, ring = 1;
+};
+
+/// The one rule, for Sema, the cost model, the planner and the layouts
+/// compiled programs run: ulysses is the largest divisor of sp whose group
+/// (ranks tp apart: they run dp, sp, pp, tp from the outside in, and sp
+/// implies pp = 1) tiles a node's GPUs, so no all-to-all crosses one, and
+/// that divides the heads per tp rank (kv heads may repeat); ring = sp /
+/// ulysses.
+inline SpSplit splitSp(int64_t sp, int64_t tp, int64_t heads,
+                       int64_t gpusPerNode) {
+  SpSplit out;
+  if (sp <= 1 || tp <= 0)
+    return out;
+  const int64_t headsPerTp = heads / tp;
+  for (int64_t u = sp; u >= 1; --u)
+    if (sp % u == 0 && gpusPerNode % (u * tp) == 0 && headsPerTp % u == 0) {
+      out.ulysses = u;
+      break;
+    }
+  out.ring = sp / out.ulysses;
+  return out;
+}
+
 /// The type of a value in a function body (RLHFFnOps.td): f64 for rank 0,
 /// f32 tensors of dynamic shape for ranks 1 and 2, i32 ones for token ids.
 Type fnValueType(MLIRContext *ctx, int64_t rank, bool tokens);
