@@ -50,6 +50,23 @@ TEST(SafeTensors, RoundTripsHuggingFaceNamedTensors) {
   EXPECT_TRUE(at::equal(r.at("lm_head.weight"), w.to(at::kBFloat16).to(at::kFloat)));
 }
 
+// Token ids and masks (the samples an asynchronous generator made ahead,
+// in checkpoints) keep their type: I64 and BOOL entries.
+TEST(SafeTensors, KeepsTokenIdsAndMasks) {
+  std::string path = tmpPath("ahead.safetensors");
+  ParamMap p;
+  p["seq"] = at::arange(1 << 20, (1 << 20) + 12, at::kLong).view({3, 4});
+  p["mask"] = at::tensor({1, 0, 1, 1, 0, 0}, at::kLong).to(at::kBool).view({2, 3});
+  p["logprobs"] = at::randn({2, 3});
+  saveSafetensors(path, p);
+  ParamMap q = loadSafetensors(path);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q.at("seq").scalar_type(), at::kLong);
+  EXPECT_EQ(q.at("mask").scalar_type(), at::kBool);
+  for (auto &[n, t] : p)
+    EXPECT_TRUE(at::equal(t, q.at(n))) << n;
+}
+
 TEST(SafeTensors, MalformedFilesAreClearErrors) {
   std::string path = tmpPath("bad.safetensors");
   auto expectError = [&](const std::string &bytes, const std::string &want) {
