@@ -46,6 +46,9 @@ struct FnProgram::Eval {
   const FnProgram &f;
   const FnInputs &in;
   const FnModel *model = nullptr;
+  const FnTokenStat *tokenStat = nullptr;
+  /// tokenStat's results per (token input, entropy).
+  std::map<std::pair<int64_t, bool>, at::Tensor> stats;
   std::vector<at::Tensor> x;       ///< the inputs, of their kinds' dtypes
   std::vector<at::Tensor> val;     ///< the program's values
   std::map<int64_t, at::Tensor> y; ///< the model's output per token input
@@ -169,6 +172,24 @@ struct FnProgram::Eval {
                   ", the model gives " + shapeStr(out) + " for tokens " +
                   shapeStr(seq));
     return out;
+  }
+  /// tokenStat's log-probs or entropies for the token value of `i`.
+  at::Tensor stat(const Instr &i, bool entropy) {
+    const int64_t k = inputOf(i);
+    auto it = stats.find({k, entropy});
+    if (it == stats.end())
+      it = stats
+               .emplace(std::make_pair(k, entropy),
+                        (*tokenStat)(k, x[size_t(k)], entropy))
+               .first;
+    const at::Tensor &seq = x[size_t(k)];
+    if (it->second.dim() != 2 || it->second.size(0) != N ||
+        it->second.size(1) != seq.size(1) - 1)
+      fail(i, "'" + name(i) +
+                  "' needs [N, S-1] per-token values, the model "
+                  "gives " +
+                  shapeStr(it->second) + " for tokens " + shapeStr(seq));
+    return it->second;
   }
   std::string name(const Instr &i) const {
     static const char *names[] = {"logprobs", "values", "score", "entropy"};
@@ -316,6 +337,8 @@ struct FnProgram::Eval {
     case Op::MaskOf:
       return maskOf(i);
     case Op::Logprobs: {
+      if (tokenStat)
+        return stat(i, false);
       return tokenLogprobs(output(i, true), x[size_t(inputOf(i))]);
     }
     case Op::Values: {
@@ -329,6 +352,8 @@ struct FnProgram::Eval {
       return (v.narrow(1, 1, v.size(1) - 1) * lastOf(maskOf(i))).sum(1);
     }
     case Op::Entropy: {
+      if (tokenStat)
+        return stat(i, true);
       at::Tensor l = output(i, true);
       at::Tensor lp = at::log_softmax(l.narrow(1, 0, l.size(1) - 1), -1);
       return -(lp.exp() * lp).sum(-1);
@@ -364,7 +389,8 @@ std::vector<double> FnProgram::localDenominators(const FnInputs &in) const {
 
 std::vector<at::Tensor>
 FnProgram::evaluate(const FnInputs &in, const FnModel *model,
-                    const std::vector<double> *denominators) const {
+                    const std::vector<double> *denominators,
+                    const FnTokenStat *tokenStat) const {
   const bool loss = fnMode == Mode::Loss;
   // A host function's results are data; only a loss needs a graph.
   std::optional<at::NoGradGuard> ng;
@@ -372,6 +398,7 @@ FnProgram::evaluate(const FnInputs &in, const FnModel *model,
     ng.emplace();
   Eval e(*this, in);
   e.model = model;
+  e.tokenStat = tokenStat;
   std::vector<double> local;
   if (loss && !denominators) {
     local = e.denominators();

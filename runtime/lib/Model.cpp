@@ -422,21 +422,51 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
     return lastStage() ? a.output : at::Tensor();
   }
   if (sp.size > 1) {
-    if (S % sp.size)
-      throw Error("sequence of " + std::to_string(S) +
-                  " tokens does not split into " + std::to_string(sp.size) +
-                  " equal chunks for sequence parallelism; pad it to a "
-                  "multiple of sp");
     // This rank's chunk at its global positions. The whole logits are
-    // gathered, so the losses run unchanged on every sp rank, but their
-    // memory is not divided by sp (gathering per-token log-probs would be).
-    const int64_t n = S / sp.size, lo = sp.rank * n;
+    // gathered, so their memory is not divided by sp: losses and inference
+    // read per-token log-probs through tokenStat instead.
+    auto [lo, n] = spChunk(S);
     at::Tensor x = hidden(tokens.narrow(1, lo, n), positions.narrow(1, lo, n),
                           /*mask: causal=*/at::Tensor(), nullptr);
     return parallel::gatherDim(head(x), sp.comm, 1);
   }
   return head(
       hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
+}
+
+std::pair<int64_t, int64_t> LlamaModel::spChunk(int64_t S) const {
+  if (S % sp.size)
+    throw Error("sequence of " + std::to_string(S) +
+                " tokens does not split into " + std::to_string(sp.size) +
+                " equal chunks for sequence parallelism; pad it to a "
+                "multiple of sp");
+  const int64_t n = S / sp.size;
+  return {sp.rank * n, n};
+}
+
+at::Tensor LlamaModel::tokenStat(const at::Tensor &tokensIn, bool entropy) {
+  const at::Tensor tokens = tokensIn.to(device_);
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  auto stat = [&](const at::Tensor &logits, const at::Tensor &next) {
+    at::Tensor lp = at::log_softmax(logits, -1);
+    return entropy ? -(lp.exp() * lp).sum(-1)
+                   : lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+  };
+  if (sp.size <= 1 || cfg.shape.valueHead) {
+    at::Tensor logits = forward(tokens);
+    return stat(logits.narrow(1, 0, S - 1), tokens.narrow(1, 1, S - 1));
+  }
+  auto [lo, n] = spChunk(S);
+  at::Tensor positions =
+      at::arange(lo, lo + n, on(at::kLong)).unsqueeze(0).expand({B, n});
+  at::Tensor logits = head(hidden(tokens.narrow(1, lo, n), positions,
+                                  /*mask: causal=*/at::Tensor(), nullptr));
+  // The chunk's next tokens; the last position of the sequence has none
+  // (a placeholder id, its column dropped after the gather).
+  at::Tensor next = at::cat({tokens, at::zeros({B, 1}, tokens.options())}, 1)
+                        .narrow(1, lo + 1, n);
+  return parallel::gatherDim(stat(logits, next), sp.comm, 1)
+      .narrow(1, 0, S - 1);
 }
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {

@@ -200,8 +200,10 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
         at::NoGradGuard noGrad;
         LlamaModel model = makeModel(p, m, lay);
         // Under sp every rank gathers the whole result (rowsLayout's
-        // "stages" are sp ranks).
-        at::Tensor y = model.forward(seq);
+        // "stages" are sp ranks); an lm head's only the per-token log-probs.
+        const bool perToken = !value && lay[5] > 1;
+        at::Tensor y =
+            perToken ? model.tokenStat(seq, false) : model.forward(seq);
         if (const int64_t pp = lay[3]; pp > 1) {
           // The last stage has the result; the others take it.
           std::vector<int64_t> shape{seq.size(0), seq.size(1)};
@@ -223,7 +225,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           at::Tensor last = (pos * real).argmax(1, true);
           score = y.gather(1, last).squeeze(1);
         } else {
-          out = tokenLogprobs(y, seq);
+          out = perToken ? y : tokenLogprobs(y, seq);
         }
       }
       std::map<std::string, rlhf_value *> f;

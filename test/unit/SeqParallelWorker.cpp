@@ -175,6 +175,19 @@ int main() {
     LlamaModel model = makeModel(full);
     at::Tensor out = model.forward(tokens.narrow(0, lo, rows));
     double fwd = relDiff(out, refOut.narrow(0, lo, rows));
+    if (!valueHead) {
+      // Per-token log-probs and entropies, gathered without whole logits.
+      at::NoGradGuard noGrad;
+      at::Tensor mine = tokens.narrow(0, lo, rows);
+      at::Tensor refLp = at::log_softmax(
+          refOut.detach().narrow(0, lo, rows).narrow(1, 0, S - 1), -1);
+      fwd = std::max(
+          fwd,
+          relDiff(model.tokenStat(mine, false),
+                  tokenLogprobs(refOut.detach(), tokens).narrow(0, lo, rows)));
+      fwd = std::max(fwd, relDiff(model.tokenStat(mine, true),
+                                  -(refLp.exp() * refLp).sum(-1)));
+    }
     (out * weights.narrow(0, lo, rows)).sum().backward();
     ParamMap refGrads;
     for (auto &[n, t] : single.params())

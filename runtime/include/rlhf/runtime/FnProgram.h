@@ -111,6 +111,14 @@ struct FnInputs {
 using FnModel =
     std::function<at::Tensor(int64_t input, const at::Tensor &tokens)>;
 
+/// An lm head's per-token log-probs (or, with `entropy`, entropies), [N,
+/// S-1], for the token input `input`: what `logprobs` and `entropy` read,
+/// for a model that computes them without whole logits
+/// (LlamaModel::tokenStat under sequence parallelism). Without it they
+/// come from FnModel's logits.
+using FnTokenStat = std::function<at::Tensor(
+    int64_t input, const at::Tensor &tokens, bool entropy)>;
+
 /// A parsed and verified fn program (see the file comment).
 class FnProgram {
 public:
@@ -144,7 +152,8 @@ public:
   /// run without gradients; a loss keeps the model's graph.
   std::vector<at::Tensor>
   evaluate(const FnInputs &in, const FnModel *model = nullptr,
-           const std::vector<double> *denominators = nullptr) const;
+           const std::vector<double> *denominators = nullptr,
+           const FnTokenStat *tokenStat = nullptr) const;
 
 private:
   // Each reduction family lists sum, mean, var, std in this order.

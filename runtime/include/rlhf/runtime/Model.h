@@ -159,6 +159,13 @@ public:
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
+  /// What an lm head predicts at each position of `tokens`, [B, S-1]
+  /// (column j for token j+1): the log-prob of the next token, or with
+  /// `entropy` the entropy of the distribution, in fp32. With sp > 1 each
+  /// rank computes its chunk's columns and only those are gathered, so the
+  /// logits' memory divides by sp too; otherwise it is forward's logits'.
+  at::Tensor tokenStat(const at::Tensor &tokens, bool entropy);
+
   /// Samples up to `opts.maxNewTokens` tokens after each prompt (prompts
   /// of different lengths are left-padded), reusing a KV cache. Needs
   /// sp = 1 (an error otherwise).
@@ -207,6 +214,9 @@ private:
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
+  /// This rank's positions [first, first + count) of a sequence of S under
+  /// sp (an error when sp does not divide S).
+  std::pair<int64_t, int64_t> spChunk(int64_t S) const;
   at::Tensor embed(const at::Tensor &tokens);
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
