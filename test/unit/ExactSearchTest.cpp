@@ -271,3 +271,70 @@ TEST(Search, SameSeedSamePlan) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(*a, *b);
 }
+
+TEST(Search, RestrictedCopyIndexesItsOwnCandidates) {
+  Problem p = tinyProblem(24, 72e9);
+  // The original's per-call index is computed before the copy is made.
+  double fastest = p.fastestTime(0);
+  std::vector<std::vector<int>> from;
+  Problem q = p.restricted(
+      [](size_t c, const Candidate &k) { return c != 0 || k.devices == 1; },
+      from);
+  ASSERT_EQ(from.size(), p.calls.size());
+  double want = kInfTime;
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    ASSERT_EQ(from[c].size(), q.cands[c].size());
+    for (size_t i = 0; i < from[c].size(); ++i) {
+      const Candidate &x = q.cands[c][i], &y = p.cands[c][from[c][i]];
+      EXPECT_EQ(x.s.firstGpu, y.s.firstGpu);
+      EXPECT_EQ(x.devices, y.devices);
+      EXPECT_TRUE(cost::sameLayout(x.s, y.s));
+      EXPECT_EQ(x.time, y.time);
+    }
+  }
+  for (const Candidate &k : q.cands[0]) {
+    EXPECT_EQ(k.devices, 1);
+    want = std::min(want, k.time);
+  }
+  EXPECT_EQ(q.cands[1].size(), p.cands[1].size());
+  EXPECT_DOUBLE_EQ(q.fastestTime(0), want);
+  EXPECT_GT(q.fastestTime(0), fastest);
+}
+
+TEST(Search, AsyncSearchReachesTheBruteForceOptimum) {
+  // Staleness 1: the generate may keep its own copy and run ahead. The
+  // search anneals, then searches the best generator meshes again with the
+  // generator fixed there (SearchAsync.cpp); on a small budget it still
+  // finds the optimum of every assignment, deterministically.
+  for (int64_t budget : {4000, 500}) {
+    Problem p = tinyProblem(8, 72e9);
+    p.staleness = 1;
+    p.calls[0].stale = 1;
+    // Long generation and heavy training, where running ahead pays.
+    p.calls[0].shape.genLen = 896;
+    for (size_t c : {3, 4})
+      p.calls[c].shape.batch = 256;
+    test::addCandidates(p);
+    double best = kInfTime;
+    Assignment arg;
+    forEachCompletion(p, Assignment(p.calls.size(), -1),
+                      [&](const Assignment &a) {
+                        double s = score(p, a);
+                        if (s < best) {
+                          best = s;
+                          arg = a;
+                        }
+                      });
+    ASSERT_LT(best, kInfTime);
+    EXPECT_TRUE(ownsWeightCopy(p, arg, 0))
+        << "the optimum should run generation ahead";
+    SearchOptions o;
+    o.budget = budget;
+    SearchStats st;
+    std::optional<Assignment> a = solve(p, Method::Search, o, &st);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_DOUBLE_EQ(score(p, *a), best);
+    EXPECT_DOUBLE_EQ(st.bestTime, best);
+    EXPECT_EQ(*a, *solve(p, Method::Search, o));
+  }
+}

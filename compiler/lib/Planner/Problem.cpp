@@ -116,6 +116,25 @@ double Problem::reallocTime(int model, const cost::Strategy &f,
   return v;
 }
 
+Problem
+Problem::restricted(llvm::function_ref<bool(size_t, const Candidate &)> keep,
+                    std::vector<std::vector<int>> &from) const {
+  Problem q = *this;
+  q.fastest.clear();
+  q.smallestArea.clear();
+  q.windowCache.reset();
+  from.assign(calls.size(), {});
+  for (size_t c = 0; c < calls.size(); ++c) {
+    q.cands[c].clear();
+    for (size_t k = 0; k < cands[c].size(); ++k)
+      if (keep(c, cands[c][k])) {
+        q.cands[c].push_back(cands[c][k]);
+        from[c].push_back(int(k));
+      }
+  }
+  return q;
+}
+
 /// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
 /// whole nodes), widened to any whole-node count.
 std::vector<plan::detail::Mesh> plan::detail::meshes(int64_t nodes,

@@ -1,5 +1,6 @@
 //===- Search.cpp - exhaustive search and annealing -----------------------===//
 
+#include "Anneal.h"
 #include "Baselines.h"
 #include "Hierarchy.h"
 
@@ -168,6 +169,8 @@ Assignment reduceOverflow(const Problem &p, Assignment a,
   return a;
 }
 
+} // namespace
+
 /// Simulated annealing with the Metropolis rule on the real-valued change
 /// (ReaLHF integer-divides it, which turns its search into a random walk).
 /// Moves change one call's candidate (one of its fastest, one on a random
@@ -177,9 +180,16 @@ Assignment reduceOverflow(const Problem &p, Assignment a,
 /// from the best distinct starts (baselines and partitions), the last from the
 /// best plan so far. Deterministic for a seed: the budget counts evaluations,
 /// not seconds.
-std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
-                                 SearchStats &stats) {
+std::optional<Assignment>
+detail::anneal(const Problem &p, const SearchOptions &o, SearchStats &stats,
+               const Assignment *seed, const SeenFn &seen) {
   std::vector<size_t> free = freeCalls(p);
+  auto score = [&](const Assignment &a) {
+    double s = ::score(p, a);
+    if (seen && s < kInf)
+      seen(a, s);
+    return s;
+  };
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
 
@@ -187,11 +197,13 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
   auto consider = [&](std::optional<Assignment> a) {
     if (!a)
       return;
-    double s = score(p, *a);
+    double s = score(*a);
     ++stats.evaluated;
     if (s < kInf)
       starts.push_back({s, std::move(*a)});
   };
+  if (seed)
+    consider(*seed);
   consider(heuristic(p));
   consider(colocated(p));
   consider(separated(p));
@@ -209,7 +221,7 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
       a[c] = best;
     }
     a = reduceOverflow(p, std::move(a), free, stats);
-    starts.push_back({score(p, a), a});
+    starts.push_back({score(a), a});
   }
   std::stable_sort(
       starts.begin(), starts.end(),
@@ -296,7 +308,7 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
       }
       if (cur == old)
         continue;
-      double s = score(p, cur);
+      double s = score(cur);
       ++stats.evaluated;
       double delta = s - curScore;
       bool accept = s < kInf && (delta <= 0 || !std::isfinite(curScore) ||
@@ -324,7 +336,7 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
     Assignment next = best;
     double nextScore = bestScore;
     auto tryMove = [&](const Assignment &a) {
-      double s = score(p, a);
+      double s = score(a);
       ++stats.evaluated;
       if (s < nextScore) {
         nextScore = s;
@@ -354,8 +366,6 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
   stats.bestTime = bestScore;
   return best;
 }
-
-} // namespace
 
 std::optional<Method> plan::parseMethod(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Method>>(name)
@@ -401,10 +411,10 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
     if (p.staleness > 0) {
       // Asynchronous plans: the bounds the exact search prunes with are
       // weak once generation may overlap training (Bounds.cpp), so only
-      // annealing and its descent run. Their starts already split the
-      // cluster between generation and training at every node boundary
-      // (partitionStarts), and every candidate carries its micro-batching.
-      a = anneal(p, o, st);
+      // annealing and its descent run, then the split search around the
+      // best generator meshes (SearchAsync.cpp). Every candidate carries
+      // its micro-batching.
+      a = detail::searchAsync(p, o, st);
     } else if (space <= double(o.exhaustiveLimit)) {
       ExactStats ex;
       a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},
@@ -413,7 +423,7 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       st.evaluated = ex.leaves;
       st.bestTime = a ? ex.bestTime : 0;
     } else {
-      a = anneal(p, o, st);
+      a = detail::anneal(p, o, st);
       // Polish: a branch-and-bound from the annealed plan, cut at a node
       // budget (deterministic, unlike a time limit).
       if (a && o.polishNodes > 0) {

@@ -14,6 +14,8 @@
 
 #include "rlhfc/CostModel/FromIR.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -116,6 +118,12 @@ struct Problem {
     std::vector<size_t> serial, apart;
   };
   const std::vector<Window> &windows() const;
+
+  /// A copy in which call c keeps only the candidates k with `keep(c, k)`;
+  /// `from[c][i]` is the index here of the copy's candidate i. The copy
+  /// computes its own per-call indexes and windows.
+  Problem restricted(llvm::function_ref<bool(size_t, const Candidate &)> keep,
+                     std::vector<std::vector<int>> &from) const;
 
   /// On clusters above 32 nodes: the same calls on `scale` times fewer
   /// nodes with a `scale`-th of every batch, which the search plans in

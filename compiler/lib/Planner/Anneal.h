@@ -1,0 +1,31 @@
+//===- Anneal.h - the annealing search and its asynchronous use -*- C++ -*-===//
+
+#ifndef RLHFC_PLANNER_ANNEAL_H
+#define RLHFC_PLANNER_ANNEAL_H
+
+#include "rlhfc/Planner/Planner.h"
+
+#include <functional>
+#include <optional>
+
+namespace rlhfc::plan::detail {
+
+/// Called with every plan the annealing scores that fits, and its time.
+using SeenFn = std::function<void(const Assignment &, double)>;
+
+/// Simulated annealing from the baselines, the partition starts and `seed`,
+/// then a steepest descent (Search.cpp). Deterministic for o.seed.
+std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
+                                 SearchStats &stats,
+                                 const Assignment *seed = nullptr,
+                                 const SeenFn &seen = nullptr);
+
+/// The search under staleness k > 0: the annealing, then each of the few
+/// best generator meshes it saw searched again with the generators fixed
+/// there (SearchAsync.cpp).
+std::optional<Assignment> searchAsync(const Problem &p, const SearchOptions &o,
+                                      SearchStats &stats);
+
+} // namespace rlhfc::plan::detail
+
+#endif // RLHFC_PLANNER_ANNEAL_H
