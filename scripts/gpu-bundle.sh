@@ -31,6 +31,17 @@ fnsrc=$(mktemp --suffix=.rlhf -p examples)
 (echo 'import "algorithms/losses.rlhf";'; cat examples/tiny_grpo.rlhf) >"$fnsrc"
 build/bin/rlhfc "$fnsrc" --emit=obj -o "$dir/obj/tiny_grpo_fn.o"
 rm -f "$fnsrc"
+# Asynchronous GRPO (its plan too, for the trace check) and GRPO with
+# sequence parallelism (USP on 2 "nodes" of 2) beside the same at sp = 1.
+build/bin/rlhfc examples/tiny_grpo_async.rlhf --emit=obj -o "$dir/obj/tiny_grpo_async.o"
+build/bin/rlhfc examples/tiny_grpo_async.rlhf --emit=plan -o "$dir/obj/tiny_grpo_async.plan.json"
+build/bin/rlhfc test/E2E/Inputs/tiny_grpo_sp.rlhf --planner=manual --emit=obj -o "$dir/obj/tiny_grpo_sp.o"
+nospsrc=$(mktemp --suffix=.rlhf -p test/E2E/Inputs)
+sed -e 's/dp = 1, tp = 1, pp = 1, sp = 4/dp = 4, tp = 1, pp = 1/' \
+  -e 's/dp = 2, tp = 1, pp = 1, sp = 2/dp = 2, tp = 2, pp = 1/' \
+  test/E2E/Inputs/tiny_grpo_sp.rlhf >"$nospsrc"
+build/bin/rlhfc "$nospsrc" --planner=manual --emit=obj -o "$dir/obj/tiny_grpo_nosp.o"
+rm -f "$nospsrc"
 build/bin/rlhf-bench-gpu-runtime --list-points >"$dir/points-h100.csv"
 build/bin/rlhf-cost-validate "$dir/points-h100.csv" \
   --emit-predictions "$dir/predicted-h100.csv" >/dev/null

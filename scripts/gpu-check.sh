@@ -67,22 +67,34 @@ step build cmake --build "$build" -j"$jobs" || { cat "$summary"; exit 1; }
 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j1 --timeout 900
 step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 
+# link PROG: links $deps/obj/PROG.o against the runtime as $build/PROG;
+# status 77 (skip) when there is no CUDA device to run it on.
+link() {
+  local lib
+  lib=$(cd "$build/lib" && pwd)
+  cc "$deps/obj/$1.o" -o "$build/$1" -L"$lib" -lrlhf_runtime \
+    -Wl,-rpath,"$lib" || return 1
+  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
+    echo "linked $build/$1; SKIP: no CUDA device to run it on"
+    return 77
+  fi
+}
+# on_gpu PROG STEPS OUT [ARGS...]: four ranks sharing the GPU over Gloo.
+on_gpu() {
+  local prog=$1 steps=$2 dir=$3
+  shift 3
+  rm -rf "$dir"
+  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+    --no-python "$build/$prog" --steps "$steps" --data sums=examples/data/sums.jsonl \
+    --out "$dir" "$@"
+}
+
 # tiny_grpo, compiled by rlhfc on the build machine, linked here against the
 # runtime (the command docs/runtime.md gives), four ranks sharing the GPU
 # over Gloo as its plan has them.
 link_and_train() {
-  local lib
-  lib=$(cd "$build/lib" && pwd)
-  cc "$deps/obj/tiny_grpo.o" -o "$build/tiny_grpo" -L"$lib" -lrlhf_runtime \
-    -Wl,-rpath,"$lib" || return 1
-  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
-    echo "linked $build/tiny_grpo; SKIP: no CUDA device to train it on"
-    return 77
-  fi
-  rm -rf "$out/tiny_grpo-run"
-  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    --no-python "$build/tiny_grpo" --steps 150 --data sums=examples/data/sums.jsonl \
-    --out "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json"
+  link tiny_grpo || return
+  on_gpu tiny_grpo 150 "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json"
 }
 step tiny-grpo link_and_train
 
@@ -90,25 +102,39 @@ step tiny-grpo link_and_train
 # the runtime, autograd through the loss) on the GPU: ten steps each way
 # give the same rewards and losses.
 fn_on_gpu() {
-  local lib
-  lib=$(cd "$build/lib" && pwd)
-  cc "$deps/obj/tiny_grpo_fn.o" -o "$build/tiny_grpo_fn" -L"$lib" \
-    -lrlhf_runtime -Wl,-rpath,"$lib" || return 1
-  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
-    echo "linked $build/tiny_grpo_fn; SKIP: no CUDA device to run it on"
-    return 77
-  fi
-  for prog in tiny_grpo tiny_grpo_fn; do
-    rm -rf "$out/$prog-10"
-    RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone \
-      --nproc-per-node 4 --no-python "$build/$prog" --steps 10 \
-      --data sums=examples/data/sums.jsonl --out "$out/$prog-10" || return 1
-  done
+  link tiny_grpo_fn || return
+  on_gpu tiny_grpo 10 "$out/tiny_grpo-10" || return 1
+  on_gpu tiny_grpo_fn 10 "$out/tiny_grpo_fn-10" || return 1
   "$py" test/E2E/Inputs/metrics.py same "$out/tiny_grpo-10/metrics.jsonl" \
     "$out/tiny_grpo_fn-10/metrics.jsonl" --keys reward,loss/actor \
     --rtol 1e-3 --atol 1e-5
 }
 step fn-on-gpu fn_on_gpu
+
+# Asynchronous GRPO: the generator (ranks 2-3) samples iteration t+1 while
+# the trainer (ranks 0-1) trains on t, with its own copy of the weights on
+# the GPU; the trace shows the overlap (test/E2E/async.test on the CPU).
+async_on_gpu() {
+  link tiny_grpo_async || return
+  on_gpu tiny_grpo_async 30 "$out/async-run" --trace "$out/async-trace.json" ||
+    return 1
+  "$py" test/E2E/Inputs/trace.py "$out/async-trace.json" \
+    "$deps/obj/tiny_grpo_async.plan.json" --steps 30 --ahead
+}
+step async-on-gpu async_on_gpu
+
+# Sequence parallelism (Ulysses and ring attention, exchanges of CUDA
+# tensors) against the same program at sp = 1 (test/E2E/sp.test).
+sp_on_gpu() {
+  link tiny_grpo_sp || return
+  link tiny_grpo_nosp || return
+  on_gpu tiny_grpo_sp 8 "$out/sp-run" || return 1
+  on_gpu tiny_grpo_nosp 8 "$out/nosp-run" || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/sp-run/metrics.jsonl" \
+    "$out/nosp-run/metrics.jsonl" --keys reward,kl/actor,loss/actor \
+    --rtol 1e-3 --atol 1e-5
+}
+step sp-on-gpu sp_on_gpu
 
 # Beside the cost model's predictions and PyTorch's rows; the last line of
 # its log is `runtime/cost-model geomean: X.XX`.
