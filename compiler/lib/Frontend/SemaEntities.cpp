@@ -314,6 +314,8 @@ bool Sema::fillArch(const EntityDecl &d, const PropMap &m, Arch &a) {
   setInt(m, "max_seq", a.maxSeq, 1, 1 << 24);
   if (!gatheredHf || m.lookup("tie_embeddings"))
     a.tieEmbeddings = flag(m, "tie_embeddings");
+  if (!gatheredHf || m.lookup("qkv_bias"))
+    a.qkvBias = flag(m, "qkv_bias");
   // RoPE and RMSNorm as the checkpoint's config.json gives them.
   setNum(m, "rope_theta", UnitDim::None, a.ropeTheta);
   setNum(m, "norm_eps", UnitDim::None, a.normEps);

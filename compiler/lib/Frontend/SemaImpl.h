@@ -115,6 +115,7 @@ inline const PropSpec kArchProps[] = {
     {"vocab", PropType::Int, true},
     {"max_seq", PropType::Int, false},
     {"tie_embeddings", PropType::Flag, false},
+    {"qkv_bias", PropType::Flag, false},
     {"rope_theta", PropType::Float, false},
     {"norm_eps", PropType::Float, false},
     {"rope_scaling", PropType::Call, false},
