@@ -55,6 +55,14 @@ TEST(CostModel, ParameterCountsMatchPublishedCheckpoints) {
   EXPECT_EQ(int64_t(llama2_7b().totalParams), 6738415616);
   EXPECT_EQ(int64_t(llama2_13b().totalParams), 13015864320);
   EXPECT_EQ(int64_t(llama2_70b().totalParams), 68976648192);
+  // Qwen2.5 (stdlib/models/qwen2_5.rlhf): q/k/v biases, and a tied head
+  // for 0.5B; the model cards' counts.
+  rlhf::ModelShape q7{28, 3584, 28, 4, 18944, 152064};
+  q7.qkvBias = true;
+  EXPECT_EQ(int64_t(Arch::get(q7, 131072).totalParams), 7615616512);
+  rlhf::ModelShape q05{24, 896, 14, 2, 4864, 151936};
+  q05.qkvBias = q05.tieEmbeddings = true;
+  EXPECT_EQ(int64_t(Arch::get(q05, 32768).totalParams), 494032768);
 }
 
 // LLaMA-2 7B trained on one GPU: bf16 weights and grads (2 + 2 bytes per
