@@ -5,10 +5,15 @@
 #include "rlhfc/Frontend/Frontend.h"
 #include "rlhfc/Frontend/MLIRGen.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace rlhfc;
 using llvm::formatv;
@@ -67,4 +72,79 @@ void bench::printPlan(const plan::Problem &p, const plan::Assignment &a,
           p.calls[c].label, k.s.firstGpu, k.s.firstGpu + k.devices, k.s.dp,
           k.s.tp, k.s.pp, k.s.microBatches, extra, k.time, k.mem.total() / 1e9);
     }
+}
+
+double bench::asyncFloor(const plan::Problem &p) {
+  double rest = 0, slowest = 0;
+  std::vector<size_t> gens;
+  for (size_t c = 0; c < p.calls.size(); ++c) {
+    if (p.calls[c].host)
+      continue;
+    if (p.calls[c].stale > 0) {
+      gens.push_back(c);
+      continue;
+    }
+    rest += p.leastArea(c);
+    slowest = std::max(slowest, p.fastestTime(c));
+  }
+  if (gens.size() != 1) {
+    for (size_t g : gens)
+      rest += p.leastArea(g);
+    return rest / double(p.gpus);
+  }
+  double best = INFINITY;
+  for (const plan::Candidate &x : p.cands[gens[0]])
+    best = std::min(
+        best, std::max({x.time, slowest,
+                        (x.time * double(x.devices) + rest) / double(p.gpus)}));
+  return best;
+}
+
+void bench::sweepAsync(mlir::rlhf::AlgorithmOp alg,
+                       const cost::Calibration &cal, int64_t budget,
+                       double current, bool show) {
+  auto base = plan::buildProblem(alg, cal);
+  if (mlir::failed(base))
+    return;
+  size_t g = 0;
+  for (size_t c = 0; c < base->calls.size(); ++c)
+    if (base->calls[c].stale > 0)
+      g = c;
+  std::vector<std::pair<int64_t, int64_t>> meshes;
+  for (const plan::Candidate &k : base->cands[g])
+    if ((k.s.firstGpu == 0 || k.s.firstGpu + k.devices == base->gpus) &&
+        !llvm::is_contained(meshes, std::pair(k.s.firstGpu, k.devices)))
+      meshes.push_back({k.s.firstGpu, k.devices});
+  llvm::sort(meshes);
+  double best = INFINITY;
+  for (bool apart : {false, true})
+    for (auto [first, count] : meshes) {
+      std::vector<std::vector<int>> from;
+      plan::Problem q = base->restricted(
+          [&](size_t c, const plan::Candidate &k) {
+            if (c == g)
+              return k.s.firstGpu == first && k.devices == count;
+            return !apart || k.s.firstGpu >= first + count ||
+                   k.s.firstGpu + k.devices <= first;
+          },
+          from);
+      if (llvm::any_of(llvm::seq(q.calls.size()), [&](size_t c) {
+            return !q.calls[c].host && q.cands[c].empty();
+          }))
+        continue;
+      plan::SearchOptions so;
+      so.budget = budget;
+      auto a = plan::solve(q, plan::Method::Search, so);
+      if (!a)
+        continue;
+      double t = plan::simulate(q, *a).iterationTime;
+      best = std::min(best, t);
+      llvm::errs() << formatv("  sweep gen [{0}:{1}] {2}: {3:f3}s{4}\n", first,
+                              first + count, apart ? "apart" : "anywhere", t,
+                              t < current * 0.995 ? "  (faster)" : "");
+      if (show)
+        printPlan(q, *a, "sweep");
+    }
+  llvm::errs() << formatv("  sweep best {0:f3}s, search {1:f3}s ({2:f3}x)\n",
+                          best, current, current / best);
 }

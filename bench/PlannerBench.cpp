@@ -80,6 +80,12 @@ static llvm::cl::opt<bool> async(
                    "staleness 1 and compare the searched asynchronous plan "
                    "with the synchronous heuristic and search"),
     llvm::cl::cat(benchCat));
+static llvm::cl::opt<bool> asyncSweep(
+    "async-sweep",
+    llvm::cl::desc("with --async: also search with the generator fixed on "
+                   "each of its meshes at an edge of the cluster, the other "
+                   "calls anywhere or apart, and print the best (to stderr)"),
+    llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -252,10 +258,11 @@ int asyncBench(const cost::Calibration &cal,
                const std::vector<Setting> &settings) {
   llvm::outs() << formatv(
       "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,8} {7,8} | {8,9} {9,7} "
-      "{10,7} {11,8} {12,8}\n",
+      "{10,7} {11,8} {12,8} {13,8}\n",
       "actor+critic", "GPUs", "gen", "sync heur", "sync srch", "async k1",
-      "vs heur", "vs srch", "gen GPUs", "gen s", "update", "search s", "area");
-  double logHeur = 0, logSearch = 0;
+      "vs heur", "vs srch", "gen GPUs", "gen s", "update", "search s", "area",
+      "floor");
+  double logHeur = 0, logSearch = 0, logFloor = 0;
   int count = 0, betterThanSearch = 0;
   bool ok = forEachSetting(settings, [&](const Setting &s, int gen,
                                          mlir::rlhf::AlgorithmOp alg) {
@@ -280,6 +287,8 @@ int asyncBench(const cost::Calibration &cal,
     const plan::Problem &ap = asyncPlanned->problem;
     const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
     double asyncTime = timeIn(ap, aa);
+    if (asyncSweep)
+      sweepAsync(alg, cal, budget, asyncTime, show);
     // No plan, async or not, beats every call at its least GPU-seconds
     // spread over the whole cluster (memory and placement ignored).
     double area = 0;
@@ -287,6 +296,7 @@ int asyncBench(const cost::Calibration &cal,
       if (!ap.calls[c].host)
         area += ap.leastArea(c);
     area /= double(ap.gpus);
+    double floor = asyncFloor(ap);
     std::string split = "-", genTime = "-", update = "-";
     if (aa) {
       plan::SimResult sim = plan::simulate(ap, *aa, 3, /*record=*/true);
@@ -322,15 +332,16 @@ int asyncBench(const cost::Calibration &cal,
     };
     llvm::outs() << formatv(
         "{0,-16} {1,5} {2,5} | {3,9} {4,9} {5,9} | {6,7:f2}x {7,7:f2}x | "
-        "{8,9} {9,7} {10,7} {11,8:f2} {12,7:f2}s\n",
+        "{8,9} {9,7} {10,7} {11,8:f2} {12,7:f2}s {13,7:f2}s\n",
         formatv("{0}B+{1}B", s.actor, s.critic).str(), s.gpus, gen, sec(heur),
         sec(search), sec(asyncTime), heur / asyncTime, search / asyncTime,
-        split, genTime, update, wall, area);
+        split, genTime, update, wall, area, floor);
     llvm::outs().flush();
     if (std::isfinite(heur) && std::isfinite(search) &&
         std::isfinite(asyncTime)) {
       logHeur += std::log(heur / asyncTime);
       logSearch += std::log(search / asyncTime);
+      logFloor += std::log(heur / floor);
       ++count;
       betterThanSearch += asyncTime < search * 0.995;
     }
@@ -341,6 +352,9 @@ int asyncBench(const cost::Calibration &cal,
   llvm::outs() << formatv("async(k=1) faster than the sync search by over "
                           "0.5% in {0} of {1} settings\n",
                           betterThanSearch, count);
+  llvm::outs() << formatv("geomean sync heuristic/async floor (no async plan "
+                          "exceeds it): {0:f2}\n",
+                          std::exp(logFloor / std::max(1, count)));
   llvm::outs() << formatv(
       "geomean async(k=1) search/sync heuristic speedup: {0:f2}\n",
       std::exp(logHeur / std::max(1, count)));
