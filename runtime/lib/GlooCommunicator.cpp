@@ -140,32 +140,48 @@ public:
 
   void exchange(const std::vector<Peer> &sends,
                 std::vector<Peer> &recvs) override {
-    std::vector<std::vector<at::Tensor>> bufs;
-    bufs.reserve(sends.size() + recvs.size());
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    int peer = -1;
+    startExchange(sends, recvs)->wait();
+  }
+
+  /// Gloo's sends and receives run on its own threads: posting them and
+  /// waiting later overlaps them with whatever the caller computes.
+  std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
+                                         std::vector<Peer> &recvs) override {
+    struct Posted : Pending {
+      const GlooCommunicator *self;
+      std::vector<std::vector<at::Tensor>> bufs; ///< host copies, in order
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      std::vector<at::Tensor> targets; ///< the receives' own tensors
+      void wait() override {
+        try {
+          for (auto &w : works)
+            if (!w->wait(self->cfg.timeout))
+              throw Error("timed out");
+          const size_t firstRecv = bufs.size() - targets.size();
+          for (size_t i = 0; i < targets.size(); ++i)
+            fromHost(targets[i], bufs[firstRecv + i][0]);
+        } catch (const std::exception &e) {
+          throw self->exchangeError(e);
+        }
+      }
+    };
+    auto p = std::make_unique<Posted>();
+    p->self = this;
+    p->bufs.reserve(sends.size() + recvs.size());
     try {
       for (const Peer &s : sends) {
-        peer = s.rank;
-        bufs.push_back({onHost(s.tensor)});
-        works.push_back(pg->send(bufs.back(), s.rank, /*tag=*/1));
+        p->bufs.push_back({onHost(s.tensor)});
+        p->works.push_back(pg->send(p->bufs.back(), s.rank, /*tag=*/1));
       }
       for (Peer &r : recvs) {
-        peer = r.rank;
-        bufs.push_back({onHost(r.tensor)});
-        works.push_back(pg->recv(bufs.back(), r.rank, /*tag=*/1));
+        p->bufs.push_back({onHost(r.tensor)});
+        p->works.push_back(pg->recv(p->bufs.back(), r.rank, /*tag=*/1));
+        p->targets.push_back(r.tensor);
       }
-      for (auto &w : works)
-        if (!w->wait(cfg.timeout))
-          throw Error("timed out");
-      for (size_t i = 0; i < recvs.size(); ++i)
-        fromHost(recvs[i].tensor, bufs[sends.size() + i][0]);
     } catch (const std::exception &e) {
-      throw Error(where("exchange") + firstLine(e.what()) + " (timeout " +
-                  std::to_string(cfg.timeout.count()) +
-                  " ms); a peer rank is likely dead or stuck");
+      throw exchangeError(e);
     }
-    (void)peer;
+    return p;
   }
 
   std::unique_ptr<Communicator>
@@ -196,6 +212,12 @@ private:
     if (gethostname(buf, sizeof(buf)) == 0)
       return buf;
     return a;
+  }
+
+  Error exchangeError(const std::exception &e) const {
+    return Error(where("exchange") + firstLine(e.what()) + " (timeout " +
+                 std::to_string(cfg.timeout.count()) +
+                 " ms); a peer rank is likely dead or stuck");
   }
 
   std::string where(const std::string &op) const {

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -25,15 +26,31 @@ using torch::autograd::tensor_list;
 
 namespace {
 
-/// `t` sent to the next ring rank; returns the previous rank's. One
-/// exchange (both posted at once), so the ring cannot deadlock.
+/// `t` on its way to the next ring rank while the previous rank's comes in:
+/// one exchange (both posted at once), so the ring cannot deadlock. The
+/// caller computes with the block it holds meanwhile (USP overlaps the ring
+/// with attention; the cost model prices max(0, comm - compute)), then
+/// takes the next one with arrived().
+class Shift {
+public:
+  Shift(Communicator *ring, const at::Tensor &t) {
+    const int r = ring->rank(), n = ring->size();
+    sends = {{t.contiguous(), (r + 1) % n}};
+    recvs = {{at::empty_like(sends[0].tensor), (r + n - 1) % n}};
+    pending = ring->startExchange(sends, recvs);
+  }
+  at::Tensor arrived() {
+    pending->wait();
+    return recvs[0].tensor;
+  }
+
+private:
+  std::vector<Communicator::Peer> sends, recvs;
+  std::unique_ptr<Communicator::Pending> pending;
+};
+
 at::Tensor shift(Communicator *ring, const at::Tensor &t) {
-  const int r = ring->rank(), n = ring->size();
-  std::vector<Communicator::Peer> sends{{t.contiguous(), (r + 1) % n}};
-  std::vector<Communicator::Peer> recvs{
-      {at::empty_like(sends[0].tensor), (r + n - 1) % n}};
-  ring->exchange(sends, recvs);
-  return recvs[0].tensor;
+  return Shift(ring, t).arrived();
 }
 
 /// The shapes of one rank's attention. Queries are handled grouped by KV
@@ -77,6 +94,9 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     at::Tensor out, lse; // [B, Hkv, g n, D] and [B, Hkv, g n]
     for (int s = 0; s < R; ++s) {
       const int j = (i - s + R) % R; // the rank whose block this is
+      std::optional<Shift> next;
+      if (s + 1 < R)
+        next.emplace(ring, kv);
       // Blocks after this rank's chunk are all masked: no compute, but the
       // block still moves on. Step 0 is the diagonal, so every query row
       // has a finite log-sum-exp from the start.
@@ -95,8 +115,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
           lse = merged;
         }
       }
-      if (s + 1 < R)
-        kv = shift(ring, kv);
+      if (next)
+        kv = next->arrived();
     }
     at::Tensor result =
         out.reshape({d.B, d.H, d.n, d.D}).to(q.scalar_type()).contiguous();
@@ -125,6 +145,12 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     at::Tensor dkv = at::zeros(kv.sizes(), qg.options());
     for (int s = 0; s < R; ++s) {
       const int j = (i - s + R) % R;
+      // The next block moves while this one's gradients are computed; its
+      // gradients move after (they are still being summed), one exchange
+      // at a time.
+      std::optional<Shift> next;
+      if (s + 1 < R)
+        next.emplace(ring, kv);
       if (j <= i) {
         at::Tensor p =
             (blockScores(d, qg, kv[0], j == i) - lse.unsqueeze(-1)).exp();
@@ -134,8 +160,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
         dq += at::matmul(ds, kv[0].to(at::kFloat));
         dkv[0] += at::matmul(ds.transpose(-1, -2), qg);
       }
-      if (s + 1 < R) {
-        kv = shift(ring, kv);
+      if (next) {
+        kv = next->arrived();
         dkv = shift(ring, dkv);
       }
     }

@@ -26,6 +26,7 @@ TEST(GlooComm, AllReduceAcrossTwoProcesses) {
         << out;
     EXPECT_NE(out.find("bucketed all-reduce ok"), std::string::npos) << out;
     EXPECT_NE(out.find("bucketed reduce-scatter ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("posted exchange ok"), std::string::npos) << out;
   }
 }
 

@@ -5,7 +5,8 @@
 // refuses rows that do not split evenly), then reduces gradients of mixed
 // shapes and dtypes in buckets of a few bytes. RLHF_TEST_STALL_RANK=r makes
 // rank r print "stalled" and sleep after the first all-reduce, so a test can
-// kill it while the others wait in the second one.
+// kill it while the others wait in the second one. Last, with two ranks,
+// an exchange posted by startExchange completes after a barrier.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,6 +115,32 @@ int main() {
       }
       std::printf("rank %d/%d: bucketed %s ok\n", rank, n,
                   zero ? "reduce-scatter" : "all-reduce");
+    }
+    // A posted exchange returns before its peer takes part: rank 0 posts
+    // one and passes a barrier that rank 1 must pass before it posts the
+    // matching one (were startExchange blocking, rank 0 would wait for rank
+    // 1 in it, rank 1 for rank 0 in the barrier, and the timeout would
+    // fail the test). Then both complete and swap their tensors.
+    if (n == 2) {
+      const int peer = 1 - rank;
+      std::vector<rlhf::Communicator::Peer> sends{
+          {at::full({4}, double(10 + rank), at::kFloat), peer}},
+          recvs{{at::zeros({4}, at::kFloat), peer}};
+      if (rank == 0) {
+        auto posted = comm.startExchange(sends, recvs);
+        comm.barrier();
+        posted->wait();
+      } else {
+        comm.barrier();
+        comm.exchange(sends, recvs);
+      }
+      if (!at::equal(recvs[0].tensor, at::full({4}, double(10 + peer),
+                                               at::kFloat))) {
+        std::fprintf(stderr, "rank %d: posted exchange received %f\n", rank,
+                     recvs[0].tensor[0].item<double>());
+        return 1;
+      }
+      std::printf("rank %d/%d: posted exchange ok\n", rank, n);
     }
     comm.barrier();
     return 0;

@@ -50,6 +50,27 @@ public:
   };
   virtual void exchange(const std::vector<Peer> &sends,
                         std::vector<Peer> &recvs) = 0;
+
+  /// An exchange in flight: wait() completes it (the receives land in their
+  /// tensors) and throws as exchange does.
+  class Pending {
+  public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+  };
+  /// Posts an exchange and returns, so that computation can go on while the
+  /// messages move (ring attention's next block). The send tensors must stay
+  /// unchanged and the receive tensors unread until wait(), and only one
+  /// exchange may be in flight per communicator. This default completes the
+  /// exchange before returning; Gloo's overlaps.
+  virtual std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
+                                                 std::vector<Peer> &recvs) {
+    struct Done : Pending {
+      void wait() override {}
+    };
+    exchange(sends, recvs);
+    return std::make_unique<Done>();
+  }
   virtual void barrier() = 0;
 
   /// A communicator over `ranks` (indices into this one, ascending). Every
