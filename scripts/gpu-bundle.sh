@@ -25,12 +25,6 @@ cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.
 for prog in tiny_grpo tiny_ppo; do
   build/bin/rlhfc "examples/$prog.rlhf" --emit=obj -o "$dir/obj/$prog.o"
 done
-# tiny_grpo with the stdlib's .rlhf functions in place of the built-ins:
-# their fn code runs on the GPU beside the C++ versions.
-fnsrc=$(mktemp --suffix=.rlhf -p examples)
-(echo 'import "algorithms/losses.rlhf";'; cat examples/tiny_grpo.rlhf) >"$fnsrc"
-build/bin/rlhfc "$fnsrc" --emit=obj -o "$dir/obj/tiny_grpo_fn.o"
-rm -f "$fnsrc"
 # Asynchronous GRPO (its plan too, for the trace check) and GRPO with
 # sequence parallelism (USP on 2 "nodes" of 2) beside the same at sp = 1.
 build/bin/rlhfc examples/tiny_grpo_async.rlhf --emit=obj -o "$dir/obj/tiny_grpo_async.o"

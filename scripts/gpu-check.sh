@@ -98,15 +98,18 @@ link_and_train() {
 }
 step tiny-grpo link_and_train
 
-# The same program with the stdlib's .rlhf functions (fn code evaluated by
-# the runtime, autograd through the loss) on the GPU: ten steps each way
-# give the same rewards and losses.
+# The stdlib's .rlhf functions (fn code evaluated by the runtime, autograd
+# through the loss) on the GPU against the same program on the CPU: ten
+# steps each give the same rewards and losses.
 fn_on_gpu() {
-  link tiny_grpo_fn || return
+  link tiny_grpo || return
   on_gpu tiny_grpo 10 "$out/tiny_grpo-10" || return 1
-  on_gpu tiny_grpo_fn 10 "$out/tiny_grpo_fn-10" || return 1
+  rm -rf "$out/tiny_grpo-10-cpu"
+  RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+    --no-python "$build/tiny_grpo" --steps 10 --data sums=examples/data/sums.jsonl \
+    --out "$out/tiny_grpo-10-cpu" || return 1
   "$py" test/E2E/Inputs/metrics.py same "$out/tiny_grpo-10/metrics.jsonl" \
-    "$out/tiny_grpo_fn-10/metrics.jsonl" --keys reward,loss/actor \
+    "$out/tiny_grpo-10-cpu/metrics.jsonl" --keys reward,loss/actor \
     --rtol 1e-3 --atol 1e-5
 }
 step fn-on-gpu fn_on_gpu
