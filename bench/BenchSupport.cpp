@@ -18,6 +18,21 @@
 using namespace rlhfc;
 using llvm::formatv;
 
+bench::CommonOptions::CommonOptions(llvm::cl::OptionCategory &cat,
+                                    const char *quickWhat)
+    : budget("budget",
+             llvm::cl::desc("search budget in simulated assignments (rlhfc's "
+                            "default, 200000)"),
+             llvm::cl::init(200000), llvm::cl::cat(cat)),
+      quick("quick", llvm::cl::desc(quickWhat), llvm::cl::cat(cat)),
+      only("only", llvm::cl::desc("run only this setting (0-based)"),
+           llvm::cl::init(-1), llvm::cl::cat(cat)),
+      calibrationFile(
+          "calibration",
+          llvm::cl::desc("efficiency factors to price with instead of the "
+                         "presets' (JSON, see docs/cost-model.md)"),
+          llvm::cl::value_desc("file"), llvm::cl::cat(cat)) {}
+
 mlir::OwningOpRef<mlir::ModuleOp> bench::lower(mlir::MLIRContext &ctx,
                                                const std::string &text) {
   llvm::SourceMgr sm;

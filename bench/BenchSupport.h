@@ -14,11 +14,23 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <chrono>
 #include <string>
 
 namespace rlhfc::bench {
+
+/// The options both planner benchmarks take, in `cat`: the search budget,
+/// one setting only, a calibration file, and --quick (one generation length
+/// per setting, `quickWhat` says which).
+struct CommonOptions {
+  CommonOptions(llvm::cl::OptionCategory &cat, const char *quickWhat);
+  llvm::cl::opt<int64_t> budget;
+  llvm::cl::opt<bool> quick;
+  llvm::cl::opt<int> only;
+  llvm::cl::opt<std::string> calibrationFile;
+};
 
 /// `text` checked and lowered to the rlhf dialect against the stdlib (null
 /// on an error, which the context's handler reports).

@@ -28,23 +28,8 @@ using namespace rlhfc::bench;
 using llvm::formatv;
 
 static llvm::cl::OptionCategory benchCat("rlhf-bench-long-context options");
+static CommonOptions common(benchCat, "only the 8K generation length");
 
-static llvm::cl::opt<int64_t>
-    budget("budget",
-           llvm::cl::desc("search budget in simulated assignments (rlhfc's "
-                          "default, 200000)"),
-           llvm::cl::init(200000), llvm::cl::cat(benchCat));
-static llvm::cl::opt<bool>
-    quick("quick", llvm::cl::desc("only the 8K generation length"),
-          llvm::cl::cat(benchCat));
-static llvm::cl::opt<int>
-    only("only", llvm::cl::desc("run only this setting (0-based)"),
-         llvm::cl::init(-1), llvm::cl::cat(benchCat));
-static llvm::cl::opt<std::string> calibrationFile(
-    "calibration",
-    llvm::cl::desc("efficiency factors to price with instead of the presets' "
-                   "(JSON, see docs/cost-model.md)"),
-    llvm::cl::value_desc("file"), llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
@@ -142,7 +127,7 @@ int main(int argc, char **argv) {
       "memory savers, LLaMA-3.1 8B and 70B actors, 8K-32K generation, 16-128\n"
       "H100s. Results are recorded in docs/benchmarks.md.\n");
   cost::Calibration cal;
-  if (!loadCalibrationFile(calibrationFile, "rlhf-bench-long-context", cal))
+  if (!loadCalibrationFile(common.calibrationFile, "rlhf-bench-long-context", cal))
     return 1;
   const std::vector<Setting> settings = {
       {false, 8, 16},  {false, 8, 32},   {true, 8, 32},  {true, 8, 64},
@@ -157,8 +142,8 @@ int main(int argc, char **argv) {
   double logSum = 0;
   int both = 0, heurFits = 0, searchFits = 0, total = 0;
   for (size_t si = 0; si < settings.size(); ++si)
-    for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
-      if (only >= 0 && size_t(only) != si)
+    for (int gi = 0; gi < (common.quick ? 1 : 3); ++gi) {
+      if (common.only >= 0 && size_t(common.only) != si)
         continue;
       const Setting &s = settings[si];
       const int gen = gens[gi];
@@ -187,7 +172,7 @@ int main(int argc, char **argv) {
       std::string heurActor = "-", searchActor = "-";
       if (mlir::succeeded(p)) {
         plan::SearchOptions so;
-        so.budget = budget;
+        so.budget = common.budget;
         auto a = plan::solve(*p, plan::Method::Search, so);
         wall = secondsSince(t0);
         if (a) {

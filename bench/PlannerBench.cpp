@@ -29,15 +29,8 @@ using namespace rlhfc::bench;
 using llvm::formatv;
 
 static llvm::cl::OptionCategory benchCat("rlhf-bench-planner options");
+static CommonOptions common(benchCat, "only the first gen length per setting");
 
-static llvm::cl::opt<int64_t>
-    budget("budget",
-           llvm::cl::desc("search budget in simulated assignments (rlhfc's "
-                          "default, 200000)"),
-           llvm::cl::init(200000), llvm::cl::cat(benchCat));
-static llvm::cl::opt<bool>
-    quick("quick", llvm::cl::desc("only the first gen length per setting"),
-          llvm::cl::cat(benchCat));
 static llvm::cl::opt<double> exactSeconds(
     "exact-seconds",
     llvm::cl::desc(
@@ -49,14 +42,6 @@ static llvm::cl::opt<int> exactGpus(
     llvm::cl::desc("run the exact search on settings of at most this many "
                    "GPUs (larger ones seldom finish within hours)"),
     llvm::cl::init(16), llvm::cl::cat(benchCat));
-static llvm::cl::opt<int>
-    only("only", llvm::cl::desc("run only this setting (0-based)"),
-         llvm::cl::init(-1), llvm::cl::cat(benchCat));
-static llvm::cl::opt<std::string> calibrationFile(
-    "calibration",
-    llvm::cl::desc("efficiency factors to price with instead of the presets' "
-                   "(JSON, see docs/cost-model.md)"),
-    llvm::cl::value_desc("file"), llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool> ceiling(
     "ceiling",
     llvm::cl::desc("also print, per setting, a floor under any plan's "
@@ -151,7 +136,7 @@ int scaleBench(const cost::Calibration &cal) {
       return 1;
     auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
     plan::SearchOptions so;
-    so.budget = budget;
+    so.budget = common.budget;
     // Seconds spent before each stage the search reports begins: the
     // starts (baselines, partitions) end at annealing's first report.
     llvm::StringMap<double> stageStart;
@@ -231,9 +216,9 @@ bool forEachSetting(
     llvm::function_ref<bool(const Setting &, int, mlir::rlhf::AlgorithmOp)> f) {
   const int gens[] = {128, 384, 896}, batches[] = {512, 256, 128};
   for (size_t si = 0; si < settings.size(); ++si)
-    for (int gi = 0; gi < (quick ? 1 : 3); ++gi) {
+    for (int gi = 0; gi < (common.quick ? 1 : 3); ++gi) {
       const Setting &s = settings[si];
-      if (only >= 0 && size_t(only) != si)
+      if (common.only >= 0 && size_t(common.only) != si)
         continue;
       mlir::MLIRContext ctx;
       mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &d) {
@@ -267,7 +252,7 @@ int asyncBench(const cost::Calibration &cal,
   bool ok = forEachSetting(settings, [&](const Setting &s, int gen,
                                          mlir::rlhf::AlgorithmOp alg) {
     plan::SearchOptions so;
-    so.budget = budget;
+    so.budget = common.budget;
     auto sync = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
     if (mlir::failed(sync))
       return false;
@@ -288,7 +273,7 @@ int asyncBench(const cost::Calibration &cal,
     const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
     double asyncTime = timeIn(ap, aa);
     if (asyncSweep)
-      sweepAsync(alg, cal, budget, asyncTime, show);
+      sweepAsync(alg, cal, common.budget, asyncTime, show);
     // No plan, async or not, beats every call at its least GPU-seconds
     // spread over the whole cluster (memory and placement ignored).
     double area = 0;
@@ -377,7 +362,7 @@ int main(int argc, char **argv) {
       "16 GPUs the exact branch-and-bound optimum and the search's gap to it.\n"
       "Results are recorded in docs/benchmarks.md.\n");
   cost::Calibration cal;
-  if (!loadCalibrationFile(calibrationFile, "rlhf-bench-planner", cal))
+  if (!loadCalibrationFile(common.calibrationFile, "rlhf-bench-planner", cal))
     return 1;
   if (scale)
     return scaleBench(cal);
@@ -401,7 +386,7 @@ int main(int argc, char **argv) {
     // The search as rlhfc runs it (offloading only where nothing fits
     // without); the baselines and the exact search price the same problem.
     plan::SearchOptions so;
-    so.budget = budget;
+    so.budget = common.budget;
     auto t0 = std::chrono::steady_clock::now();
     auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
     double wall = secondsSince(t0);
