@@ -14,17 +14,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       return simulateAsync(p, a, iterations, record);
   SimResult r;
   const size_t n = p.calls.size();
-  std::vector<double> busy(p.gpus, 0.0);
-  auto busyUntil = [&](int64_t first, int64_t count) {
-    double t = 0;
-    for (int64_t g = first; g < first + count; ++g)
-      t = std::max(t, busy[g]);
-    return t;
-  };
-  auto occupy = [&](int64_t first, int64_t count, double until) {
-    for (int64_t g = first; g < first + count; ++g)
-      busy[g] = until;
-  };
+  detail::GpuTimeline gpus(p.gpus);
   auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
 
   // Parameters are loop-carried in the layout of each model's last call;
@@ -40,20 +30,8 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   for (int it = 0; it < iterations; ++it) {
     for (size_t c = 0; c < n; ++c) {
       const Call &call = p.calls[c];
-      double ready = 0;
-      for (auto [d, bytes] : call.deps) {
-        double t = finish[d];
-        if (!call.host && !p.calls[d].host) {
-          const Candidate &from = cand(d), &to = cand(c);
-          cost::MoveEstimate mv =
-              cost::estimateTransfer(bytes, p.hw, from.s, to.s);
-          if (mv.time > 0 && record)
-            r.events.push_back({Event::Transfer, int(c), it, t, t + mv.time,
-                                to.s.firstGpu, to.devices, bytes});
-          t += mv.time;
-        }
-        ready = std::max(ready, t);
-      }
+      double ready = detail::inputsReady(p, a, c, it, finish,
+                                         record ? &r.events : nullptr);
       if (call.host) {
         finish[c] = ready + call.hostTime;
         continue;
@@ -62,25 +40,16 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       int m = call.model;
       double paramsReady = modelReady[m];
       if (!k.s.offload && !cost::sameLayout(layout[m]->s, k.s)) {
-        ReallocSpan span = reallocSpan(*layout[m], k);
-        double rt = p.reallocTime(m, layout[m]->s, k.s);
-        double rs = paramsReady;
-        for (auto [first, count] : span.ranges)
-          rs = std::max(rs, busyUntil(first, count));
-        for (auto [first, count] : span.ranges)
-          occupy(first, count, rs + rt);
-        if (record)
-          for (auto [first, count] : span.ranges)
-            if (count)
-              r.events.push_back(
-                  {Event::Realloc, int(c), it, rs, rs + rt, first, count, 0});
-        paramsReady = rs + rt;
+        paramsReady =
+            gpus.move(reallocSpan(*layout[m], k), paramsReady,
+                      p.reallocTime(m, layout[m]->s, k.s),
+                      record ? &r.events : nullptr, Event::Realloc, int(c), it);
         layout[m] = &k;
       }
-      double start =
-          std::max({ready, paramsReady, busyUntil(k.s.firstGpu, k.devices)});
+      double start = std::max(
+          {ready, paramsReady, gpus.busyUntil(k.s.firstGpu, k.devices)});
       double stop = start + k.time;
-      occupy(k.s.firstGpu, k.devices, stop);
+      gpus.occupy(k.s.firstGpu, k.devices, stop);
       modelReady[m] = stop;
       finish[c] = stop;
       end = std::max(end, stop);

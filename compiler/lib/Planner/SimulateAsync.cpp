@@ -75,17 +75,7 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   const int k = int(p.staleness);
   // k iterations of warm-up and k more of drain around those measured.
   const int total = iterations + 2 * k;
-  std::vector<double> busy(p.gpus, 0.0);
-  auto busyUntil = [&](int64_t first, int64_t count) {
-    double t = 0;
-    for (int64_t g = first; g < first + count; ++g)
-      t = std::max(t, busy[g]);
-    return t;
-  };
-  auto occupy = [&](int64_t first, int64_t count, double until) {
-    for (int64_t g = first; g < first + count; ++g)
-      busy[g] = until;
-  };
+  detail::GpuTimeline gpus(p.gpus);
   auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
 
   std::vector<char> owns(n, 0);
@@ -111,27 +101,13 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   double end = 0;
 
   auto dataReady = [&](size_t c, int it) {
-    const Call &call = p.calls[c];
-    double ready = 0;
-    for (auto [d, bytes] : call.deps) {
-      double t = finish[it][d];
-      if (!call.host && !p.calls[d].host) {
-        const Candidate &from = cand(d), &to = cand(c);
-        cost::MoveEstimate mv =
-            cost::estimateTransfer(bytes, p.hw, from.s, to.s);
-        if (mv.time > 0 && record)
-          r.events.push_back({Event::Transfer, int(c), it, t, t + mv.time,
-                              to.s.firstGpu, to.devices, bytes});
-        t += mv.time;
-      }
-      ready = std::max(ready, t);
-    }
-    return ready;
+    return detail::inputsReady(p, a, c, it, finish[size_t(it)],
+                               record ? &r.events : nullptr);
   };
   auto run = [&](size_t c, int it, double start) {
     const Candidate &x = cand(c);
     double stop = start + x.time;
-    occupy(x.s.firstGpu, x.devices, stop);
+    gpus.occupy(x.s.firstGpu, x.devices, stop);
     finish[it][c] = stop;
     iterEnd[it] = std::max(iterEnd[it], stop);
     end = std::max(end, stop);
@@ -152,8 +128,8 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
     const Candidate &x = cand(c);
     double params = versionReady[m][std::max(0, it - k)];
     run(c, it,
-        std::max(
-            {dataReady(c, it), params, busyUntil(x.s.firstGpu, x.devices)}));
+        std::max({dataReady(c, it), params,
+                  gpus.busyUntil(x.s.firstGpu, x.devices)}));
   };
 
   for (int round = 0; round < total; ++round) {
@@ -177,44 +153,26 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
       int m = call.model;
       double paramsReady = modelReady[m];
       if (!x.s.offload && !cost::sameLayout(layout[m]->s, x.s)) {
-        ReallocSpan span = reallocSpan(*layout[m], x);
-        double rt = p.reallocTime(m, layout[m]->s, x.s);
-        double rs = paramsReady;
-        for (auto [first, count] : span.ranges)
-          rs = std::max(rs, busyUntil(first, count));
-        for (auto [first, count] : span.ranges)
-          occupy(first, count, rs + rt);
-        if (record)
-          for (auto [first, count] : span.ranges)
-            if (count)
-              r.events.push_back({Event::Realloc, int(c), round, rs, rs + rt,
-                                  first, count, 0});
-        paramsReady = rs + rt;
+        paramsReady = gpus.move(reallocSpan(*layout[m], x), paramsReady,
+                                p.reallocTime(m, layout[m]->s, x.s),
+                                record ? &r.events : nullptr, Event::Realloc,
+                                int(c), round);
         layout[m] = &x;
       }
-      double stop = run(
-          c, round,
-          std::max({ready, paramsReady, busyUntil(x.s.firstGpu, x.devices)}));
+      double stop = run(c, round,
+                        std::max({ready, paramsReady,
+                                  gpus.busyUntil(x.s.firstGpu, x.devices)}));
       modelReady[m] = stop;
       if (int g = genOf[m]; g >= 0 && int(c) == trainerLast[m]) {
         // Version round + 1 exists: copy it into the generator's layout.
         const Candidate &gen = cand(size_t(g));
-        ReallocSpan span = reallocSpan(x, gen);
-        double rt = p.reallocTime(m, x.s, gen.s);
-        double us = stop;
-        for (auto [first, count] : span.ranges)
-          us = std::max(us, busyUntil(first, count));
-        for (auto [first, count] : span.ranges)
-          occupy(first, count, us + rt);
-        versionReady[m][round + 1] = us + rt;
-        modelReady[m] = us + rt;
-        end = std::max(end, us + rt);
-        if (record)
-          for (auto [first, count] : span.ranges)
-            if (count)
-              r.events.push_back({Event::Update, g, round, us, us + rt, first,
-                                  count,
-                                  gen.mem.weights * double(gen.devices)});
+        double updated =
+            gpus.move(reallocSpan(x, gen), stop, p.reallocTime(m, x.s, gen.s),
+                      record ? &r.events : nullptr, Event::Update, g, round,
+                      gen.mem.weights * double(gen.devices));
+        versionReady[m][round + 1] = updated;
+        modelReady[m] = updated;
+        end = std::max(end, updated);
       }
     }
   }
