@@ -31,7 +31,15 @@ bench::CommonOptions::CommonOptions(llvm::cl::OptionCategory &cat,
           "calibration",
           llvm::cl::desc("efficiency factors to price with instead of the "
                          "presets' (JSON, see docs/cost-model.md)"),
-          llvm::cl::value_desc("file"), llvm::cl::cat(cat)) {}
+          llvm::cl::value_desc("file"), llvm::cl::cat(cat)),
+      cat(cat) {}
+
+bool bench::CommonOptions::parse(int argc, char **argv, const char *overview,
+                                 llvm::StringRef tool, cost::Calibration &cal) {
+  llvm::cl::HideUnrelatedOptions(cat);
+  llvm::cl::ParseCommandLineOptions(argc, argv, overview);
+  return loadCalibrationFile(calibrationFile, tool, cal);
+}
 
 mlir::OwningOpRef<mlir::ModuleOp> bench::lower(mlir::MLIRContext &ctx,
                                                const std::string &text) {

@@ -26,10 +26,18 @@ namespace rlhfc::bench {
 /// per setting, `quickWhat` says which).
 struct CommonOptions {
   CommonOptions(llvm::cl::OptionCategory &cat, const char *quickWhat);
+  /// Parses the command line (showing only `cat`'s options) and loads the
+  /// calibration into `cal`; false, with the error printed as `tool`'s,
+  /// when it does not load.
+  bool parse(int argc, char **argv, const char *overview, llvm::StringRef tool,
+             cost::Calibration &cal);
   llvm::cl::opt<int64_t> budget;
   llvm::cl::opt<bool> quick;
   llvm::cl::opt<int> only;
   llvm::cl::opt<std::string> calibrationFile;
+
+private:
+  llvm::cl::OptionCategory &cat;
 };
 
 /// `text` checked and lowered to the rlhf dialect against the stdlib (null

@@ -119,15 +119,16 @@ std::string actorTrain(const plan::Problem &p,
 } // namespace
 
 int main(int argc, char **argv) {
-  llvm::cl::HideUnrelatedOptions(benchCat);
-  llvm::cl::ParseCommandLineOptions(
-      argc, argv,
-      "rlhfc long-context planner benchmark: predicted GRPO and PPO iteration\n"
-      "times of the searched plan and of the Megatron-style heuristic with\n"
-      "memory savers, LLaMA-3.1 8B and 70B actors, 8K-32K generation, 16-128\n"
-      "H100s. Results are recorded in docs/benchmarks.md.\n");
   cost::Calibration cal;
-  if (!loadCalibrationFile(common.calibrationFile, "rlhf-bench-long-context", cal))
+  if (!common.parse(argc, argv,
+                    "rlhfc long-context planner benchmark: predicted GRPO and "
+                    "PPO iteration\n"
+                    "times of the searched plan and of the Megatron-style "
+                    "heuristic with\n"
+                    "memory savers, LLaMA-3.1 8B and 70B actors, 8K-32K "
+                    "generation, 16-128\n"
+                    "H100s. Results are recorded in docs/benchmarks.md.\n",
+                    "rlhf-bench-long-context", cal))
     return 1;
   const std::vector<Setting> settings = {
       {false, 8, 16},  {false, 8, 32},   {true, 8, 32},  {true, 8, 64},

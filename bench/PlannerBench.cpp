@@ -352,17 +352,18 @@ int asyncBench(const cost::Calibration &cal,
 } // namespace
 
 int main(int argc, char **argv) {
-  llvm::cl::HideUnrelatedOptions(benchCat);
-  llvm::cl::ParseCommandLineOptions(
-      argc, argv,
-      "rlhfc planner benchmark: predicted PPO iteration times of the "
-      "heuristic,\n"
-      "colocated, separated and searched plans over ReaLHF's weak-scaling\n"
-      "settings (H100 nodes of 8 GPUs), the search's wall time, and at 8 and\n"
-      "16 GPUs the exact branch-and-bound optimum and the search's gap to it.\n"
-      "Results are recorded in docs/benchmarks.md.\n");
   cost::Calibration cal;
-  if (!loadCalibrationFile(common.calibrationFile, "rlhf-bench-planner", cal))
+  if (!common.parse(
+          argc, argv,
+          "rlhfc planner benchmark: predicted PPO iteration times of the "
+          "heuristic,\n"
+          "colocated, separated and searched plans over ReaLHF's weak-scaling\n"
+          "settings (H100 nodes of 8 GPUs), the search's wall time, and at 8 "
+          "and\n"
+          "16 GPUs the exact branch-and-bound optimum and the search's gap to "
+          "it.\n"
+          "Results are recorded in docs/benchmarks.md.\n",
+          "rlhf-bench-planner", cal))
     return 1;
   if (scale)
     return scaleBench(cal);
