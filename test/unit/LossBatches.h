@@ -68,6 +68,23 @@ inline TrainBatch dpRows(const TrainBatch &b, int64_t minibatches, int dpRank,
   return r;
 }
 
+/// The stdlib losses the layout tests train with: the value loss for a
+/// value head, else SFT's, PPO's and GRPO's.
+inline std::vector<std::string> layoutTestLosses(bool valueHead) {
+  if (valueHead)
+    return {"ppo_value_loss"};
+  return {"sft_loss", "ppo_actor_loss", "grpo_loss"};
+}
+
+/// Adam as the layout tests' train steps run it, with clipping.
+inline AdamSettings layoutTestAdam() {
+  AdamSettings as;
+  as.lr = 1e-3;
+  as.gradClip = 0.5;
+  as.eps = 1e-6; // keeps fp32 noise in tiny gradients from being amplified
+  return as;
+}
+
 } // namespace rlhf::testfns
 
 #endif // RLHF_TEST_UNIT_LOSSBATCHES_H

@@ -177,20 +177,13 @@ int main() {
     double trainDiff = 0, momentDiff = 0;
     // The stdlib's losses: sft_loss, ppo_actor_loss (per-token advantages),
     // grpo_loss (per-sequence advantages, k3 KL) and ppo_value_loss.
-    for (const char *lossName :
-         valueHead ? std::vector<const char *>{"ppo_value_loss"}
-                   : std::vector<const char *>{"sft_loss", "ppo_actor_loss",
-                                               "grpo_loss"}) {
+    for (const std::string &name : testfns::layoutTestLosses(valueHead)) {
       const int64_t M = 2; // minibatches
-      const std::string name = lossName;
       FnProgram loss = testfns::stdlibFn(name);
       TrainBatch all = testfns::randomLossBatch(name, tokens);
       // This rank's rows: its dp slice of every global minibatch.
       TrainBatch local = testfns::dpRows(all, M, dpRank, dp);
-      AdamSettings as;
-      as.lr = 1e-3;
-      as.gradClip = 0.5;
-      as.eps = 1e-6; // keeps fp32 noise in tiny gradients from being amplified
+      const AdamSettings as = testfns::layoutTestAdam();
       ParamMap fullCopy;
       for (auto &[n, t] : full)
         fullCopy[n] = t.clone().set_requires_grad(true);

@@ -206,9 +206,7 @@ int main() {
     // loss with recomputed layers (which replays the all-to-alls).
     double trainDiff = 0, lossDiff = 0;
     const std::vector<std::string> losses =
-        valueHead ? std::vector<std::string>{"ppo_value_loss"}
-                  : std::vector<std::string>{"sft_loss", "ppo_actor_loss",
-                                             "grpo_loss"};
+        testfns::layoutTestLosses(valueHead);
     for (const std::string &name : losses) {
       const int64_t M = 2; // minibatches
       FnProgram loss = testfns::stdlibFn(name);
@@ -216,10 +214,7 @@ int main() {
       // This rank's rows (every sp rank the same): its dp slice of every
       // minibatch.
       TrainBatch local = testfns::dpRows(all, M, dpRank, dp);
-      AdamSettings as;
-      as.lr = 1e-3;
-      as.gradClip = 0.5;
-      as.eps = 1e-6; // keeps fp32 noise in tiny gradients from being amplified
+      const AdamSettings as = testfns::layoutTestAdam();
       TrainOptions to;
       to.loss = &loss;
       to.minibatches = M;
