@@ -124,11 +124,7 @@ GeneratedBatch sampleAhead(rlhf_prog *p, int64_t mi, int64_t step) {
 /// generator's layout; collective over every rank, and the trainer keeps
 /// its own.
 void copyToGenerator(rlhf_prog *p, ModelState &m, int64_t version) {
-  ParamMap src;
-  for (auto &[n, x] : m.params)
-    src[n] = x.detach().clone();
-  m.gen.params = reallocate(m.cfg, std::move(src), m.layout, m.gen.layout,
-                            *p->world, nullptr, p->weightOpts());
+  m.gen.params = weightsCopy(p, m, m.gen.layout);
   m.gen.version = version;
 }
 

@@ -284,11 +284,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
 void rlhf_ema(rlhf_prog *p, int64_t ti, int64_t si, double decay) {
   guarded(p, "ema", [&] {
     ModelState &t = modelAt(p, ti), &s = modelAt(p, si);
-    ParamMap src = s.params;
-    for (auto &[n, x] : src)
-      x = x.detach().clone();
-    src = reallocate(s.cfg, std::move(src), s.layout, t.layout, *p->world,
-                     nullptr, p->weightOpts());
+    ParamMap src = weightsCopy(p, s, t.layout);
     at::NoGradGuard noGrad;
     for (auto &[n, x] : t.params)
       if (auto it = src.find(n); it != src.end())

@@ -435,6 +435,10 @@ rlhf_value *generatedValue(rlhf_prog *p, const GeneratedBatch &b,
 /// into checkpoint folder `dir`, and reads them back on resume.
 void saveAhead(rlhf_prog *p, const std::filesystem::path &dir, int64_t step);
 
+/// A copy of `m`'s weights laid out as `to` (collective over every rank;
+/// `m` keeps its own).
+ParamMap weightsCopy(rlhf_prog *p, const ModelState &m, const Layout &to);
+
 /// Reallocates `m`'s Adam moments (and master weights) to `to` (collective;
 /// a no-op when there).
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to);

@@ -179,6 +179,14 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const int64_t *lay) {
                      it->second.second.get(), int(ring)});
 }
 
+ParamMap weightsCopy(rlhf_prog *p, const ModelState &m, const Layout &to) {
+  ParamMap src;
+  for (auto &[n, x] : m.params)
+    src[n] = x.detach().clone();
+  return reallocate(m.cfg, std::move(src), m.layout, to, *p->world, nullptr,
+                    p->weightOpts());
+}
+
 void moveMoments(rlhf_prog *p, ModelState &m, const Layout &to) {
   if (!m.opt || sameLayout(m.optLayout, to) || m.trainCalls == 0) {
     m.optLayout = to;
