@@ -47,6 +47,8 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     TrainBatch b{x, masks};
     o.microBatches = std::max<int64_t>(1, lay[4]);
     o.dp = g.dp.get();
+    if (lay[5] > 1)
+      o.replicas = p->groupsOf(w).dp.get();
     for (auto &[n, t] : m.params)
       t = t.detach().requires_grad_(true);
     LlamaModel model = makeModel(p, m, lay);

@@ -383,8 +383,9 @@ rlhf_value *gathered(rlhf_prog *p, rlhf_value *v);
 at::Tensor trainRows(rlhf_prog *p, rlhf_value *v, const Layout &l,
                      int64_t minibatches, at::Tensor *mask);
 
-/// The groups of a call placed as `lay`: its rows layout's, and USP's
-/// sub-groups under sp. Every rank calls it (collective the first time).
+/// The groups of a call placed as `lay`: its rows layout's, and under sp
+/// USP's sub-groups and the weights' layout's (dp x sp, for gradients).
+/// Every rank calls it (collective the first time).
 ParallelGroups &callGroups(rlhf_prog *p, const int64_t *lay);
 
 /// The model of `m` as laid out for a call placed as `lay` (a layout

@@ -142,6 +142,7 @@ ParallelGroups &callGroups(rlhf_prog *p, const int64_t *lay) {
   const Layout l = rowsLayout(lay);
   ParallelGroups &g = p->groupsOf(l);
   if (lay[5] > 1) {
+    p->groupsOf(layoutFrom(lay)); // dp x sp: the weights' replicas
     auto key = std::make_tuple(l.firstGpu, l.dp, l.tp, l.pp, lay[6]);
     if (!p->seqGroups.count(key))
       p->seqGroups.emplace(key, makeSeqGroups(*p->world, l, int(lay[6])));

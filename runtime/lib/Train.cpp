@@ -333,7 +333,12 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
                 " micro-batches");
   const int64_t perMicro = perMini / o.microBatches;
   const int tpSize = model.tpSize();
-  Communicator *zero = o.zero && o.dp && o.dp->size() > 1 ? o.dp : nullptr;
+  // Weights are replicated over dp and sp: their gradients are summed, and
+  // ZeRO slices, over both.
+  const bool spFirst = model.spSize() > 1 && !o.replicas;
+  Communicator *gradGroup = o.replicas ? o.replicas : o.dp;
+  Communicator *zero =
+      o.zero && gradGroup && gradGroup->size() > 1 ? gradGroup : nullptr;
   model.setRecompute(o.recompute);
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
@@ -392,16 +397,16 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       auto a = acc.find(spec.name);
       local.push_back(a != acc.end() ? a->second : it->second.grad().detach());
     }
-    // Weights are replicated over sp and each sp rank's backward gave only
-    // its positions' share: sum over sp first. (The loss's denominators stay
-    // over dp: every sp rank evaluated the same rows.)
-    if (model.spSize() > 1)
+    // Each sp rank's backward gave only its positions' share, so sp sums
+    // too. (The loss's denominators stay over dp: every sp rank evaluated
+    // the same rows.)
+    if (spFirst)
       local = reduceGradients(*model.spComm(), local, /*zero=*/false);
     std::vector<at::Tensor> reduced;
     if (zero)
       reduced = reduceGradients(*zero, local, /*zero=*/true);
-    else if (o.dp)
-      reduced = reduceGradients(*o.dp, local, /*zero=*/false);
+    else if (gradGroup)
+      reduced = reduceGradients(*gradGroup, local, /*zero=*/false);
     else
       for (const at::Tensor &g : local)
         reduced.push_back(g.clone());

@@ -242,10 +242,10 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                       "optimizer state that training keeps; drop it here");
     return;
   }
-  if (pl.zero && pl.dp < 2) {
-    error(pl.zeroLoc, "'zero' slices the optimizer state over the "
-                      "data-parallel ranks, and with dp = 1 there is one; "
-                      "raise dp or drop 'zero'");
+  if (pl.zero && pl.dp * pl.sp < 2) {
+    error(pl.zeroLoc, "'zero' slices the optimizer state over the ranks "
+                      "that hold the same weights (dp x sp), and with dp = "
+                      "sp = 1 there is one; raise dp or sp, or drop 'zero'");
     return;
   }
   if (pl.offload && c && !(c->hardware->hostBandwidth > 0)) {

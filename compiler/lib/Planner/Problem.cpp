@@ -283,7 +283,7 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
                 for (auto [zero, recompute] :
                      {std::pair(true, false), std::pair(false, true),
                       std::pair(true, true)}) {
-                  if (zero && dp < 2)
+                  if (zero && dp * sp < 2)
                     continue;
                   cost::Strategy t = s;
                   t.zero = zero;

@@ -61,7 +61,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
           offloadable.push_back("@" + model.name);
         bool train = call.shape.kind == cost::CallKind::Train;
         replayable |= train && !k.s.recompute;
-        shardable |= train && !k.s.zero && k.s.dp > 1;
+        shardable |= train && !k.s.zero && k.s.dp * k.s.sp > 1;
         std::string &line = resident[model.name];
         std::string part =
             llvm::formatv("{0}: weights {1}", call.label, gb(k.mem.weights))

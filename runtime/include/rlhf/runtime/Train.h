@@ -104,12 +104,18 @@ struct TrainOptions {
   const FnProgram *loss = nullptr;
   int64_t minibatches = 1;
   int64_t microBatches = 1; ///< per minibatch on this rank
-  /// Data-parallel group (null: dp = 1). Sequence parallelism needs no
-  /// option: its group is the model's (LlamaModel::spComm), and its ranks
-  /// pass the same rows.
+  /// Data-parallel group (null: dp = 1): the ranks that split the rows.
+  /// Sequence-parallel ranks pass the same rows; their group is the model's
+  /// (LlamaModel::spComm).
   Communicator *dp = nullptr;
+  /// Under sp > 1, every rank holding this rank's weights: dp x sp, the
+  /// dp group of the weights' layout. Gradients are summed over it in one
+  /// collective and ZeRO slices over it, as the cost model prices. Null:
+  /// gradients are summed over sp, then dp, and ZeRO slices over dp.
+  Communicator *replicas = nullptr;
   bool recompute = false; ///< recompute decoder layers in backward
-  bool zero = false;      ///< shard Adam's moments over dp (ZeRO-1)
+  /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
+  bool zero = false;
   int64_t pad = 0;        ///< the pad id, for the masks of token inputs
 };
 

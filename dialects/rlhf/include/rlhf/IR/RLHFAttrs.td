@@ -105,18 +105,19 @@ def RLHF_StrategyAttr : RLHF_Attr<"Strategy", "strategy"> {
   let summary = "a 3D parallel strategy with micro-batching";
   let description = [{
     Data, tensor and pipeline parallel degrees and the number of
-    micro-batches per data-parallel rank. `dp * tp * pp` must equal the size
-    of the mesh the strategy runs on. `zero` shards optimizer state across
-    data-parallel ranks; `recompute` enables activation checkpointing. The
-    cost model prices both, but the runtime implements neither, so
-    `rlhf-lower-to-runtime` rejects them.
+    micro-batches per data-parallel rank. `dp * sp * tp * pp` must equal
+    the size of the mesh the strategy runs on. `zero` shards the optimizer
+    state of a train call over every rank that holds the same weights
+    (dp x sp); `recompute` recomputes each decoder layer in backward
+    instead of keeping its activations.
     `offload` keeps a frozen model's weights in host memory between calls:
     they are loaded (`rlhf.onload`) before the call and released
     (`rlhf.offload`) after it.
-    `sp` is the sequence-parallel degree (Ulysses: each of `sp` ranks holds
-    a contiguous 1/sp of every sequence and all-to-alls q/k/v over heads in
-    attention); weights are replicated over sp as over dp, so ranks run
-    dp-major, then sp, then pp and tp.
+    `sp` is the sequence-parallel degree: each of `sp` ranks holds 1/sp of
+    every sequence; the ranks inside a node all-to-all q/k/v over heads
+    (Ulysses) and the rest form a ring that passes keys and values
+    around (unified sequence parallelism). Weights are replicated over sp as
+    over dp, so ranks run dp-major, then sp, then pp and tp.
 
     ```mlir
     #rlhf.strategy<dp = 2, tp = 4, pp = 1, mbs = 4>
