@@ -19,7 +19,8 @@ using namespace rlhfc;
 using llvm::formatv;
 
 bench::CommonOptions::CommonOptions(llvm::cl::OptionCategory &cat,
-                                    const char *quickWhat)
+                                    const char *quickWhat,
+                                    const char *ceilingWhat)
     : budget("budget",
              llvm::cl::desc("search budget in simulated assignments (rlhfc's "
                             "default, 200000)"),
@@ -32,6 +33,11 @@ bench::CommonOptions::CommonOptions(llvm::cl::OptionCategory &cat,
           llvm::cl::desc("efficiency factors to price with instead of the "
                          "presets' (JSON, see docs/cost-model.md)"),
           llvm::cl::value_desc("file"), llvm::cl::cat(cat)),
+      ceiling("ceiling", llvm::cl::desc(ceilingWhat), llvm::cl::cat(cat)),
+      floorNodes("floor-nodes",
+                 llvm::cl::desc("with --ceiling: branch-and-bound nodes of "
+                                "the relaxed floor per setting"),
+                 llvm::cl::init(100'000'000), llvm::cl::cat(cat)),
       cat(cat) {}
 
 bool bench::CommonOptions::parse(int argc, char **argv, const char *overview,
@@ -95,6 +101,16 @@ void bench::printPlan(const plan::Problem &p, const plan::Assignment &a,
           p.calls[c].label, k.s.firstGpu, k.s.firstGpu + k.devices, k.s.dp,
           k.s.tp, k.s.pp, k.s.microBatches, extra, k.time, k.mem.total() / 1e9);
     }
+}
+
+bench::SyncFloor bench::syncFloor(const plan::Problem &p, int64_t nodeLimit) {
+  SyncFloor f;
+  f.time = plan::iterationBounds(p, plan::Assignment(p.calls.size(), -1)).max();
+  if (std::optional<double> r = plan::relaxedFloor(p, nodeLimit, &f.picks)) {
+    f.time = std::max(f.time, *r);
+    f.relaxed = true;
+  }
+  return f;
 }
 
 double bench::asyncFloor(const plan::Problem &p) {

@@ -1,9 +1,9 @@
 //===- BenchSupport.h - setup shared by the planner benchmarks --*- C++ -*-===//
 //
 // Lowering a program text to the rlhf dialect, wall-clock timing and
-// printing a plan's calls: what rlhf-bench-planner and
-// rlhf-bench-long-context both need; and the asynchronous floor and sweep
-// of rlhf-bench-planner --async.
+// printing a plan's calls and the synchronous floor: what
+// rlhf-bench-planner and rlhf-bench-long-context both need; and the
+// asynchronous floor and sweep of rlhf-bench-planner --async.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,10 +22,12 @@
 namespace rlhfc::bench {
 
 /// The options both planner benchmarks take, in `cat`: the search budget,
-/// one setting only, a calibration file, and --quick (one generation length
-/// per setting, `quickWhat` says which).
+/// one setting only, a calibration file, --quick (one generation length
+/// per setting, `quickWhat` says which), and --ceiling (a floor per
+/// setting, `ceilingWhat` says which) with the relaxed floor's node limit.
 struct CommonOptions {
-  CommonOptions(llvm::cl::OptionCategory &cat, const char *quickWhat);
+  CommonOptions(llvm::cl::OptionCategory &cat, const char *quickWhat,
+                const char *ceilingWhat);
   /// Parses the command line (showing only `cat`'s options) and loads the
   /// calibration into `cal`; false, with the error printed as `tool`'s,
   /// when it does not load.
@@ -35,6 +37,8 @@ struct CommonOptions {
   llvm::cl::opt<bool> quick;
   llvm::cl::opt<int> only;
   llvm::cl::opt<std::string> calibrationFile;
+  llvm::cl::opt<bool> ceiling;
+  llvm::cl::opt<int64_t> floorNodes;
 
 private:
   llvm::cl::OptionCategory &cat;
@@ -56,6 +60,16 @@ bool loadCalibrationFile(const std::string &path, llvm::StringRef tool,
 /// iteration time.
 void printPlan(const plan::Problem &p, const plan::Assignment &a,
                llvm::StringRef what);
+
+/// A floor under every synchronous plan of `p` (over its candidates):
+/// iterationBounds with every call at its fastest, raised to relaxedFloor's
+/// optimum where that branch and bound ends within `nodeLimit` nodes.
+struct SyncFloor {
+  double time = 0;
+  bool relaxed = false;   ///< relaxedFloor ended; else iterationBounds alone
+  plan::Assignment picks; ///< relaxedFloor's picks (placement not checked)
+};
+SyncFloor syncFloor(const plan::Problem &p, int64_t nodeLimit);
 
 /// A floor under every asynchronous plan of `p`: the generator runs once
 /// per iteration, so the period is at least its time, and at least all

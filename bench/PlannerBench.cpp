@@ -29,7 +29,12 @@ using namespace rlhfc::bench;
 using llvm::formatv;
 
 static llvm::cl::OptionCategory benchCat("rlhf-bench-planner options");
-static CommonOptions common(benchCat, "only the first gen length per setting");
+static CommonOptions common(
+    benchCat, "only the first gen length per setting",
+    "also print, per setting, a floor under any plan's iteration time (the "
+    "proven optimum, else the optimum of a relaxed problem without placement "
+    "or reallocations), and the speedup over the heuristic that no plan can "
+    "exceed under the cost model");
 
 static llvm::cl::opt<double> exactSeconds(
     "exact-seconds",
@@ -42,14 +47,6 @@ static llvm::cl::opt<int> exactGpus(
     llvm::cl::desc("run the exact search on settings of at most this many "
                    "GPUs (larger ones seldom finish within hours)"),
     llvm::cl::init(16), llvm::cl::cat(benchCat));
-static llvm::cl::opt<bool> ceiling(
-    "ceiling",
-    llvm::cl::desc("also print, per setting, a floor under any plan's "
-                   "iteration time (the proven optimum, else the optimum "
-                   "of a relaxed problem without placement or "
-                   "reallocations), and the speedup over the heuristic that "
-                   "no plan can exceed under the cost model"),
-    llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool> scale(
     "scale",
     llvm::cl::desc("instead of the settings, time the search for PPO with "
@@ -464,20 +461,15 @@ int main(int argc, char **argv) {
       logSum += std::log(heur / search);
       ++count;
     }
-    if (ceiling) {
+    if (common.ceiling) {
       // The proven optimum where the exact search finished, else the
       // relaxed problem's optimum (admissible: no plan's time is lower).
       double floor = proven;
       if (!std::isfinite(floor)) {
-        floor = plan::iterationBounds(*p, plan::Assignment(p->calls.size(), -1))
-                    .max();
-        plan::Assignment picks;
-        if (std::optional<double> relaxed =
-                plan::relaxedFloor(*p, 100'000'000, &picks)) {
-          floor = std::max(floor, *relaxed);
-          if (show && !picks.empty())
-            print("relaxed floor's picks (placement not checked)", picks);
-        }
+        SyncFloor f = syncFloor(*p, common.floorNodes);
+        floor = f.time;
+        if (show && !f.picks.empty())
+          print("relaxed floor's picks (placement not checked)", f.picks);
       }
       llvm::outs() << formatv("  floor {0:f2}s, ceiling {1:f2}x\n", floor,
                               heur / floor);
@@ -490,7 +482,7 @@ int main(int argc, char **argv) {
     return 1;
   llvm::outs() << formatv("geomean search/heuristic speedup: {0:f2}\n",
                           std::exp(logSum / std::max(1, count)));
-  if (ceiling)
+  if (common.ceiling)
     llvm::outs() << formatv("geomean ceiling (no plan beats it): {0:f2}\n",
                             std::exp(logCeiling / std::max(1, count)));
   return 0;
