@@ -15,6 +15,8 @@
 #include "rlhf/runtime/Store.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <chrono>
@@ -193,18 +195,58 @@ public:
       sd.push_back(onDevice(p.tensor));
     for (Peer &p : recvs)
       rd.push_back(onDevice(p.tensor));
-    run("exchange", [&](cudaStream_t s) {
-      ncclGroupStart();
-      for (size_t i = 0; i < sd.size(); ++i)
-        ncclSend(sd[i].data_ptr(), sd[i].numel(), ncclType(sd[i]),
-                 sends[i].rank, comm, s);
-      for (size_t i = 0; i < rd.size(); ++i)
-        ncclRecv(rd[i].data_ptr(), rd[i].numel(), ncclType(rd[i]),
-                 recvs[i].rank, comm, s);
-      return ncclGroupEnd();
-    });
+    run("exchange",
+        [&](cudaStream_t s) { return issueExchange(sd, sends, rd, recvs, s); });
     for (size_t i = 0; i < rd.size(); ++i)
       back(recvs[i].tensor, rd[i]);
+  }
+
+  /// The exchange runs on a side stream that first waits for the current
+  /// one (so it sees the inputs' producers); kernels queued on the current
+  /// stream meanwhile overlap it. wait() polls the side stream like `run`.
+  std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
+                                         std::vector<Peer> &recvs) override {
+    struct Posted : Pending {
+      NcclCommunicator *self;
+      c10::cuda::CUDAStream side;
+      std::vector<at::Tensor> sd, rd; ///< held until the side stream is done
+      std::vector<at::Tensor> targets;
+      explicit Posted(NcclCommunicator *self, c10::cuda::CUDAStream side)
+          : self(self), side(side) {}
+      void wait() override {
+        // Done on the host, so whatever is queued next comes after it.
+        self->poll("exchange", side.stream());
+        for (size_t i = 0; i < rd.size(); ++i)
+          back(targets[i], rd[i]);
+      }
+    };
+    if (!comm)
+      throw Error(where("exchange") + "the communicator was aborted earlier");
+    c10::cuda::CUDAStream current =
+        c10::cuda::getCurrentCUDAStream(device.index());
+    auto p = std::make_unique<Posted>(
+        this,
+        c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index()));
+    for (const Peer &x : sends)
+      p->sd.push_back(onDevice(x.tensor));
+    for (Peer &x : recvs) {
+      p->rd.push_back(onDevice(x.tensor));
+      p->targets.push_back(x.tensor);
+    }
+    at::cuda::CUDAEvent ready;
+    ready.record(current);
+    ready.block(p->side);
+    // The caching allocator must not hand these blocks out again before
+    // the side stream is through with them.
+    for (const std::vector<at::Tensor> *ts : {&p->sd, &p->rd})
+      for (const at::Tensor &t : *ts)
+        c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(),
+                                                      p->side);
+    if (ncclResult_t r =
+            issueExchange(p->sd, sends, p->rd, recvs, p->side.stream());
+        r != ncclSuccess)
+      throw Error(where("exchange") + ncclGetErrorString(r));
+    return p;
   }
 
   void barrier() override {
@@ -246,15 +288,34 @@ private:
       t.copy_(d);
   }
 
-  /// Issues an op on the current stream, then polls the stream with the
-  /// timeout: a dead peer leaves NCCL spinning, so abort the communicator
-  /// and report instead of hanging.
+  /// One group of point-to-point sends and receives on stream `s`.
+  ncclResult_t issueExchange(const std::vector<at::Tensor> &sd,
+                             const std::vector<Peer> &sends,
+                             const std::vector<at::Tensor> &rd,
+                             const std::vector<Peer> &recvs, cudaStream_t s) {
+    ncclGroupStart();
+    for (size_t i = 0; i < sd.size(); ++i)
+      ncclSend(sd[i].data_ptr(), sd[i].numel(), ncclType(sd[i]), sends[i].rank,
+               comm, s);
+    for (size_t i = 0; i < rd.size(); ++i)
+      ncclRecv(rd[i].data_ptr(), rd[i].numel(), ncclType(rd[i]), recvs[i].rank,
+               comm, s);
+    return ncclGroupEnd();
+  }
+
+  /// Issues an op on the current stream, then polls it.
   template <typename F> void run(const std::string &op, F &&issue) {
     if (!comm)
       throw Error(where(op) + "the communicator was aborted earlier");
     cudaStream_t s = c10::cuda::getCurrentCUDAStream(device.index()).stream();
     if (ncclResult_t r = issue(s); r != ncclSuccess)
       throw Error(where(op) + ncclGetErrorString(r));
+    poll(op, s);
+  }
+
+  /// Waits for stream `s` with the timeout: a dead peer leaves NCCL
+  /// spinning, so abort the communicator and report instead of hanging.
+  void poll(const std::string &op, cudaStream_t s) {
     auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
     for (;;) {
       cudaError_t e = cudaStreamQuery(s);

@@ -62,7 +62,7 @@ public:
   /// messages move (ring attention's next block). The send tensors must stay
   /// unchanged and the receive tensors unread until wait(), and only one
   /// exchange may be in flight per communicator. This default completes the
-  /// exchange before returning; Gloo's overlaps.
+  /// exchange before returning; Gloo's and NCCL's overlap.
   virtual std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
                                                  std::vector<Peer> &recvs) {
     struct Done : Pending {
