@@ -201,18 +201,18 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
       if (g.member) {
         at::NoGradGuard noGrad;
         LlamaModel model = makeModel(p, m, lay);
-        // Under sp every rank gathers the whole result (rowsLayout's
-        // "stages" are sp ranks); an lm head's only the per-token log-probs.
-        const bool perToken = !value && lay[5] > 1;
+        // An lm head's result is its per-token log-probs, never the logits:
+        // under sp every rank gathers only those (rowsLayout's "stages" are
+        // sp ranks), and a pipeline's last stage broadcasts only those.
+        const int64_t pp = lay[3];
         at::Tensor y =
-            perToken ? model.tokenStat(seq, false) : model.forward(seq);
-        if (const int64_t pp = lay[3]; pp > 1) {
-          // The last stage has the result; the others take it.
-          std::vector<int64_t> shape{seq.size(0), seq.size(1)};
-          if (!value)
-            shape.push_back(m.cfg.shape.vocab);
-          if (!model.lastStage())
-            y = at::empty(shape, p->fp32Opts()); // logits and values are fp32
+            value || pp > 1 ? model.forward(seq) : model.tokenStat(seq, false);
+        if (pp > 1) {
+          if (!value && model.lastStage())
+            y = tokenLogprobs(y, seq.to(y.device()));
+          if (!model.lastStage()) // fp32 like values and log-probs
+            y = at::empty({seq.size(0), seq.size(1) - (value ? 0 : 1)},
+                          p->fp32Opts());
           g.pp->broadcast(y, int(pp - 1));
         }
         y = y.cpu();
@@ -227,7 +227,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           at::Tensor last = (pos * real).argmax(1, true);
           score = y.gather(1, last).squeeze(1);
         } else {
-          out = perToken ? y : tokenLogprobs(y, seq);
+          out = y;
         }
       }
       std::map<std::string, rlhf_value *> f;
