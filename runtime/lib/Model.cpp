@@ -14,8 +14,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -91,6 +93,68 @@ at::Tensor rotateHalf(const at::Tensor &x) {
   int64_t half = x.size(-1) / 2;
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
+
+/// Where sp puts a sequence of S positions. Ring ranks hold the zigzag
+/// layout's spans (balanced causal ring attention; one span with ring 1) and
+/// the ulysses ranks of a ring rank split its spans' positions in order, so
+/// the Ulysses all-to-all hands each ring rank exactly its spans. Zigzag
+/// needs S a multiple of 2 x ring, which a multiple of sp is not when
+/// S/ring is odd: the sequence is then padded at its end, after every real
+/// position, so causal attention leaves the real outputs unchanged.
+struct SpSplit {
+  int64_t length;                   ///< S with the padding
+  parallel::RingLayout ring;        ///< the positions of each ring rank
+  std::vector<parallel::Span> mine; ///< this sp rank's, in order
+
+  SpSplit(const SequenceParallel &sp, int64_t S) {
+    if (S % sp.size)
+      throw Error("sequence of " + std::to_string(S) +
+                  " tokens does not split into " + std::to_string(sp.size) +
+                  " equal chunks for sequence parallelism; pad it to a "
+                  "multiple of sp");
+    const int64_t unit =
+        sp.ringSize > 1 ? std::lcm<int64_t>(sp.size, 2 * sp.ringSize) : 1;
+    length = (S + unit - 1) / unit * unit;
+    ring = parallel::zigzagLayout(length, sp.ringSize);
+    int64_t skip = sp.ulyssesRank() * (length / sp.size),
+            left = length / sp.size;
+    for (const parallel::Span &s : ring[size_t(sp.ringRank())]) {
+      const int64_t from = std::clamp<int64_t>(skip, 0, s.size),
+                    n = std::min(s.size - from, left);
+      if (n)
+        mine.push_back({s.first + from, n});
+      skip -= s.size;
+      left -= n;
+    }
+  }
+
+  /// This rank's positions of `t` [B, S], padded with zeros.
+  at::Tensor local(const at::Tensor &t) const {
+    at::Tensor padded = at::constant_pad_nd(t, {0, length - t.size(1)});
+    std::vector<at::Tensor> parts;
+    for (const parallel::Span &s : mine)
+      parts.push_back(padded.narrow(1, s.first, s.size));
+    return at::cat(parts, 1);
+  }
+
+  /// The first `keep` positions of `t` gathered over sp (in sp rank order:
+  /// every ring rank's spans in turn) in sequence order.
+  at::Tensor inOrder(const at::Tensor &t, int64_t keep) const {
+    std::vector<std::pair<int64_t, at::Tensor>> parts;
+    int64_t offset = 0;
+    for (const std::vector<parallel::Span> &spans : ring)
+      for (const parallel::Span &s : spans) {
+        parts.push_back({s.first, t.narrow(1, offset, s.size)});
+        offset += s.size;
+      }
+    std::sort(parts.begin(), parts.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::vector<at::Tensor> sorted;
+    for (auto &[first, part] : parts)
+      sorted.push_back(part);
+    return at::cat(sorted, 1).narrow(1, 0, keep);
+  }
+};
 
 } // namespace
 
@@ -317,8 +381,11 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   }
   at::Tensor attn;
   if (sp.ring) {
-    // Across the ring: this ring chunk's queries over every chunk's keys.
-    attn = parallel::ringAttention(q, k, v, sp.ring);
+    // Across the ring: this ring rank's zigzag chunks' queries over every
+    // chunk's keys (q holds 1/ring of the padded sequence).
+    attn = parallel::ringAttention(
+        q, k, v, sp.ring,
+        parallel::zigzagLayout(q.size(2) * sp.ringSize, sp.ringSize));
   } else {
     if (k.size(1) != q.size(1)) {
       int64_t rep = q.size(1) / k.size(1);
@@ -423,26 +490,16 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
     return lastStage() ? a.output : at::Tensor();
   }
   if (sp.size > 1) {
-    // This rank's chunk at its global positions. The whole logits are
-    // gathered, so their memory is not divided by sp: losses and inference
-    // read per-token log-probs through tokenStat instead.
-    auto [lo, n] = spChunk(S);
-    at::Tensor x = hidden(tokens.narrow(1, lo, n), positions.narrow(1, lo, n),
+    // This rank's positions at their global positions. The whole logits
+    // are gathered, so their memory is not divided by sp: losses and
+    // inference read per-token log-probs through tokenStat instead.
+    const SpSplit split(sp, S);
+    at::Tensor x = hidden(split.local(tokens), split.local(positions),
                           /*mask: causal=*/at::Tensor(), nullptr);
-    return parallel::gatherDim(head(x), sp.comm, 1);
+    return split.inOrder(parallel::gatherDim(head(x), sp.comm, 1), S);
   }
   return head(
       hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
-}
-
-std::pair<int64_t, int64_t> LlamaModel::spChunk(int64_t S) const {
-  if (S % sp.size)
-    throw Error("sequence of " + std::to_string(S) +
-                " tokens does not split into " + std::to_string(sp.size) +
-                " equal chunks for sequence parallelism; pad it to a "
-                "multiple of sp");
-  const int64_t n = S / sp.size;
-  return {sp.rank * n, n};
 }
 
 at::Tensor LlamaModel::tokenStat(const at::Tensor &tokensIn, bool entropy) {
@@ -457,17 +514,17 @@ at::Tensor LlamaModel::tokenStat(const at::Tensor &tokensIn, bool entropy) {
     at::Tensor logits = forward(tokens);
     return stat(logits.narrow(1, 0, S - 1), tokens.narrow(1, 1, S - 1));
   }
-  auto [lo, n] = spChunk(S);
+  const SpSplit split(sp, S);
   at::Tensor positions =
-      at::arange(lo, lo + n, on(at::kLong)).unsqueeze(0).expand({B, n});
-  at::Tensor logits = head(hidden(tokens.narrow(1, lo, n), positions,
+      at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  at::Tensor logits = head(hidden(split.local(tokens), split.local(positions),
                                   /*mask: causal=*/at::Tensor(), nullptr));
-  // The chunk's next tokens; the last position of the sequence has none
-  // (a placeholder id, its column dropped after the gather).
-  at::Tensor next = at::cat({tokens, at::zeros({B, 1}, tokens.options())}, 1)
-                        .narrow(1, lo + 1, n);
-  return parallel::gatherDim(stat(logits, next), sp.comm, 1)
-      .narrow(1, 0, S - 1);
+  // The next tokens; the last position of the sequence has none (a
+  // placeholder id, its column dropped after the gather).
+  at::Tensor next = split.local(at::cat(
+      {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1));
+  return split.inOrder(parallel::gatherDim(stat(logits, next), sp.comm, 1),
+                       S - 1);
 }
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {

@@ -1,12 +1,15 @@
 //===- RingAttention.cpp - causal attention over a ring of ranks ----------===//
 //
-// Chunks are contiguous: ring rank i holds positions [i n, (i + 1) n), so
-// under the causal mask it attends to blocks 0..i and rank R-1 computes R
-// blocks while rank 0 computes one; every step waits for the slowest rank,
-// so the ring runs at rank R-1's pace (zigzag chunks would balance it). We
-// keep contiguous chunks because they are the Ulysses layout too: position
-// chunk r of the whole sp group stays on sp rank r, so RoPE, the gathered
-// logits and the losses need no permutation.
+// Load balance: with contiguous chunks (ring rank i holding positions
+// [i n, (i + 1) n)) the causal mask leaves rank i i + 1 blocks to compute
+// and rank 0 one, and every ring step waits for the slowest rank. The model
+// therefore runs the zigzag layout (zigzagLayout): rank r holds chunks r
+// and 2 ring - 1 - r of 2 ring, so each rank computes its own block under
+// the causal mask and half of every other block (all its queries against
+// the earlier block's first chunk, or its later chunk's queries against the
+// whole block), the same work on every rank, which is what the cost model
+// prices. The block pairs follow from the positions alone (planBlock), so
+// forward and backward pick the same rows, keys and masks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,15 +19,19 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 using namespace rlhf;
+using namespace rlhf::parallel;
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 namespace {
+
+std::atomic<int64_t> forwardWork{0}, backwardWork{0};
 
 /// `t` on its way to the next ring rank while the previous rank's comes in:
 /// one exchange (both posted at once), so the ring cannot deadlock. The
@@ -54,135 +61,287 @@ at::Tensor shift(Communicator *ring, const at::Tensor &t) {
 }
 
 /// The shapes of one rank's attention. Queries are handled grouped by KV
-/// head, [B, Hkv, g n, D] (row gi n + p is query head kv g + gi at position
-/// p), so GQA needs no repeated keys: a block's key gradient sums over the
-/// group by the matmul itself.
+/// head and position-major, [B, Hkv, n g, D] (row p g + gi is query head
+/// kv g + gi at local position p), so GQA needs no repeated keys (a block's
+/// key gradient sums over the group by the matmul itself) and a range of
+/// positions is a range of rows.
 struct Dims {
   int64_t B, H, n, D, Hkv, g;
   explicit Dims(const at::Tensor &q, const at::Tensor &k)
       : B(q.size(0)), H(q.size(1)), n(q.size(2)), D(q.size(3)), Hkv(k.size(1)),
         g(q.size(1) / k.size(1)) {}
   at::Tensor grouped(const at::Tensor &t) const {
-    return t.to(at::kFloat).reshape({B, Hkv, g * n, D});
+    return t.to(at::kFloat)
+        .reshape({B, Hkv, g, n, D})
+        .transpose(2, 3)
+        .reshape({B, Hkv, n * g, D});
+  }
+  at::Tensor ungrouped(const at::Tensor &t) const {
+    return t.reshape({B, Hkv, n, g, D}).transpose(2, 3).reshape({B, H, n, D});
   }
 };
 
-/// Scores of the (pre-scaled) grouped queries against one key block
-/// [B, Hkv, n, D]; the diagonal block masks the keys after each query.
-at::Tensor blockScores(const Dims &d, const at::Tensor &qg, const at::Tensor &k,
-                       bool diagonal) {
-  at::Tensor s = at::matmul(qg, k.to(at::kFloat).transpose(-1, -2));
-  if (diagonal) {
-    at::Tensor after = at::ones({d.n, d.n}, qg.options().dtype(at::kBool))
-                           .triu(1)
-                           .repeat({d.g, 1}); // [g n, n]
-    s.masked_fill_(after, -std::numeric_limits<float>::infinity());
-  }
-  return s;
+/// What a rank's queries compute with one key/value block: local query
+/// positions [row, row + rows) against the block's keys [col, col + cols),
+/// under the causal mask of their positions when `masked`; nothing when
+/// rows is 0.
+struct Block {
+  int64_t row = 0, rows = 0, col = 0, cols = 0;
+  bool masked = false;
+};
+
+/// The smallest range of query and key positions that holds every pair of
+/// spans the causal mask does not hide entirely; masked unless every pair in
+/// it is entirely visible (keys no later than queries).
+Block planBlock(const std::vector<Span> &qs, const std::vector<Span> &ks) {
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  int64_t rowLo = none, rowHi = 0, colLo = none, colHi = 0;
+  auto forPairs = [&](auto f) {
+    int64_t qo = 0;
+    for (const Span &a : qs) {
+      int64_t ko = 0;
+      for (const Span &b : ks) {
+        if (a.size && b.size)
+          f(a, qo, b, ko);
+        ko += b.size;
+      }
+      qo += a.size;
+    }
+  };
+  forPairs([&](const Span &a, int64_t qo, const Span &b, int64_t ko) {
+    if (b.first > a.first + a.size - 1)
+      return; // every key after every query
+    rowLo = std::min(rowLo, qo);
+    rowHi = std::max(rowHi, qo + a.size);
+    colLo = std::min(colLo, ko);
+    colHi = std::max(colHi, ko + b.size);
+  });
+  if (rowHi == 0)
+    return {};
+  Block blk{rowLo, rowHi - rowLo, colLo, colHi - colLo, false};
+  forPairs([&](const Span &a, int64_t qo, const Span &b, int64_t ko) {
+    if (qo >= rowLo && qo < rowHi && ko >= colLo && ko < colHi &&
+        b.first + b.size - 1 > a.first)
+      blk.masked = true;
+  });
+  return blk;
 }
+
+at::Tensor positionsOf(const std::vector<Span> &spans,
+                       const at::TensorOptions &o) {
+  std::vector<at::Tensor> parts;
+  for (const Span &s : spans)
+    parts.push_back(at::arange(s.first, s.first + s.size, o));
+  return at::cat(parts);
+}
+
+/// The layout as one integer list (autograd keeps it for backward): per
+/// rank its span count, then first and size of each span.
+std::vector<int64_t> flatten(const RingLayout &layout) {
+  std::vector<int64_t> flat;
+  for (const std::vector<Span> &spans : layout) {
+    flat.push_back(int64_t(spans.size()));
+    for (const Span &s : spans) {
+      flat.push_back(s.first);
+      flat.push_back(s.size);
+    }
+  }
+  return flat;
+}
+
+RingLayout unflatten(const std::vector<int64_t> &flat) {
+  RingLayout layout;
+  for (size_t i = 0; i < flat.size();) {
+    std::vector<Span> &spans = layout.emplace_back();
+    for (int64_t c = flat[i++]; c > 0; --c, i += 2)
+      spans.push_back({flat[i], flat[i + 1]});
+  }
+  return layout;
+}
+
+/// One rank's side of the ring: its grouped, pre-scaled queries, the plan
+/// and positions of each block and the scores of a block.
+struct Ring {
+  Communicator *comm;
+  const Dims &d;
+  RingLayout layout;
+  int i, R;
+  at::Tensor qg, qpos;
+
+  Ring(Communicator *c, const Dims &dims, RingLayout l, const at::Tensor &q)
+      : comm(c), d(dims), layout(std::move(l)), i(c->rank()), R(c->size()),
+        qg(d.grouped(q) / std::sqrt(double(d.D))),
+        qpos(positionsOf(layout[size_t(i)], q.options().dtype(at::kLong))) {}
+
+  /// The rank whose block this rank holds at ring step s.
+  int holder(int s) const { return (i - s + R) % R; }
+  Block plan(int j) const {
+    return planBlock(layout[size_t(i)], layout[size_t(j)]);
+  }
+  /// `t`'s rows of the block's query positions.
+  at::Tensor rows(const at::Tensor &t, const Block &b) const {
+    return t.narrow(2, b.row * d.g, b.rows * d.g);
+  }
+  /// The block's keys (or values, or their gradients) of `t` [..., n, D].
+  static at::Tensor cols(const at::Tensor &t, const Block &b) {
+    return t.narrow(-2, b.col, b.cols);
+  }
+  /// Scores of block j's keys k, masked where a key comes after its query.
+  at::Tensor scores(const at::Tensor &k, int j, const Block &b,
+                    std::atomic<int64_t> &work) const {
+    at::Tensor s =
+        at::matmul(rows(qg, b), cols(k, b).to(at::kFloat).transpose(-1, -2));
+    if (b.masked) {
+      at::Tensor kpos = positionsOf(layout[size_t(j)], qpos.options());
+      at::Tensor after = kpos.narrow(0, b.col, b.cols).unsqueeze(0) >
+                         qpos.narrow(0, b.row, b.rows)
+                             .repeat_interleave(d.g)
+                             .unsqueeze(-1); // [rows g, cols]
+      s.masked_fill_(after, -std::numeric_limits<float>::infinity());
+    }
+    work += d.B * d.H * b.rows * b.cols;
+    return s;
+  }
+};
 
 // Autograd functions take the communicator as an integer handle.
 struct RingAttention : torch::autograd::Function<RingAttention> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor q, at::Tensor k,
-                            at::Tensor v, int64_t c) {
-    auto *ring = reinterpret_cast<Communicator *>(c);
+                            at::Tensor v, int64_t c,
+                            std::vector<int64_t> layout) {
     const Dims d(q, k);
-    const int i = ring->rank(), R = ring->size();
-    at::Tensor qg = d.grouped(q) / std::sqrt(double(d.D));
+    Ring ring(reinterpret_cast<Communicator *>(c), d, unflatten(layout), q);
     // Keys and values travel together, in the compute dtype.
     at::Tensor kv = at::stack({k, v}).contiguous();
-    at::Tensor out, lse; // [B, Hkv, g n, D] and [B, Hkv, g n]
-    for (int s = 0; s < R; ++s) {
-      const int j = (i - s + R) % R; // the rank whose block this is
+    const auto fp32 = ring.qg.options();
+    at::Tensor out = at::zeros({d.B, d.Hkv, d.n * d.g, d.D}, fp32);
+    at::Tensor lse = at::full({d.B, d.Hkv, d.n * d.g},
+                              -std::numeric_limits<float>::infinity(), fp32);
+    for (int s = 0; s < ring.R; ++s) {
+      const int j = ring.holder(s);
       std::optional<Shift> next;
-      if (s + 1 < R)
-        next.emplace(ring, kv);
-      // Blocks after this rank's chunk are all masked: no compute, but the
-      // block still moves on. Step 0 is the diagonal, so every query row
-      // has a finite log-sum-exp from the start.
-      if (j <= i) {
-        at::Tensor sc = blockScores(d, qg, kv[0], j == i);
+      if (s + 1 < ring.R)
+        next.emplace(ring.comm, kv);
+      // A block the mask hides is not computed but still moves on. Step 0
+      // is the rank's own block, where every query sees itself, so every
+      // row's log-sum-exp is finite from then on.
+      if (Block b = ring.plan(j); b.rows) {
+        at::Tensor sc = ring.scores(kv[0], j, b, forwardWork);
         at::Tensor blockLse = sc.logsumexp(-1);
-        at::Tensor blockOut = at::matmul((sc - blockLse.unsqueeze(-1)).exp(),
-                                         kv[1].to(at::kFloat));
-        if (!out.defined()) {
-          out = blockOut;
-          lse = blockLse;
-        } else {
-          at::Tensor merged = at::logaddexp(lse, blockLse);
-          out = out * (lse - merged).exp().unsqueeze(-1) +
-                blockOut * (blockLse - merged).exp().unsqueeze(-1);
-          lse = merged;
-        }
+        // A row with no key in this block: probabilities 0, not NaN.
+        at::Tensor by = blockLse.masked_fill(blockLse.isneginf(), 0);
+        at::Tensor blockOut = at::matmul((sc - by.unsqueeze(-1)).exp(),
+                                         Ring::cols(kv[1], b).to(at::kFloat));
+        at::Tensor o = ring.rows(out, b), l = ring.rows(lse, b);
+        at::Tensor merged = at::logaddexp(l, blockLse);
+        o.mul_((l - merged).exp().unsqueeze(-1))
+            .add_(blockOut * (blockLse - merged).exp().unsqueeze(-1));
+        l.copy_(merged);
       }
       if (next)
         kv = next->arrived();
     }
-    at::Tensor result =
-        out.reshape({d.B, d.H, d.n, d.D}).to(q.scalar_type()).contiguous();
+    at::Tensor result = d.ungrouped(out).to(q.scalar_type()).contiguous();
     ctx->saved_data["comm"] = c;
+    ctx->saved_data["layout"] = layout;
     ctx->save_for_backward({q, k, v, result, lse});
     return result;
   }
 
   static tensor_list backward(AutogradContext *ctx, tensor_list grads) {
-    auto *ring =
-        reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
     const tensor_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2],
                      &lse = saved[4];
     const Dims d(q, k);
-    const int i = ring->rank(), R = ring->size();
-    const double scale = 1.0 / std::sqrt(double(d.D));
-    at::Tensor qg = d.grouped(q) * scale;
+    Ring ring(reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt()),
+              d, unflatten(ctx->saved_data["layout"].toIntVector()), q);
     at::Tensor dOut = d.grouped(grads[0]);
     // The softmax backward's row term, sum_k P dP = dOut . out.
     at::Tensor delta = (dOut * d.grouped(saved[3])).sum(-1, /*keepdim=*/true);
-    at::Tensor dq = at::zeros_like(qg);
+    at::Tensor dq = at::zeros_like(ring.qg);
     at::Tensor kv = at::stack({k, v}).contiguous();
     // The held block's key and value gradients travel with it (in fp32, so
     // the partial sums are not rounded at every hop).
-    at::Tensor dkv = at::zeros(kv.sizes(), qg.options());
-    for (int s = 0; s < R; ++s) {
-      const int j = (i - s + R) % R;
+    at::Tensor dkv = at::zeros(kv.sizes(), ring.qg.options());
+    for (int s = 0; s < ring.R; ++s) {
+      const int j = ring.holder(s);
       // The next block moves while this one's gradients are computed; its
       // gradients move after (they are still being summed), one exchange
       // at a time.
       std::optional<Shift> next;
-      if (s + 1 < R)
-        next.emplace(ring, kv);
-      if (j <= i) {
-        at::Tensor p =
-            (blockScores(d, qg, kv[0], j == i) - lse.unsqueeze(-1)).exp();
-        at::Tensor vf = kv[1].to(at::kFloat);
-        dkv[1] += at::matmul(p.transpose(-1, -2), dOut);
-        at::Tensor ds = p * (at::matmul(dOut, vf.transpose(-1, -2)) - delta);
-        dq += at::matmul(ds, kv[0].to(at::kFloat));
-        dkv[0] += at::matmul(ds.transpose(-1, -2), qg);
+      if (s + 1 < ring.R)
+        next.emplace(ring.comm, kv);
+      if (Block b = ring.plan(j); b.rows) {
+        at::Tensor p = (ring.scores(kv[0], j, b, backwardWork) -
+                        ring.rows(lse, b).unsqueeze(-1))
+                           .exp();
+        at::Tensor dO = ring.rows(dOut, b);
+        at::Tensor kf = Ring::cols(kv[0], b).to(at::kFloat),
+                   vf = Ring::cols(kv[1], b).to(at::kFloat);
+        Ring::cols(dkv[1], b).add_(at::matmul(p.transpose(-1, -2), dO));
+        at::Tensor ds =
+            p * (at::matmul(dO, vf.transpose(-1, -2)) - ring.rows(delta, b));
+        ring.rows(dq, b).add_(at::matmul(ds, kf));
+        Ring::cols(dkv[0], b).add_(
+            at::matmul(ds.transpose(-1, -2), ring.rows(ring.qg, b)));
       }
       if (next) {
         kv = next->arrived();
-        dkv = shift(ring, dkv);
+        dkv = shift(ring.comm, dkv);
       }
     }
     // After R - 1 shifts this rank holds block i + 1; one more brings every
     // block's finished gradients home.
-    if (R > 1)
-      dkv = shift(ring, dkv);
-    return {(dq * scale).reshape({d.B, d.H, d.n, d.D}).to(q.scalar_type()),
+    if (ring.R > 1)
+      dkv = shift(ring.comm, dkv);
+    const double scale = 1.0 / std::sqrt(double(d.D));
+    return {d.ungrouped(dq * scale).to(q.scalar_type()),
             dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
-            at::Tensor()};
+            at::Tensor(), at::Tensor()};
   }
 };
 
 } // namespace
 
+RingLayout parallel::zigzagLayout(int64_t S, int ring) {
+  if (ring == 1)
+    return {{{0, S}}};
+  if (S % (2 * ring))
+    throw Error("a sequence of " + std::to_string(S) +
+                " positions does not split into the 2 x ring = " +
+                std::to_string(2 * ring) +
+                " equal chunks of the zigzag "
+                "layout; pad it to a multiple of " +
+                std::to_string(2 * ring));
+  const int64_t c = S / (2 * ring);
+  RingLayout layout;
+  for (int r = 0; r < ring; ++r)
+    layout.push_back({{r * c, c}, {(2 * ring - 1 - r) * c, c}});
+  return layout;
+}
+
 at::Tensor parallel::ringAttention(const at::Tensor &q, const at::Tensor &k,
-                                   const at::Tensor &v, Communicator *ring) {
+                                   const at::Tensor &v, Communicator *ring,
+                                   const RingLayout &layout) {
   if (q.dim() != 4 || k.dim() != 4 || k.sizes() != v.sizes() ||
       k.size(1) == 0 || q.size(1) % k.size(1) || q.size(2) != k.size(2))
     throw Error("ring attention needs q [B, H, n, D] and k, v [B, Hkv, n, D] "
                 "with H a multiple of Hkv; got q " +
                 c10::str(q.sizes()) + ", k " + c10::str(k.sizes()));
-  return RingAttention::apply(q, k, v, reinterpret_cast<int64_t>(ring));
+  bool fits = int(layout.size()) == ring->size();
+  for (size_t r = 0; fits && r < layout.size(); ++r) {
+    int64_t n = 0;
+    for (const Span &s : layout[r])
+      n += s.size;
+    fits = n == q.size(2);
+  }
+  if (!fits)
+    throw Error("ring attention's layout must give each of the " +
+                std::to_string(ring->size()) + " ring ranks " +
+                std::to_string(q.size(2)) +
+                " positions, as many as q holds; build it with zigzagLayout");
+  return RingAttention::apply(q, k, v, reinterpret_cast<int64_t>(ring),
+                              flatten(layout));
 }
+
+RingWork parallel::ringWork() { return {forwardWork, backwardWork}; }

@@ -1,12 +1,13 @@
 //===- RingAttention.h - causal attention over a ring of ranks --*- C++ -*-===//
 //
 // The ring half of unified sequence parallelism (USP, arXiv 2405.07719):
-// ring rank i holds the queries, keys and values of position chunk i of
-// every sequence; the key/value blocks travel once around the ring and each
-// rank folds its queries' attention over every block into an online
-// softmax (running output and log-sum-exp). Backward circulates the blocks
-// again, recomputes each block's probabilities from the saved log-sum-exp
-// and carries the blocks' key/value gradients along to their owners.
+// each ring rank holds the queries, keys and values of some positions of
+// every sequence (the model uses the zigzag layout below); the key/value
+// blocks travel once around the ring and each rank folds its queries'
+// attention over every block into an online softmax (running output and
+// log-sum-exp). Backward circulates the blocks again, recomputes each
+// block's probabilities from the saved log-sum-exp and carries the blocks'
+// key/value gradients along to their owners.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,18 +18,47 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace rlhf::parallel {
 
+/// Consecutive positions [first, first + size) of a sequence.
+struct Span {
+  int64_t first = 0, size = 0;
+};
+
+/// Which positions each ring rank holds: per ring rank, its spans in the
+/// order its tensors hold them (every rank the same number of positions).
+using RingLayout = std::vector<std::vector<Span>>;
+
+/// The balanced layout of a sequence of S positions over `ring` ranks: S
+/// in 2 ring equal chunks, rank r holding chunks r and 2 ring - 1 - r (in
+/// that order), so under the causal mask every rank attends to the same
+/// number of keys (Megatron's context parallelism). S must be a multiple of
+/// 2 ring; with ring = 1 the whole sequence is one span.
+RingLayout zigzagLayout(int64_t S, int ring);
+
 /// Causal scaled dot-product attention of this ring rank's queries
-/// q [B, H, n, D] (positions [rank n, (rank + 1) n) of the sequence) over
-/// the keys and values k, v [B, Hkv, n, D] of every rank's chunk, in the
-/// ring's rank order. H must be a multiple of Hkv (GQA: query head h reads
+/// q [B, H, n, D] over the keys and values k, v [B, Hkv, n, D] of every
+/// ring rank, at the positions `layout` gives (layout[ring->rank()] for q,
+/// k and v here). A block pair that the causal mask hides entirely is
+/// skipped, one it shows entirely runs unmasked, the rest under the mask
+/// of their positions. H must be a multiple of Hkv (GQA: query head h reads
 /// KV head h / (H / Hkv), as repeat_interleave pairs them). Returns
 /// [B, H, n, D] in q's dtype; softmax and accumulation run in fp32. An
 /// autograd function: backward runs the ring backward, so every rank gets
 /// the gradients of its own q, k and v.
 at::Tensor ringAttention(const at::Tensor &q, const at::Tensor &k,
-                         const at::Tensor &v, Communicator *ring);
+                         const at::Tensor &v, Communicator *ring,
+                         const RingLayout &layout);
+
+/// Attention scores (query x key pairs, summed over batch rows and query
+/// heads) that ringAttention computed in this process so far, forward and
+/// backward: equal on every ring rank when the layout is balanced.
+struct RingWork {
+  int64_t forward = 0, backward = 0;
+};
+RingWork ringWork();
 
 } // namespace rlhf::parallel
 

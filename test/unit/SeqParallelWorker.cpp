@@ -9,7 +9,12 @@
 // parameters and loss after a train step of 2 minibatches with Adam for
 // each of the stdlib's losses (one of them with recomputed layers). Also
 // that a sequence sp does not divide, generation and bad ulysses x ring
-// layouts are rejected. Prints one line; exits 1 on a mismatch.
+// layouts are rejected. With ring > 1: the forward of a sequence that the
+// zigzag layout pads (S/ring odd) where sp divides it, that every ring rank
+// computed as many attention scores in the model's forward and backward,
+// and ring attention alone against causal attention of the whole sequence
+// with zigzag (balanced) and contiguous chunks (unbalanced). Prints one
+// line (ring ranks' work on another); exits 1 on a mismatch.
 //
 // RLHF_PRECISION=bf16 runs reference and layouts alike with bf16 weights
 // (fp32 masters in training) within the bf16 tolerances below.
@@ -17,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LossBatches.h"
+#include "RingAttention.h"
 #include "StdlibFns.h"
 
 #include "rlhf/runtime/Communicator.h"
@@ -74,6 +80,85 @@ template <typename F> bool rejects(F f, const std::string &what) {
     return std::string(e.what()).find(what) != std::string::npos;
   }
   return false;
+}
+
+/// Every ring rank's (forward, backward) since `from`, [ring, 2].
+at::Tensor ringWorkSince(const parallel::RingWork &from, Communicator &ring,
+                         c10::Device dev) {
+  parallel::RingWork now = parallel::ringWork();
+  return ring
+      .allGather(
+          at::tensor({now.forward - from.forward, now.backward - from.backward},
+                     at::kLong)
+              .unsqueeze(0)
+              .to(dev))
+      .cpu();
+}
+
+std::string workStr(const at::Tensor &work) {
+  std::string out;
+  for (int64_t i = 0; i < work.size(0); ++i)
+    out += " (" + std::to_string(work[i][0].item<int64_t>()) + ", " +
+           std::to_string(work[i][1].item<int64_t>()) + ")";
+  return out;
+}
+
+bool allEqual(const at::Tensor &work) {
+  return (work == work[0]).all().item<bool>() && work.min().item<int64_t>() > 0;
+}
+
+/// Ring attention alone (GQA, fp32) against causal attention of the whole
+/// sequence, with the zigzag layout and with contiguous chunks: the largest
+/// difference of output and q, k, v gradients. `balanced`: zigzag gave
+/// every ring rank the same number of scores, forward and backward, and
+/// contiguous chunks did not.
+double checkRingAttention(Communicator &ring, c10::Device dev, bool &balanced,
+                          std::string &report) {
+  const int R = ring.size(), r = ring.rank();
+  const int64_t B = 2, H = 4, Hkv = 2, S = 8 * R, D = 8;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  auto leaf = [&](int64_t heads) {
+    return at::randn({B, heads, S, D}, gen, at::kFloat).to(dev);
+  };
+  at::Tensor q = leaf(H), k = leaf(Hkv), v = leaf(Hkv), dOut = leaf(H);
+  std::vector<at::Tensor> ref{q.clone().requires_grad_(true),
+                              k.clone().requires_grad_(true),
+                              v.clone().requires_grad_(true)};
+  at::Tensor refOut = at::scaled_dot_product_attention(
+      ref[0], ref[1].repeat_interleave(H / Hkv, 1),
+      ref[2].repeat_interleave(H / Hkv, 1), {}, 0.0, /*is_causal=*/true);
+  refOut.backward(dOut);
+  parallel::RingLayout contiguous;
+  for (int i = 0; i < R; ++i)
+    contiguous.push_back({{i * S / R, S / R}});
+  double diff = 0;
+  balanced = true;
+  for (bool zigzag : {true, false}) {
+    const parallel::RingLayout layout =
+        zigzag ? parallel::zigzagLayout(S, R) : contiguous;
+    auto mine = [&](const at::Tensor &t) {
+      std::vector<at::Tensor> parts;
+      for (const parallel::Span &s : layout[size_t(r)])
+        parts.push_back(t.narrow(2, s.first, s.size));
+      return at::cat(parts, 2);
+    };
+    std::vector<at::Tensor> in;
+    for (const at::Tensor &t : {q, k, v})
+      in.push_back(mine(t).requires_grad_(true));
+    const parallel::RingWork before = parallel::ringWork();
+    at::Tensor out =
+        parallel::ringAttention(in[0], in[1], in[2], &ring, layout);
+    out.backward(mine(dOut));
+    at::Tensor work = ringWorkSince(before, ring, dev);
+    diff = std::max(diff, relDiff(out, mine(refOut)));
+    for (size_t i = 0; i < in.size(); ++i)
+      diff = std::max(diff, relDiff(in[i].grad(), mine(ref[i].grad())));
+    balanced &= allEqual(work.select(1, 0)) == zigzag &&
+                allEqual(work.select(1, 1)) == zigzag;
+    report += std::string(zigzag ? "ring attention zigzag" : ", contiguous") +
+              workStr(work);
+  }
+  return diff;
 }
 
 } // namespace
@@ -173,6 +258,7 @@ int main() {
     (refOut * weights).sum().backward();
 
     LlamaModel model = makeModel(full);
+    const parallel::RingWork before = parallel::ringWork();
     at::Tensor out = model.forward(tokens.narrow(0, lo, rows));
     double fwd = relDiff(out, refOut.narrow(0, lo, rows));
     if (!valueHead) {
@@ -200,6 +286,33 @@ int main() {
         if (c)
           c->allReduceSum(g);
       bwd = std::max(bwd, relDiff(g, refGrads.at(n)));
+    }
+
+    // The zigzag layout's balance, in the model and in ring attention
+    // alone; and a sequence sp divides that zigzag pads (S/ring odd).
+    bool balanced = true;
+    double ringDiff = 0;
+    std::string work;
+    if (ring > 1) {
+      Communicator *ringGroup = ulysses > 1 ? ringComm.get() : spComm.get();
+      at::Tensor modelWork = ringWorkSince(before, *ringGroup, dev);
+      balanced =
+          allEqual(modelWork.select(1, 0)) && allEqual(modelWork.select(1, 1));
+      work = "model" + workStr(modelWork) + ", ";
+      bool alone = false;
+      ringDiff = checkRingAttention(*ringGroup, dev, alone, work);
+      balanced &= alone;
+      if (const int64_t P = S - 2; P % spSize == 0 && P / ring % 2) {
+        at::NoGradGuard noGrad;
+        at::Tensor mine = tokens.narrow(0, lo, rows).narrow(1, 0, P);
+        at::Tensor ref = single.forward(tokens.narrow(1, 0, P));
+        fwd = std::max(fwd,
+                       relDiff(model.forward(mine), ref.narrow(0, lo, rows)));
+        if (!valueHead)
+          fwd = std::max(fwd, relDiff(model.tokenStat(mine, false),
+                                      tokenLogprobs(ref, tokens.narrow(1, 0, P))
+                                          .narrow(0, lo, rows)));
+      }
     }
 
     // A train step per loss: 2 minibatches, Adam with clipping; the last
@@ -290,9 +403,16 @@ int main() {
         bf16 ? "bf16" : "fp32", fwd, bwd,
         bf16 ? "relative norm diff (masters)" : "diff", trainDiff, lossDiff,
         rejected ? "rejected" : "NOT REJECTED");
+    if (ring > 1)
+      std::printf("rank %d scores per ring rank (forward, backward): %s; ring "
+                  "attention alone max relative diff %.3g, %s\n",
+                  rank, work.c_str(), ringDiff,
+                  balanced ? "zigzag balanced, contiguous not"
+                           : "BALANCE NOT AS EXPECTED");
     world.barrier();
     return fwd < tol.forward && bwd < tol.gradient && trainDiff < tol.train &&
-                   lossDiff < tol.loss && rejected
+                   lossDiff < tol.loss && rejected && balanced &&
+                   ringDiff < kFp32.forward
                ? 0
                : 1;
   });

@@ -89,13 +89,19 @@ struct KvCache {
 
 /// This rank's sequence-parallel group, in USP's unified form (arXiv
 /// 2405.07719): size = ulysses x ring. Its ranks hold the same weights
-/// (replicated, as over dp) and the same rows; sp rank r runs positions
-/// [r S/size, (r+1) S/size) of every sequence. Rank order: r = ringRank *
-/// ulysses + ulyssesRank. Attention first trades chunks by all-to-all
-/// within the `ulysses` ranks of a ring rank (DeepSpeed-Ulysses), leaving
-/// each with a 1/ulysses share of the heads over the contiguous positions
-/// [ringRank S/ring, (ringRank+1) S/ring); ring attention then runs across
-/// the `ring` ranks of an ulysses rank (same heads, ring chunks in order).
+/// (replicated, as over dp) and the same rows, and each runs S/size
+/// positions of every sequence. Rank order: r = ringRank * ulysses +
+/// ulyssesRank. With ring = 1 sp rank r runs positions [r S/size,
+/// (r+1) S/size). With ring > 1 the sequence is cut into 2 ring equal
+/// chunks and ring rank i holds chunks i and 2 ring - 1 - i (zigzag, so
+/// that causal ring attention gives every ring rank the same work), its
+/// ulysses ranks taking consecutive S/size positions of those two chunks
+/// in turn; a sequence S/ring odd is padded at its end to fit. Attention
+/// first trades positions by all-to-all within the `ulysses` ranks of a
+/// ring rank (DeepSpeed-Ulysses), leaving each with a 1/ulysses share of
+/// the heads over the ring rank's positions; ring attention then runs
+/// across the `ring` ranks of an ulysses rank (same heads). Outputs are
+/// gathered back in sequence order.
 ///
 /// `comm` spans the whole group in rank order and is null when size == 1.
 /// `ulysses` spans sp ranks ringRank * ulysses + 0..ulysses-1 and `ring`
@@ -154,15 +160,16 @@ public:
   /// (value head) for token ids [B, S]. `positions` [B, S] default to 0..S-1.
   /// With pipeline stages, every stage calls it with the same tokens; the
   /// result is defined on the last stage only. With sp > 1, every sp rank
-  /// calls it with the same tokens (S a multiple of sp), runs its chunk of
-  /// positions and returns the whole result, gathered over sp.
+  /// calls it with the same tokens (S a multiple of sp), runs its share of
+  /// positions (SequenceParallel) and returns the whole result, gathered
+  /// over sp in sequence order.
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
   /// What an lm head predicts at each position of `tokens`, [B, S-1]
   /// (column j for token j+1): the log-prob of the next token, or with
   /// `entropy` the entropy of the distribution, in fp32. With sp > 1 each
-  /// rank computes its chunk's columns and only those are gathered, so the
+  /// rank computes its positions' columns and only those are gathered, so the
   /// logits' memory divides by sp too; otherwise it is forward's logits'.
   at::Tensor tokenStat(const at::Tensor &tokens, bool entropy);
 
@@ -214,9 +221,6 @@ private:
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
-  /// This rank's positions [first, first + count) of a sequence of S under
-  /// sp (an error when sp does not divide S).
-  std::pair<int64_t, int64_t> spChunk(int64_t S) const;
   at::Tensor embed(const at::Tensor &tokens);
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
