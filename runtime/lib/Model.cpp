@@ -94,6 +94,12 @@ at::Tensor rotateHalf(const at::Tensor &x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+void checkLength(const ModelConfig &cfg, int64_t S) {
+  if (S > cfg.maxSeq)
+    throw Error("sequence of " + std::to_string(S) +
+                " tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
+}
+
 /// Where sp puts a sequence of S positions. Ring ranks hold the zigzag
 /// layout's spans (balanced causal ring attention; one span with ring 1) and
 /// the ulysses ranks of a ring rank split its spans' positions in order, so
@@ -462,26 +468,25 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
 }
 
 at::Tensor LlamaModel::head(const at::Tensor &x) {
-  const ModelShape &m = cfg.shape;
   // Logits and values leave in fp32: log-softmax and losses need it.
-  if (m.valueHead)
+  if (cfg.shape.valueHead)
     return at::linear(x, p("value_head.weight")).squeeze(-1).to(at::kFloat);
-  const at::Tensor &w =
-      m.tieEmbeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
-  at::Tensor logits =
-      at::linear(tp.size > 1 ? parallel::copyToGroup(x, tp.comm) : x, w);
-  if (tp.size > 1)
-    logits = parallel::gatherDim(logits, tp.comm, -1);
-  return logits.to(at::kFloat);
+  at::Tensor logits = logitsShard(x);
+  return tp.size > 1 ? parallel::gatherDim(logits, tp.comm, -1) : logits;
+}
+
+at::Tensor LlamaModel::logitsShard(const at::Tensor &x) {
+  const at::Tensor &w = cfg.shape.tieEmbeddings ? p("model.embed_tokens.weight")
+                                                : p("lm_head.weight");
+  return at::linear(tp.size > 1 ? parallel::copyToGroup(x, tp.comm) : x, w)
+      .to(at::kFloat);
 }
 
 at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
                                const c10::optional<at::Tensor> &positionsIn) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
-  if (S > cfg.maxSeq)
-    throw Error("sequence of " + std::to_string(S) +
-                " tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
+  checkLength(cfg, S);
   at::Tensor positions =
       positionsIn ? positionsIn->to(device_)
                   : at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
@@ -505,26 +510,40 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
 at::Tensor LlamaModel::tokenStat(const at::Tensor &tokensIn, bool entropy) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
-  auto stat = [&](const at::Tensor &logits, const at::Tensor &next) {
+  // The next tokens; the last position of the sequence has none (a
+  // placeholder id, its column dropped at the end).
+  const at::Tensor next = at::cat(
+      {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1);
+  auto whole = [&](const at::Tensor &logits, const at::Tensor &next) {
     at::Tensor lp = at::log_softmax(logits, -1);
     return entropy ? -(lp.exp() * lp).sum(-1)
                    : lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
   };
-  if (sp.size <= 1 || cfg.shape.valueHead) {
-    at::Tensor logits = forward(tokens);
-    return stat(logits.narrow(1, 0, S - 1), tokens.narrow(1, 1, S - 1));
-  }
-  const SpSplit split(sp, S);
+  if (cfg.shape.valueHead || pp.stages > 1 || (sp.size <= 1 && tp.size <= 1))
+    return whole(forward(tokens), next).narrow(1, 0, S - 1);
+  checkLength(cfg, S);
+  // Under tp the vocabulary stays sharded (each rank holds [B, S/sp, V/tp]
+  // of the logits, as the cost model counts them); under sp each rank
+  // computes its positions' columns and only those are gathered.
+  auto stat = [&](const at::Tensor &x, const at::Tensor &next) {
+    if (tp.size <= 1)
+      return whole(head(x), next);
+    const int64_t width = cfg.shape.vocab / tp.size;
+    return parallel::vocabParallelStat(logitsShard(x), next, tp.rank * width,
+                                       tp.comm, entropy);
+  };
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
-  at::Tensor logits = head(hidden(split.local(tokens), split.local(positions),
-                                  /*mask: causal=*/at::Tensor(), nullptr));
-  // The next tokens; the last position of the sequence has none (a
-  // placeholder id, its column dropped after the gather).
-  at::Tensor next = split.local(at::cat(
-      {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1));
-  return split.inOrder(parallel::gatherDim(stat(logits, next), sp.comm, 1),
-                       S - 1);
+  if (sp.size <= 1)
+    return stat(hidden(tokens, positions, /*mask: causal=*/at::Tensor(),
+                       nullptr),
+                next)
+        .narrow(1, 0, S - 1);
+  const SpSplit split(sp, S);
+  at::Tensor x = hidden(split.local(tokens), split.local(positions),
+                        /*mask: causal=*/at::Tensor(), nullptr);
+  return split.inOrder(
+      parallel::gatherDim(stat(x, split.local(next)), sp.comm, 1), S - 1);
 }
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {

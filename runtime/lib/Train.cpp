@@ -295,12 +295,14 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
     return stageOut ? *stageOut : model.forward(tokens);
   };
-  // Under sp the per-token statistics are gathered instead of the logits.
+  // Under sp the per-token statistics are gathered instead of the logits,
+  // and under tp computed over the sharded vocabulary.
   FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool entropy) {
     return model.tokenStat(tokens, entropy);
   };
-  std::vector<at::Tensor> v = o.loss->evaluate(
-      fnInputs(b, o), &out, &denoms, model.spSize() > 1 ? &stat : nullptr);
+  const bool perToken = !stageOut && (model.spSize() > 1 || model.tpSize() > 1);
+  std::vector<at::Tensor> v = o.loss->evaluate(fnInputs(b, o), &out, &denoms,
+                                               perToken ? &stat : nullptr);
   metrics.resize(v.size() - 1, 0.0);
   for (size_t k = 1; k < v.size(); ++k)
     metrics[k - 1] += v[k].item<double>();

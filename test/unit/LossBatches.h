@@ -20,8 +20,8 @@
 
 namespace rlhf::testfns {
 
-/// The inputs of the stdlib loss `name` (sft_loss, ppo_actor_loss with
-/// per-token advantages, grpo_loss with per-sequence ones, ppo_value_loss)
+/// The inputs of the stdlib loss `name` (sft_loss, ppo_actor_loss and
+/// ppo_entropy_loss with per-token advantages, grpo_loss with per-sequence ones, ppo_value_loss)
 /// for `tokens` [N, S], drawn from a generator seeded 21, with a random
 /// loss mask as the mask the token input carries.
 inline TrainBatch randomLossBatch(const std::string &name,
@@ -36,7 +36,7 @@ inline TrainBatch randomLossBatch(const std::string &name,
   at::Tensor returns = at::randn({N, S1}, g);
   TrainBatch b;
   b.inputs = name == "sft_loss" ? std::vector<at::Tensor>{tokens}
-             : name == "ppo_actor_loss"
+             : name == "ppo_actor_loss" || name == "ppo_entropy_loss"
                  ? std::vector<at::Tensor>{tokens, oldLogprobs,
                                            advantages.unsqueeze(1)
                                                .expand({N, S1})
@@ -69,11 +69,12 @@ inline TrainBatch dpRows(const TrainBatch &b, int64_t minibatches, int dpRank,
 }
 
 /// The stdlib losses the layout tests train with: the value loss for a
-/// value head, else SFT's, PPO's and GRPO's.
+/// value head, else SFT's, PPO's with its entropy bonus (log-probs and
+/// entropy of one model) and GRPO's.
 inline std::vector<std::string> layoutTestLosses(bool valueHead) {
   if (valueHead)
     return {"ppo_value_loss"};
-  return {"sft_loss", "ppo_actor_loss", "grpo_loss"};
+  return {"sft_loss", "ppo_entropy_loss", "grpo_loss"};
 }
 
 /// Adam as the layout tests' train steps run it, with clipping.

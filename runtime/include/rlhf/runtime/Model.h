@@ -169,8 +169,10 @@ public:
   /// What an lm head predicts at each position of `tokens`, [B, S-1]
   /// (column j for token j+1): the log-prob of the next token, or with
   /// `entropy` the entropy of the distribution, in fp32. With sp > 1 each
-  /// rank computes its positions' columns and only those are gathered, so the
-  /// logits' memory divides by sp too; otherwise it is forward's logits'.
+  /// rank computes its positions' columns and only those are gathered, and
+  /// with tp > 1 the vocabulary stays sharded (vocabulary-parallel
+  /// log-softmax), so the logits' memory divides by sp x tp; with pp > 1 it
+  /// is forward's whole logits'.
   at::Tensor tokenStat(const at::Tensor &tokens, bool entropy);
 
   /// Samples up to `opts.maxNewTokens` tokens after each prompt (prompts
@@ -221,6 +223,8 @@ private:
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
+  /// This tp rank's vocabulary shard of the logits, in fp32.
+  at::Tensor logitsShard(const at::Tensor &x);
   at::Tensor embed(const at::Tensor &tokens);
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
