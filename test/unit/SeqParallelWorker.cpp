@@ -201,6 +201,12 @@ int main() {
         spComm);
     groups(
         dp, [&](int g, int i) { return i * spSize * tpSize + g; }, dpComm);
+    // Every rank holding the same weight shard (dp x sp, one per tp rank):
+    // gradients and ZeRO slices go over it.
+    std::unique_ptr<Communicator> replicasComm;
+    groups(
+        dp * spSize, [&](int g, int i) { return i * tpSize + g; },
+        replicasComm);
     // USP's sub-groups when neither is the whole sp group; g counts the
     // (dp, other factor, tp) triples.
     std::unique_ptr<Communicator> ulyssesComm, ringComm;
@@ -356,6 +362,61 @@ int main() {
                                  std::max(1.0, std::fabs(refStats.loss)));
     }
 
+    // ZeRO over the replicas: a train step as above, each rank keeping
+    // 1/(dp x sp) of every Adam moment; gathered whole, the moments are
+    // the single process's of this tp shard.
+    std::string zeroNote;
+    bool zeroOk = true;
+    if (replicasComm && spSize > 1) {
+      const int64_t M = 2, R = replicasComm->size();
+      const std::string &name = losses.front();
+      FnProgram loss = testfns::stdlibFn(name);
+      TrainBatch all = testfns::randomLossBatch(name, tokens);
+      const AdamSettings as = testfns::layoutTestAdam();
+      TrainOptions to;
+      to.loss = &loss;
+      to.minibatches = M;
+      LlamaModel ref1(cfg, leaves(full), {});
+      Adam refOpt(as);
+      trainStep(ref1, refOpt, all, to);
+      LlamaModel m2 = makeModel(full);
+      Adam opt(as);
+      to.dp = dpComm.get();
+      to.replicas = replicasComm.get();
+      to.zero = true;
+      trainStep(m2, opt, testfns::dpRows(all, M, dpRank, dp), to);
+      int64_t kept = 0, whole = 0;
+      for (auto &[n, t] : opt.moments1()) {
+        kept += t.numel();
+        whole += m2.params().at(n).numel();
+      }
+      // Slices are padded to equal length: at most one element more each.
+      const bool sliced =
+          kept * R <= whole + R * int64_t(opt.moments1().size());
+      opt.unshard();
+      double diff = 0;
+      auto worst = [&](const ParamMap &mine, const ParamMap &ref) {
+        ParamMap want = shardParams(cfg, ref, tpRank, tpSize);
+        for (auto &[n, t] : mine)
+          diff = std::max(diff, relNorm(t.detach(), want.at(n).detach()));
+      };
+      worst(bf16 ? opt.masterWeights() : m2.params(),
+            bf16 ? refOpt.masterWeights() : ref1.params());
+      if (!bf16) // in bf16 the moments carry the gradients' rounding
+        for (auto [mine, ref] :
+             {std::pair(&opt.moments1(), &refOpt.moments1()),
+              std::pair(&opt.moments2(), &refOpt.moments2())})
+          worst(*mine, *ref);
+      zeroOk = sliced && diff < tol.train;
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "; ZeRO over dp x sp = %lld: moments %s, state max "
+                    "relative norm diff %.3g",
+                    static_cast<long long>(R), sliced ? "sliced" : "NOT SLICED",
+                    diff);
+      zeroNote = buf;
+    }
+
     // The constraints: whole chunks, and generation with sp = 1 only.
     bool rejected = true;
     if (spSize > 1) {
@@ -398,11 +459,11 @@ int main() {
         "rank %d sp %d/%d (ulysses %d x ring %d) tp %d/%d dp %d/%d %s: "
         "forward max relative diff %.3g, gradient max relative diff %.3g, "
         "parameters after train steps max %s %.3g, loss relative diff %.3g, "
-        "constraints %s\n",
+        "constraints %s%s\n",
         rank, spRank, spSize, ulysses, ring, tpRank, tpSize, dpRank, dp,
         bf16 ? "bf16" : "fp32", fwd, bwd,
         bf16 ? "relative norm diff (masters)" : "diff", trainDiff, lossDiff,
-        rejected ? "rejected" : "NOT REJECTED");
+        rejected ? "rejected" : "NOT REJECTED", zeroNote.c_str());
     if (ring > 1)
       std::printf("rank %d scores per ring rank (forward, backward): %s; ring "
                   "attention alone max relative diff %.3g, %s\n",
@@ -411,7 +472,7 @@ int main() {
                            : "BALANCE NOT AS EXPECTED");
     world.barrier();
     return fwd < tol.forward && bwd < tol.gradient && trainDiff < tol.train &&
-                   lossDiff < tol.loss && rejected && balanced &&
+                   lossDiff < tol.loss && rejected && balanced && zeroOk &&
                    ringDiff < kFp32.forward
                ? 0
                : 1;
