@@ -173,15 +173,21 @@ struct FnProgram::Eval {
                   shapeStr(seq));
     return out;
   }
-  /// tokenStat's log-probs or entropies for the token value of `i`.
+  /// tokenStat's log-probs or entropies for the token value of `i`. The
+  /// first asks for every statistic the program reads of that input.
   at::Tensor stat(const Instr &i, bool entropy) {
     const int64_t k = inputOf(i);
     auto it = stats.find({k, entropy});
-    if (it == stats.end())
-      it = stats
-               .emplace(std::make_pair(k, entropy),
-                        (*tokenStat)(k, x[size_t(k)], entropy))
-               .first;
+    if (it == stats.end()) {
+      bool reads[2] = {false, false}; // log-probs, entropy
+      for (const Instr &j : f.code)
+        if ((j.op == Op::Logprobs || j.op == Op::Entropy) && inputOf(j) == k)
+          reads[j.op == Op::Entropy] = true;
+      auto [lp, h] = (*tokenStat)(k, x[size_t(k)], reads[0], reads[1]);
+      stats[{k, false}] = lp;
+      stats[{k, true}] = h;
+      it = stats.find({k, entropy});
+    }
     const at::Tensor &seq = x[size_t(k)];
     if (it->second.dim() != 2 || it->second.size(0) != N ||
         it->second.size(1) != seq.size(1) - 1)

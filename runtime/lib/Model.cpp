@@ -507,43 +507,71 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
       hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
 }
 
-at::Tensor LlamaModel::tokenStat(const at::Tensor &tokensIn, bool entropy) {
+TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
+                                  bool entropy) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
   // The next tokens; the last position of the sequence has none (a
   // placeholder id, its column dropped at the end).
   const at::Tensor next = at::cat(
       {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1);
-  auto whole = [&](const at::Tensor &logits, const at::Tensor &next) {
+  // The statistics asked for, from one set of logits: the whole vocabulary,
+  // or under tp this rank's shard of it (vocabulary-parallel, so no rank
+  // holds [B, S, V], as the cost model counts the logits).
+  auto stats = [&](const at::Tensor &logits, const at::Tensor &next,
+                   bool sharded) {
+    TokenStats r;
+    if (sharded) {
+      const int64_t offset = tp.rank * (cfg.shape.vocab / tp.size);
+      if (logprobs)
+        r.logprobs =
+            parallel::vocabParallelStat(logits, next, offset, tp.comm, false);
+      if (entropy)
+        r.entropy =
+            parallel::vocabParallelStat(logits, next, offset, tp.comm, true);
+      return r;
+    }
     at::Tensor lp = at::log_softmax(logits, -1);
-    return entropy ? -(lp.exp() * lp).sum(-1)
-                   : lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    if (logprobs)
+      r.logprobs = lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    if (entropy)
+      r.entropy = -(lp.exp() * lp).sum(-1);
+    return r;
   };
+  auto each = [](TokenStats r, const std::function<at::Tensor(at::Tensor)> &f) {
+    for (at::Tensor *t : {&r.logprobs, &r.entropy})
+      if (t->defined())
+        *t = f(*t);
+    return r;
+  };
+  auto drop = [&](at::Tensor t) { return t.narrow(1, 0, S - 1); };
   if (cfg.shape.valueHead || pp.stages > 1 || (sp.size <= 1 && tp.size <= 1))
-    return whole(forward(tokens), next).narrow(1, 0, S - 1);
+    return each(stats(forward(tokens), next, false), drop);
   checkLength(cfg, S);
-  // Under tp the vocabulary stays sharded (each rank holds [B, S/sp, V/tp]
-  // of the logits, as the cost model counts them); under sp each rank
-  // computes its positions' columns and only those are gathered.
-  auto stat = [&](const at::Tensor &x, const at::Tensor &next) {
-    if (tp.size <= 1)
-      return whole(head(x), next);
-    const int64_t width = cfg.shape.vocab / tp.size;
-    return parallel::vocabParallelStat(logitsShard(x), next, tp.rank * width,
-                                       tp.comm, entropy);
+  auto logitsOf = [&](const at::Tensor &x) {
+    return tp.size > 1 ? logitsShard(x) : head(x);
   };
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (sp.size <= 1)
-    return stat(hidden(tokens, positions, /*mask: causal=*/at::Tensor(),
-                       nullptr),
-                next)
-        .narrow(1, 0, S - 1);
+    return each(stats(logitsOf(hidden(tokens, positions,
+                                      /*mask: causal=*/at::Tensor(), nullptr)),
+                      next, tp.size > 1),
+                drop);
+  // Under sp each rank computes its positions' columns; only those are
+  // gathered.
   const SpSplit split(sp, S);
   at::Tensor x = hidden(split.local(tokens), split.local(positions),
                         /*mask: causal=*/at::Tensor(), nullptr);
-  return split.inOrder(
-      parallel::gatherDim(stat(x, split.local(next)), sp.comm, 1), S - 1);
+  return each(stats(logitsOf(x), split.local(next), tp.size > 1),
+              [&](at::Tensor t) {
+                return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
+              });
+}
+
+at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
+  TokenStats r = tokenStats(tokens, !entropy, entropy);
+  return entropy ? r.entropy : r.logprobs;
 }
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {

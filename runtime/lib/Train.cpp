@@ -297,8 +297,10 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   };
   // Under sp the per-token statistics are gathered instead of the logits,
   // and under tp computed over the sharded vocabulary.
-  FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool entropy) {
-    return model.tokenStat(tokens, entropy);
+  FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool logprobs,
+                         bool entropy) {
+    TokenStats r = model.tokenStats(tokens, logprobs, entropy);
+    return std::pair(r.logprobs, r.entropy);
   };
   const bool perToken = !stageOut && (model.spSize() > 1 || model.tpSize() > 1);
   std::vector<at::Tensor> v = o.loss->evaluate(fnInputs(b, o), &out, &denoms,

@@ -530,4 +530,37 @@ TEST(FnLoss, ValuesScoreAndEntropy) {
   EXPECT_NEAR(h.item<double>(), ((ent * mask).sum() / 3).item<double>(), 1e-6);
 }
 
+// A model that gives per-token statistics (LlamaModel::tokenStats under sp
+// or tp) is asked once per token input, for every statistic the program
+// reads of it: one forward pass for a policy loss with an entropy bonus.
+TEST(FnLoss, TokenStatsAskedOncePerInput) {
+  FnProgram p = FnProgram::parse(program(
+      "loss",
+      {"%0 = input 0 tok", "%1 = input 1 tok", "%2 = logprobs %0",
+       "%3 = entropy %0", "%4 = logprobs %1", "%5 = mask_of %0",
+       "%6 = token_sum %2 %5", "%7 = token_sum %3 %5", "%8 = token_sum %4 %5",
+       "%9 = add %6 %7", "%10 = add %9 %8", "out loss %10"}));
+  const int64_t N = 2, S = 4;
+  at::Tensor a = at::ones({N, S}, at::kLong), b = a + 1;
+  at::Tensor mask = at::ones({N, S - 1});
+  std::vector<std::tuple<int64_t, bool, bool>> asked;
+  FnTokenStat stat = [&](int64_t input, const at::Tensor &tokens, bool logprobs,
+                         bool entropy) {
+    asked.emplace_back(input, logprobs, entropy);
+    at::Tensor base = tokens.narrow(1, 0, S - 1).to(at::kFloat);
+    return std::pair(logprobs ? -base : at::Tensor(),
+                     entropy ? base * 10 : at::Tensor());
+  };
+  FnModel none = [](int64_t, const at::Tensor &) -> at::Tensor {
+    ADD_FAILURE() << "whole logits asked for";
+    return {};
+  };
+  at::Tensor loss = p.evaluate({{a, b}, {mask}, 0}, &none, nullptr, &stat)[0];
+  // -1 and 10 per token of a, -2 per token of b, over N (S-1) tokens.
+  EXPECT_FLOAT_EQ(loss.item<float>(), (-1 + 10 - 2) * N * (S - 1));
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true));
+  EXPECT_EQ(asked[1], std::make_tuple(int64_t(1), true, false));
+}
+
 } // namespace

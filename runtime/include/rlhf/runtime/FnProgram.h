@@ -111,13 +111,15 @@ struct FnInputs {
 using FnModel =
     std::function<at::Tensor(int64_t input, const at::Tensor &tokens)>;
 
-/// An lm head's per-token log-probs (or, with `entropy`, entropies), [N,
-/// S-1], for the token input `input`: what `logprobs` and `entropy` read,
-/// for a model that computes them without whole logits
-/// (LlamaModel::tokenStat under sequence parallelism). Without it they
-/// come from FnModel's logits.
-using FnTokenStat = std::function<at::Tensor(
-    int64_t input, const at::Tensor &tokens, bool entropy)>;
+/// An lm head's per-token log-probs and entropies, [N, S-1] each, for the
+/// token input `input`, each only where asked for (else undefined): what
+/// `logprobs` and `entropy` read, for a model that computes them without
+/// whole logits (LlamaModel::tokenStats under sequence or tensor
+/// parallelism). Asked once per input, for every statistic the program
+/// reads of it, so both come from one forward pass. Without it they come
+/// from FnModel's logits.
+using FnTokenStat = std::function<std::pair<at::Tensor, at::Tensor>(
+    int64_t input, const at::Tensor &tokens, bool logprobs, bool entropy)>;
 
 /// A parsed and verified fn program (see the file comment).
 class FnProgram {

@@ -134,6 +134,12 @@ struct StageActivations {
   at::Tensor input, output;
 };
 
+/// Per-token statistics of an lm head, [B, S-1] each (LlamaModel::
+/// tokenStats); a statistic not asked for is undefined.
+struct TokenStats {
+  at::Tensor logprobs, entropy;
+};
+
 /// Full (unsharded) parameters with a deterministic random init: every
 /// parameter draws from a generator seeded by `seed` and its name, so any
 /// layout can be built from the same numbers.
@@ -165,6 +171,10 @@ public:
   /// over sp in sequence order.
   at::Tensor forward(const at::Tensor &tokens,
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
+
+  /// Both of tokenStat's statistics from one forward pass, each only if
+  /// asked for (else undefined).
+  TokenStats tokenStats(const at::Tensor &tokens, bool logprobs, bool entropy);
 
   /// What an lm head predicts at each position of `tokens`, [B, S-1]
   /// (column j for token j+1): the log-prob of the next token, or with
