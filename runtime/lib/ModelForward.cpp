@@ -1,0 +1,224 @@
+//===- ModelForward.cpp - whole forward passes and their outputs ----------===//
+//
+// LlamaModel's forward passes over whole sequences: the logits or values
+// (gathered in sequence order under sp), the per-token statistics losses
+// and inference read (vocabulary-parallel under tp), and the pipeline's
+// per-stage passes. The layers themselves are in Model.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rlhf/runtime/Model.h"
+#include "ParallelOps.h"
+#include "RingAttention.h"
+
+#include "rlhf/runtime/Error.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+using namespace rlhf;
+
+namespace {
+
+void checkLength(const ModelConfig &cfg, int64_t S) {
+  if (S > cfg.maxSeq)
+    throw Error("sequence of " + std::to_string(S) +
+                " tokens exceeds max_seq " + std::to_string(cfg.maxSeq));
+}
+
+/// Where sp puts a sequence of S positions. Ring ranks hold the zigzag
+/// layout's spans (balanced causal ring attention; one span with ring 1) and
+/// the ulysses ranks of a ring rank split its spans' positions in order, so
+/// the Ulysses all-to-all hands each ring rank exactly its spans. Zigzag
+/// needs S a multiple of 2 x ring, which a multiple of sp is not when
+/// S/ring is odd: the sequence is then padded at its end, after every real
+/// position, so causal attention leaves the real outputs unchanged.
+struct SpSplit {
+  int64_t length;                   ///< S with the padding
+  parallel::RingLayout ring;        ///< the positions of each ring rank
+  std::vector<parallel::Span> mine; ///< this sp rank's, in order
+
+  SpSplit(const SequenceParallel &sp, int64_t S) {
+    if (S % sp.size)
+      throw Error("sequence of " + std::to_string(S) +
+                  " tokens does not split into " + std::to_string(sp.size) +
+                  " equal chunks for sequence parallelism; pad it to a "
+                  "multiple of sp");
+    const int64_t unit =
+        sp.ringSize > 1 ? std::lcm<int64_t>(sp.size, 2 * sp.ringSize) : 1;
+    length = (S + unit - 1) / unit * unit;
+    ring = parallel::zigzagLayout(length, sp.ringSize);
+    int64_t skip = sp.ulyssesRank() * (length / sp.size),
+            left = length / sp.size;
+    for (const parallel::Span &s : ring[size_t(sp.ringRank())]) {
+      const int64_t from = std::clamp<int64_t>(skip, 0, s.size),
+                    n = std::min(s.size - from, left);
+      if (n)
+        mine.push_back({s.first + from, n});
+      skip -= s.size;
+      left -= n;
+    }
+  }
+
+  /// This rank's positions of `t` [B, S], padded with zeros.
+  at::Tensor local(const at::Tensor &t) const {
+    at::Tensor padded = at::constant_pad_nd(t, {0, length - t.size(1)});
+    std::vector<at::Tensor> parts;
+    for (const parallel::Span &s : mine)
+      parts.push_back(padded.narrow(1, s.first, s.size));
+    return at::cat(parts, 1);
+  }
+
+  /// The first `keep` positions of `t` gathered over sp (in sp rank order:
+  /// every ring rank's spans in turn) in sequence order.
+  at::Tensor inOrder(const at::Tensor &t, int64_t keep) const {
+    std::vector<std::pair<int64_t, at::Tensor>> parts;
+    int64_t offset = 0;
+    for (const std::vector<parallel::Span> &spans : ring)
+      for (const parallel::Span &s : spans) {
+        parts.push_back({s.first, t.narrow(1, offset, s.size)});
+        offset += s.size;
+      }
+    std::sort(parts.begin(), parts.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::vector<at::Tensor> sorted;
+    for (auto &[first, part] : parts)
+      sorted.push_back(part);
+    return at::cat(sorted, 1).narrow(1, 0, keep);
+  }
+};
+
+} // namespace
+
+at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
+                               const c10::optional<at::Tensor> &positionsIn) {
+  const at::Tensor tokens = tokensIn.to(device_);
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  checkLength(cfg, S);
+  at::Tensor positions =
+      positionsIn ? positionsIn->to(device_)
+                  : at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  if (pp.stages > 1) {
+    StageActivations a = stageForward(tokens);
+    return lastStage() ? a.output : at::Tensor();
+  }
+  if (sp.size > 1) {
+    // This rank's positions at their global positions. The whole logits
+    // are gathered, so their memory is not divided by sp: losses and
+    // inference read per-token log-probs through tokenStat instead.
+    const SpSplit split(sp, S);
+    at::Tensor x = hidden(split.local(tokens), split.local(positions),
+                          /*mask: causal=*/at::Tensor(), nullptr);
+    return split.inOrder(parallel::gatherDim(head(x), sp.comm, 1), S);
+  }
+  return head(
+      hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
+}
+
+TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
+                                  bool entropy) {
+  const at::Tensor tokens = tokensIn.to(device_);
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  // The next tokens; the last position of the sequence has none (a
+  // placeholder id, its column dropped at the end).
+  const at::Tensor next = at::cat(
+      {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1);
+  // The statistics asked for, from one set of logits: the whole vocabulary,
+  // or under tp this rank's shard of it (vocabulary-parallel, so no rank
+  // holds [B, S, V], as the cost model counts the logits).
+  auto stats = [&](const at::Tensor &logits, const at::Tensor &next,
+                   bool sharded) {
+    TokenStats r;
+    if (sharded) {
+      const int64_t offset = tp.rank * (cfg.shape.vocab / tp.size);
+      if (logprobs)
+        r.logprobs =
+            parallel::vocabParallelStat(logits, next, offset, tp.comm, false);
+      if (entropy)
+        r.entropy =
+            parallel::vocabParallelStat(logits, next, offset, tp.comm, true);
+      return r;
+    }
+    at::Tensor lp = at::log_softmax(logits, -1);
+    if (logprobs)
+      r.logprobs = lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+    if (entropy)
+      r.entropy = -(lp.exp() * lp).sum(-1);
+    return r;
+  };
+  auto each = [](TokenStats r, const std::function<at::Tensor(at::Tensor)> &f) {
+    for (at::Tensor *t : {&r.logprobs, &r.entropy})
+      if (t->defined())
+        *t = f(*t);
+    return r;
+  };
+  auto drop = [&](at::Tensor t) { return t.narrow(1, 0, S - 1); };
+  if (cfg.shape.valueHead || pp.stages > 1 || (sp.size <= 1 && tp.size <= 1))
+    return each(stats(forward(tokens), next, false), drop);
+  checkLength(cfg, S);
+  auto logitsOf = [&](const at::Tensor &x) {
+    return tp.size > 1 ? logitsShard(x) : head(x);
+  };
+  at::Tensor positions =
+      at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  if (sp.size <= 1)
+    return each(stats(logitsOf(hidden(tokens, positions,
+                                      /*mask: causal=*/at::Tensor(), nullptr)),
+                      next, tp.size > 1),
+                drop);
+  // Under sp each rank computes its positions' columns; only those are
+  // gathered.
+  const SpSplit split(sp, S);
+  at::Tensor x = hidden(split.local(tokens), split.local(positions),
+                        /*mask: causal=*/at::Tensor(), nullptr);
+  return each(stats(logitsOf(x), split.local(next), tp.size > 1),
+              [&](at::Tensor t) {
+                return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
+              });
+}
+
+at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
+  TokenStats r = tokenStats(tokens, !entropy, entropy);
+  return entropy ? r.entropy : r.logprobs;
+}
+
+StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {
+  const at::Tensor tokens = tokensIn.to(device_);
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  at::Tensor positions =
+      at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
+  const at::Tensor mask; // causal
+  StageActivations a;
+  at::Tensor x;
+  if (firstStage()) {
+    x = embed(tokens);
+  } else {
+    a.input = at::empty({B, S, cfg.shape.hidden}, on(dtype_));
+    pp.comm->recv(a.input, pp.stage - 1);
+    a.input.set_requires_grad(at::GradMode::is_enabled());
+    x = a.input;
+  }
+  x = layers(x, positions, mask, nullptr, /*finalNorm=*/lastStage());
+  if (lastStage()) {
+    a.output = head(x);
+  } else {
+    a.output = x;
+    pp.comm->send(x.detach(), pp.stage + 1);
+  }
+  return a;
+}
+
+void LlamaModel::stageBackward(const StageActivations &a) {
+  if (!lastStage()) {
+    at::Tensor grad = at::empty_like(a.output);
+    pp.comm->recv(grad, pp.stage + 1);
+    a.output.backward(grad);
+  }
+  if (!firstStage()) {
+    at::Tensor g = a.input.grad();
+    pp.comm->send(g.defined() ? g : at::zeros_like(a.input), pp.stage - 1);
+  }
+}
