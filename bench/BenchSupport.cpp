@@ -113,38 +113,12 @@ bench::SyncFloor bench::syncFloor(const plan::Problem &p, int64_t nodeLimit) {
   return f;
 }
 
-double bench::asyncFloor(const plan::Problem &p) {
-  double rest = 0, slowest = 0;
-  std::vector<size_t> gens;
-  for (size_t c = 0; c < p.calls.size(); ++c) {
-    if (p.calls[c].host)
-      continue;
-    if (p.calls[c].stale > 0) {
-      gens.push_back(c);
-      continue;
-    }
-    rest += p.leastArea(c);
-    slowest = std::max(slowest, p.fastestTime(c));
-  }
-  if (gens.size() != 1) {
-    for (size_t g : gens)
-      rest += p.leastArea(g);
-    return rest / double(p.gpus);
-  }
-  double best = INFINITY;
-  for (const plan::Candidate &x : p.cands[gens[0]])
-    best = std::min(
-        best, std::max({x.time, slowest,
-                        (x.time * double(x.devices) + rest) / double(p.gpus)}));
-  return best;
-}
-
-void bench::sweepAsync(mlir::rlhf::AlgorithmOp alg,
-                       const cost::Calibration &cal, int64_t budget,
-                       double current, bool show) {
+double bench::sweepAsync(mlir::rlhf::AlgorithmOp alg,
+                         const cost::Calibration &cal, int64_t budget,
+                         double current, bool show) {
   auto base = plan::buildProblem(alg, cal);
   if (mlir::failed(base))
-    return;
+    return INFINITY;
   size_t g = 0;
   for (size_t c = 0; c < base->calls.size(); ++c)
     if (base->calls[c].stale > 0)
@@ -186,4 +160,5 @@ void bench::sweepAsync(mlir::rlhf::AlgorithmOp alg,
     }
   llvm::errs() << formatv("  sweep best {0:f3}s, search {1:f3}s ({2:f3}x)\n",
                           best, current, current / best);
+  return best;
 }

@@ -3,7 +3,7 @@
 // Lowering a program text to the rlhf dialect, wall-clock timing and
 // printing a plan's calls and the synchronous floor: what
 // rlhf-bench-planner and rlhf-bench-long-context both need; and the
-// asynchronous floor and sweep of rlhf-bench-planner --async.
+// asynchronous sweep of rlhf-bench-planner --async.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,20 +71,12 @@ struct SyncFloor {
 };
 SyncFloor syncFloor(const plan::Problem &p, int64_t nodeLimit);
 
-/// A floor under every asynchronous plan of `p`: the generator runs once
-/// per iteration, so the period is at least its time, and at least all
-/// calls' GPU-seconds over the cluster with the generator at that
-/// candidate and every other call at its least (memory, placement,
-/// reallocations and the weight update ignored); the least over the
-/// generator's candidates.
-double asyncFloor(const plan::Problem &p);
-
 /// Diagnostic for staleness > 0: `alg` planned with its generator fixed on
 /// each of its meshes at an edge of the cluster, the other calls anywhere
 /// or apart (outside that mesh). Prints each plan's time and the best
-/// against `current` to stderr.
-void sweepAsync(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
-                int64_t budget, double current, bool show);
+/// against `current` to stderr, and returns the best (infinite: none).
+double sweepAsync(mlir::rlhf::AlgorithmOp alg, const cost::Calibration &cal,
+                  int64_t budget, double current, bool show);
 
 } // namespace rlhfc::bench
 

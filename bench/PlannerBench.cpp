@@ -235,7 +235,9 @@ bool forEachSetting(
 /// the synchronous heuristic and the synchronous search. Per setting it
 /// prints the three iteration times, the speedups, how the async plan
 /// splits the GPUs (generation's GPUs of all), the generation's and the
-/// weight update's time per iteration, and the search's wall time.
+/// weight update's time per iteration, the search's wall time, and a floor
+/// under every async plan (plan::asyncFloor). A searched or swept plan
+/// below that floor is an error.
 int asyncBench(const cost::Calibration &cal,
                const std::vector<Setting> &settings) {
   llvm::outs() << formatv(
@@ -269,8 +271,9 @@ int asyncBench(const cost::Calibration &cal,
     const plan::Problem &ap = asyncPlanned->problem;
     const std::optional<plan::Assignment> &aa = asyncPlanned->assignment;
     double asyncTime = timeIn(ap, aa);
-    if (asyncSweep)
-      sweepAsync(alg, cal, common.budget, asyncTime, show);
+    double swept = asyncSweep
+                       ? sweepAsync(alg, cal, common.budget, asyncTime, show)
+                       : INFINITY;
     // No plan, async or not, beats every call at its least GPU-seconds
     // spread over the whole cluster (memory and placement ignored).
     double area = 0;
@@ -278,7 +281,25 @@ int asyncBench(const cost::Calibration &cal,
       if (!ap.calls[c].host)
         area += ap.leastArea(c);
     area /= double(ap.gpus);
-    double floor = asyncFloor(ap);
+    auto t1 = std::chrono::steady_clock::now();
+    std::optional<plan::AsyncFloor> af =
+        plan::asyncFloor(ap, common.floorNodes);
+    double floorWall = secondsSince(t1);
+    if (!af) {
+      llvm::errs() << formatv("error: the async floor ran past {0} nodes\n",
+                              common.floorNodes.getValue());
+      return false;
+    }
+    double floor = af->time;
+    // The floor lies under every async plan; a searched or swept plan below
+    // it means a bound assumes what the simulator does not.
+    for (double t : {asyncTime, swept})
+      if (t < floor * (1 - 1e-9)) {
+        llvm::errs() << formatv("error: {0}B+{1}B {2} GPUs gen {3}: an async "
+                                "plan takes {4:f4}s, under the floor {5:f4}s\n",
+                                s.actor, s.critic, s.gpus, gen, t, floor);
+        return false;
+      }
     std::string split = "-", genTime = "-", update = "-";
     if (aa) {
       plan::SimResult sim = plan::simulate(ap, *aa, 3, /*record=*/true);
@@ -301,6 +322,31 @@ int asyncBench(const cost::Calibration &cal,
     if (show) {
       llvm::errs() << formatv("{0}B+{1}B {2} GPUs gen {3}\n", s.actor, s.critic,
                               s.gpus, gen);
+      // Where the floor lies: the stale generate's and its trainer's (its
+      // model's last other call) candidates, and the three terms there.
+      size_t g = 0;
+      int t = -1;
+      for (size_t c = 0; c < ap.calls.size(); ++c)
+        if (ap.calls[c].stale > 0)
+          g = c;
+      for (size_t c = 0; c < ap.calls.size(); ++c)
+        if (c != g && !ap.calls[c].host &&
+            ap.calls[c].model == ap.calls[g].model)
+          t = int(c);
+      auto where = [&](int c, int k) {
+        if (c < 0 || k < 0)
+          return std::string("-");
+        const plan::Candidate &x = ap.cands[c][k];
+        return formatv("[{0}:{1}] {2:f3}s", x.s.firstGpu,
+                       x.s.firstGpu + x.devices, x.time)
+            .str();
+      };
+      llvm::errs() << formatv("  async floor {0:f3}s: generate {1}, train {2}; "
+                              "busiest GPU {3:f3}s, area {4:f3}s, rate "
+                              "{5:f3}s ({6:f2} s)\n",
+                              floor, where(int(g), af->generator),
+                              where(t, af->trainer), af->busiest, af->area,
+                              af->rate, floorWall);
       if (heurPlan)
         printPlan(sp, *heurPlan, "sync heuristic");
       if (sync->assignment)

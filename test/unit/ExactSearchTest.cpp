@@ -3,7 +3,8 @@
 // On spaces small enough to enumerate, the exact search and the annealing
 // search find the same optimum as trying every assignment, and the bounds
 // never exceed what any completion of a partial assignment reaches, nor does
-// the relaxed floor exceed the optimum.
+// the relaxed floor exceed the optimum, nor the async floor any plan under
+// staleness.
 //
 //===----------------------------------------------------------------------===//
 
@@ -338,3 +339,169 @@ TEST(Search, AsyncSearchReachesTheBruteForceOptimum) {
     EXPECT_EQ(*a, *solve(p, Method::Search, o));
   }
 }
+
+namespace {
+
+/// The tiny problem under staleness k: generation may run ahead. A slow
+/// host step (`gae` seconds) makes the dependency chains bind.
+Problem tinyAsync(int64_t k, int64_t genLen, int64_t trainBatch, double gae) {
+  Problem p = tinyProblem(8, 72e9);
+  p.calls[2].hostTime = gae;
+  p.staleness = k;
+  p.calls[0].stale = k;
+  p.calls[0].shape.genLen = genLen;
+  for (size_t c : {3, 4})
+    p.calls[c].shape.batch = trainBatch;
+  test::addCandidates(p);
+  return p;
+}
+
+/// The floor before the relaxation: the generator's time, and all calls'
+/// GPU-seconds with it at that candidate and the rest at their least.
+double simpleAsyncFloor(const Problem &p) {
+  double rest = 0, slowest = 0, best = kInfTime;
+  for (size_t c = 1; c < p.calls.size(); ++c)
+    if (!p.calls[c].host) {
+      rest += p.leastArea(c);
+      slowest = std::max(slowest, p.fastestTime(c));
+    }
+  for (const Candidate &x : p.cands[0])
+    best = std::min(
+        best, std::max({x.time, slowest,
+                        (x.time * double(x.devices) + rest) / double(p.gpus)}));
+  return best;
+}
+
+/// Checks the async floor of `p` against every plan: none is faster (OOM
+/// or not: memory is no part of it). Returns the fastest plan's time.
+double floorUnderEveryPlan(const Problem &p, double floor) {
+  double best = kInfTime;
+  forEachCompletion(p, Assignment(p.calls.size(), -1),
+                    [&](const Assignment &a) {
+                      double t = simulate(p, a).iterationTime;
+                      EXPECT_LE(floor, t * (1 + 1e-12));
+                      best = std::min(best, t);
+                    });
+  return best;
+}
+
+TEST(AsyncFloor, LiesUnderEveryPlanOfTinyProblems) {
+  int tighter = 0;
+  for (int64_t k : {1, 2})
+    for (int64_t genLen : {128, 896})
+      for (int64_t batch : {64, 256})
+        for (double gae : {0.0, 1.5}) {
+          SCOPED_TRACE(testing::Message()
+                       << "k " << k << " gen " << genLen << " batch " << batch
+                       << " gae " << gae);
+          Problem p = tinyAsync(k, genLen, batch, gae);
+          std::optional<AsyncFloor> f = asyncFloor(p);
+          ASSERT_TRUE(f.has_value());
+          ASSERT_GE(f->generator, 0);
+          ASSERT_GE(f->trainer, 0);
+          double best = floorUnderEveryPlan(p, f->time);
+          // It only adds terms to the simple floor's.
+          EXPECT_GE(f->time, simpleAsyncFloor(p) * (1 - 1e-12));
+          tighter += f->time > simpleAsyncFloor(p) * 1.05;
+          EXPECT_LE(f->time, best * (1 + 1e-12));
+        }
+  EXPECT_GT(tighter, 8) << "the relaxation should beat the simple floor";
+}
+
+/// PPO's dataflow on one node of `gpus` GPUs (actor, critic, reference and
+/// reward; the generator may run one version ahead), every call on any
+/// aligned mesh with tp and pp up to `split` (data parallel for the rest).
+Problem ppoOnOneNode(int64_t gpus, int64_t genLen, int64_t split,
+                     int64_t actorLayers, int64_t criticLayers) {
+  Problem p = test::fourGpus(80e9);
+  p.hw.gpusPerNode = p.gpus = gpus;
+  auto arch = [](int64_t layers) {
+    return cost::Arch::get(test::llamaShape(layers, 4096, 32, 32, 11008), 4096);
+  };
+  p.models = {{"actor", arch(actorLayers), true},
+              {"critic", arch(criticLayers), true},
+              {"ref", arch(actorLayers), false},
+              {"reward", arch(criticLayers), false}};
+  const double rows = 64 * 256 * 4.0;
+  test::addCall(p, 0, cost::CallKind::Generate, {});
+  test::addCall(p, 3, cost::CallKind::Inference, {{0, rows}});
+  test::addCall(p, 2, cost::CallKind::Inference, {{0, rows}});
+  test::addCall(p, 1, cost::CallKind::Inference, {{0, rows}});
+  Call gae;
+  gae.host = true;
+  gae.hostTime = 0.01;
+  gae.deps = {{1, rows}, {2, rows}, {3, rows}};
+  p.calls.push_back(gae);
+  test::addCall(p, 0, cost::CallKind::Train, {{0, rows}, {4, rows}});
+  test::addCall(p, 1, cost::CallKind::Train, {{3, rows}, {4, rows}});
+  p.calls[0].shape.genLen = genLen;
+  p.staleness = 1;
+  p.calls[0].stale = 1;
+  p.cands.assign(p.calls.size(), {});
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      for (int64_t size = 1; size <= gpus; size *= 2)
+        for (int64_t first = 0; first < gpus; first += size)
+          for (int64_t tp = 1; tp <= std::min(size, split); tp *= 2)
+            for (int64_t pp = 1; pp <= std::min(split, size / tp); pp *= 2) {
+              cost::Strategy s;
+              s.firstGpu = first;
+              s.tp = tp;
+              s.pp = pp;
+              s.dp = size / tp / pp;
+              p.cands[c].push_back(Candidate::priced(
+                  p.models[p.calls[c].model].arch, p.hw, s, p.calls[c].shape));
+            }
+  return p;
+}
+
+TEST(AsyncFloor, LiesUnderEveryPpoPlanOnFourGpus) {
+  // Six calls on 1, 2 or 4 GPUs, data parallel only: 7^6 plans.
+  for (int64_t genLen : {128, 896})
+    for (auto [actor, critic] : {std::pair(24, 16), std::pair(8, 32)}) {
+      SCOPED_TRACE(testing::Message() << "gen " << genLen << " actor " << actor
+                                      << " critic " << critic);
+      Problem p = ppoOnOneNode(4, genLen, 1, actor, critic);
+      std::optional<AsyncFloor> f = asyncFloor(p);
+      ASSERT_TRUE(f.has_value());
+      double best = floorUnderEveryPlan(p, f->time);
+      // Tight here: within 10% of the optimum (0.3-9%).
+      EXPECT_GE(f->time, 0.9 * best);
+    }
+}
+
+TEST(AsyncFloor, LiesUnderSearchedAndRandomPpoPlans) {
+  std::mt19937_64 rng(11);
+  for (int64_t genLen : {128, 896}) {
+    SCOPED_TRACE(testing::Message() << "gen " << genLen);
+    Problem p = ppoOnOneNode(8, genLen, 2, 24, 16);
+    std::optional<AsyncFloor> f = asyncFloor(p);
+    ASSERT_TRUE(f.has_value());
+    std::optional<Assignment> searched = solve(p, Method::Search);
+    ASSERT_TRUE(searched.has_value());
+    EXPECT_LE(f->time, simulate(p, *searched).iterationTime * (1 + 1e-12));
+    // Random plans, and random walks from the searched one.
+    Assignment walk = *searched;
+    std::vector<size_t> calls = modelCalls(p);
+    int ahead = 0;
+    for (int trial = 0; trial < 40000; ++trial) {
+      Assignment a(p.calls.size(), -1);
+      if (trial % 2) {
+        if (trial % 64 == 1)
+          walk = *searched;
+        size_t c = calls[rng() % calls.size()];
+        walk[c] = int(rng() % p.cands[c].size());
+        a = walk;
+      } else {
+        for (size_t c : calls)
+          a[c] = int(rng() % p.cands[c].size());
+      }
+      ASSERT_LE(f->time, simulate(p, a).iterationTime * (1 + 1e-12));
+      ahead += ownsWeightCopy(p, a, 0);
+    }
+    EXPECT_GT(ahead, 0);
+    EXPECT_GT(f->time, simpleAsyncFloor(p));
+  }
+}
+
+} // namespace

@@ -232,6 +232,25 @@ std::optional<double> relaxedFloor(const Problem &p,
                                    int64_t nodeLimit = 100'000'000,
                                    Assignment *witness = nullptr);
 
+/// A floor under simulate(p, a, iterations).iterationTime for every
+/// assignment a of a problem under staleness (FloorAsync.cpp): over one
+/// candidate per call, the least largest of a floor of the busiest GPU, the
+/// GPU-seconds over the cluster, and the longest chain of waits that the
+/// simulator's measured rate spans. The stale generate and its trainer keep
+/// their exact meshes, the other calls only which of them they meet or
+/// which run of GPUs outside them they lie in. Memory, transfers and
+/// reallocations are dropped.
+struct AsyncFloor {
+  double time = 0;
+  /// The stale generate's and its trainer's candidates there (-1: none).
+  int generator = -1, trainer = -1;
+  double busiest = 0, area = 0, rate = 0; ///< the three terms there
+};
+/// nullopt when the branch and bound exceeds `nodeLimit`.
+std::optional<AsyncFloor> asyncFloor(const Problem &p,
+                                     int64_t nodeLimit = 100'000'000,
+                                     int iterations = 3);
+
 /// The peak memory that every completion of a partial assignment reaches on
 /// some GPU (the models' resting weights, where known, optimizer state and
 /// the largest working set); `gpu` receives that GPU.
