@@ -326,40 +326,54 @@ int main() {
     double trainDiff = 0, lossDiff = 0;
     const std::vector<std::string> losses =
         testfns::layoutTestLosses(valueHead);
-    for (const std::string &name : losses) {
+    // Loss `name`'s step by one process and by this layout (options `lo`),
+    // compared by `check(ref model, ref Adam, ref stats, model, Adam, stats)`.
+    auto trainPair = [&](const std::string &name, TrainOptions lo,
+                         const auto &check) {
       const int64_t M = 2; // minibatches
       FnProgram loss = testfns::stdlibFn(name);
       TrainBatch all = testfns::randomLossBatch(name, tokens);
-      // This rank's rows (every sp rank the same): its dp slice of every
-      // minibatch.
-      TrainBatch local = testfns::dpRows(all, M, dpRank, dp);
       const AdamSettings as = testfns::layoutTestAdam();
       TrainOptions to;
-      to.loss = &loss;
-      to.minibatches = M;
+      to.loss = lo.loss = &loss;
+      to.minibatches = lo.minibatches = M;
       LlamaModel ref1(cfg, leaves(full), {});
       Adam refOpt(as);
       TrainStats refStats = trainStep(ref1, refOpt, all, to);
       LlamaModel m2 = makeModel(full);
       Adam opt(as);
-      to.dp = dpComm.get();
-      to.recompute = &name == &losses.back();
-      TrainStats st = trainStep(m2, opt, local, to);
-      if (bf16) { // the trained state is the fp32 masters
-        ParamMap want =
-            shardParams(cfg, refOpt.masterWeights(), tpRank, tpSize);
-        for (auto &[n, t] : opt.masterWeights())
-          trainDiff = std::max(trainDiff, relNorm(t, want.at(n)));
-      } else {
-        ParamMap want = shardParams(cfg, ref1.params(), tpRank, tpSize);
-        for (auto &[n, t] : m2.params())
-          trainDiff = std::max(
-              trainDiff,
-              (t.detach() - want.at(n).detach()).abs().max().item<double>());
-      }
-      lossDiff =
-          std::max(lossDiff, std::fabs(st.loss - refStats.loss) /
-                                 std::max(1.0, std::fabs(refStats.loss)));
+      lo.dp = dpComm.get();
+      // This rank's rows (every sp rank the same): its dp slice of every
+      // minibatch.
+      TrainStats st =
+          trainStep(m2, opt, testfns::dpRows(all, M, dpRank, dp), lo);
+      check(ref1, refOpt, refStats, m2, opt, st);
+    };
+    for (const std::string &name : losses) {
+      TrainOptions lo;
+      lo.recompute = &name == &losses.back();
+      trainPair(
+          name, lo,
+          [&](LlamaModel &ref1, Adam &refOpt, const TrainStats &refStats,
+              LlamaModel &m2, Adam &opt, const TrainStats &st) {
+            if (bf16) { // the trained state is the fp32 masters
+              ParamMap want =
+                  shardParams(cfg, refOpt.masterWeights(), tpRank, tpSize);
+              for (auto &[n, t] : opt.masterWeights())
+                trainDiff = std::max(trainDiff, relNorm(t, want.at(n)));
+            } else {
+              ParamMap want = shardParams(cfg, ref1.params(), tpRank, tpSize);
+              for (auto &[n, t] : m2.params())
+                trainDiff =
+                    std::max(trainDiff, (t.detach() - want.at(n).detach())
+                                            .abs()
+                                            .max()
+                                            .item<double>());
+            }
+            lossDiff =
+                std::max(lossDiff, std::fabs(st.loss - refStats.loss) /
+                                       std::max(1.0, std::fabs(refStats.loss)));
+          });
     }
 
     // ZeRO over the replicas: a train step as above, each rank keeping
@@ -368,53 +382,46 @@ int main() {
     std::string zeroNote;
     bool zeroOk = true;
     if (replicasComm && spSize > 1) {
-      const int64_t M = 2, R = replicasComm->size();
-      const std::string &name = losses.front();
-      FnProgram loss = testfns::stdlibFn(name);
-      TrainBatch all = testfns::randomLossBatch(name, tokens);
-      const AdamSettings as = testfns::layoutTestAdam();
-      TrainOptions to;
-      to.loss = &loss;
-      to.minibatches = M;
-      LlamaModel ref1(cfg, leaves(full), {});
-      Adam refOpt(as);
-      trainStep(ref1, refOpt, all, to);
-      LlamaModel m2 = makeModel(full);
-      Adam opt(as);
-      to.dp = dpComm.get();
-      to.replicas = replicasComm.get();
-      to.zero = true;
-      trainStep(m2, opt, testfns::dpRows(all, M, dpRank, dp), to);
-      int64_t kept = 0, whole = 0;
-      for (auto &[n, t] : opt.moments1()) {
-        kept += t.numel();
-        whole += m2.params().at(n).numel();
-      }
-      // Slices are padded to equal length: at most one element more each.
-      const bool sliced =
-          kept * R <= whole + R * int64_t(opt.moments1().size());
-      opt.unshard();
-      double diff = 0;
-      auto worst = [&](const ParamMap &mine, const ParamMap &ref) {
-        ParamMap want = shardParams(cfg, ref, tpRank, tpSize);
-        for (auto &[n, t] : mine)
-          diff = std::max(diff, relNorm(t.detach(), want.at(n).detach()));
-      };
-      worst(bf16 ? opt.masterWeights() : m2.params(),
-            bf16 ? refOpt.masterWeights() : ref1.params());
-      if (!bf16) // in bf16 the moments carry the gradients' rounding
-        for (auto [mine, ref] :
-             {std::pair(&opt.moments1(), &refOpt.moments1()),
-              std::pair(&opt.moments2(), &refOpt.moments2())})
-          worst(*mine, *ref);
-      zeroOk = sliced && diff < tol.train;
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "; ZeRO over dp x sp = %lld: moments %s, state max "
-                    "relative norm diff %.3g",
-                    static_cast<long long>(R), sliced ? "sliced" : "NOT SLICED",
-                    diff);
-      zeroNote = buf;
+      const int64_t R = replicasComm->size();
+      TrainOptions lo;
+      lo.replicas = replicasComm.get();
+      lo.zero = true;
+      trainPair(losses.front(), lo,
+                [&](LlamaModel &ref1, Adam &refOpt, const TrainStats &,
+                    LlamaModel &m2, Adam &opt, const TrainStats &) {
+                  int64_t kept = 0, whole = 0;
+                  for (auto &[n, t] : opt.moments1()) {
+                    kept += t.numel();
+                    whole += m2.params().at(n).numel();
+                  }
+                  // Slices are padded to equal length: at most one element
+                  // more each.
+                  const bool sliced =
+                      kept * R <= whole + R * int64_t(opt.moments1().size());
+                  opt.unshard();
+                  double diff = 0;
+                  auto worst = [&](const ParamMap &mine, const ParamMap &ref) {
+                    ParamMap want = shardParams(cfg, ref, tpRank, tpSize);
+                    for (auto &[n, t] : mine)
+                      diff = std::max(diff,
+                                      relNorm(t.detach(), want.at(n).detach()));
+                  };
+                  worst(bf16 ? opt.masterWeights() : m2.params(),
+                        bf16 ? refOpt.masterWeights() : ref1.params());
+                  if (!bf16) // in bf16 the moments carry the gradients' noise
+                    for (auto [mine, ref] :
+                         {std::pair(&opt.moments1(), &refOpt.moments1()),
+                          std::pair(&opt.moments2(), &refOpt.moments2())})
+                      worst(*mine, *ref);
+                  zeroOk = sliced && diff < tol.train;
+                  char buf[160];
+                  std::snprintf(buf, sizeof buf,
+                                "; ZeRO over dp x sp = %lld: moments %s, state "
+                                "max relative norm diff %.3g",
+                                static_cast<long long>(R),
+                                sliced ? "sliced" : "NOT SLICED", diff);
+                  zeroNote = buf;
+                });
     }
 
     // The constraints: whole chunks, and generation with sp = 1 only.
