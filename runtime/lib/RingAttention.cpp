@@ -8,8 +8,9 @@
 // the causal mask and half of every other block (all its queries against
 // the earlier block's first chunk, or its later chunk's queries against the
 // whole block), the same work on every rank, which is what the cost model
-// prices. The block pairs follow from the positions alone (planBlock), so
-// forward and backward pick the same rows, keys and masks.
+// prices. What a block computes follows from the positions alone
+// (planBlocks: the pairs of spans the mask does not hide), so forward and
+// backward pick the same rows, keys and masks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +20,13 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
+#include <vector>
 
 using namespace rlhf;
 using namespace rlhf::parallel;
@@ -90,41 +94,52 @@ struct Block {
   bool masked = false;
 };
 
-/// The smallest range of query and key positions that holds every pair of
-/// spans the causal mask does not hide entirely; masked unless every pair in
-/// it is entirely visible (keys no later than queries).
-Block planBlock(const std::vector<Span> &qs, const std::vector<Span> &ks) {
-  const int64_t none = std::numeric_limits<int64_t>::max();
-  int64_t rowLo = none, rowHi = 0, colLo = none, colHi = 0;
-  auto forPairs = [&](auto f) {
-    int64_t qo = 0;
-    for (const Span &a : qs) {
-      int64_t ko = 0;
-      for (const Span &b : ks) {
-        if (a.size && b.size)
-          f(a, qo, b, ko);
-        ko += b.size;
-      }
-      qo += a.size;
+/// The rectangles of one block a rank computes: every pair of a query span
+/// and a key span that the causal mask does not hide entirely, masked where
+/// it straddles the diagonal. Pairs that line up (same rows and adjacent
+/// keys, then same keys and adjacent rows) merge into one matmul; a merged
+/// rectangle is masked if a part is (the mask, from the positions, is right
+/// either way). Under zigzag the rank's own block then skips the quarter the
+/// mask hides (its first chunk's queries against its second chunk's keys).
+std::vector<Block> planBlocks(const std::vector<Span> &qs,
+                              const std::vector<Span> &ks) {
+  std::vector<Block> out;
+  int64_t qo = 0;
+  for (const Span &a : qs) {
+    int64_t ko = 0;
+    for (const Span &b : ks) {
+      // Skip a pair whose every key comes after every query.
+      if (a.size && b.size && b.first <= a.first + a.size - 1)
+        out.push_back({qo, a.size, ko, b.size,
+                       /*masked=*/b.first + b.size - 1 > a.first});
+      ko += b.size;
     }
+    qo += a.size;
+  }
+  auto merge = [&](auto joins) {
+    std::vector<Block> merged;
+    for (const Block &x : out) {
+      if (!merged.empty() && joins(merged.back(), x)) {
+        Block &m = merged.back();
+        m.rows = x.row + x.rows - m.row;
+        m.cols = x.col + x.cols - m.col;
+        m.masked |= x.masked;
+      } else {
+        merged.push_back(x);
+      }
+    }
+    out = std::move(merged);
   };
-  forPairs([&](const Span &a, int64_t qo, const Span &b, int64_t ko) {
-    if (b.first > a.first + a.size - 1)
-      return; // every key after every query
-    rowLo = std::min(rowLo, qo);
-    rowHi = std::max(rowHi, qo + a.size);
-    colLo = std::min(colLo, ko);
-    colHi = std::max(colHi, ko + b.size);
+  merge([](const Block &m, const Block &x) {
+    return m.row == x.row && m.rows == x.rows && m.col + m.cols == x.col;
   });
-  if (rowHi == 0)
-    return {};
-  Block blk{rowLo, rowHi - rowLo, colLo, colHi - colLo, false};
-  forPairs([&](const Span &a, int64_t qo, const Span &b, int64_t ko) {
-    if (qo >= rowLo && qo < rowHi && ko >= colLo && ko < colHi &&
-        b.first + b.size - 1 > a.first)
-      blk.masked = true;
+  std::stable_sort(out.begin(), out.end(), [](const Block &x, const Block &y) {
+    return std::tie(x.col, x.cols, x.row) < std::tie(y.col, y.cols, y.row);
   });
-  return blk;
+  merge([](const Block &m, const Block &x) {
+    return m.col == x.col && m.cols == x.cols && m.row + m.rows == x.row;
+  });
+  return out;
 }
 
 at::Tensor positionsOf(const std::vector<Span> &spans,
@@ -175,8 +190,8 @@ struct Ring {
 
   /// The rank whose block this rank holds at ring step s.
   int holder(int s) const { return (i - s + R) % R; }
-  Block plan(int j) const {
-    return planBlock(layout[size_t(i)], layout[size_t(j)]);
+  std::vector<Block> plan(int j) const {
+    return planBlocks(layout[size_t(i)], layout[size_t(j)]);
   }
   /// `t`'s rows of the block's query positions.
   at::Tensor rows(const at::Tensor &t, const Block &b) const {
@@ -225,7 +240,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       // A block the mask hides is not computed but still moves on. Step 0
       // is the rank's own block, where every query sees itself, so every
       // row's log-sum-exp is finite from then on.
-      if (Block b = ring.plan(j); b.rows) {
+      for (const Block &b : ring.plan(j)) {
         at::Tensor sc = ring.scores(kv[0], j, b, forwardWork);
         at::Tensor blockLse = sc.logsumexp(-1);
         // A row with no key in this block: probabilities 0, not NaN.
@@ -271,7 +286,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<Shift> next;
       if (s + 1 < ring.R)
         next.emplace(ring.comm, kv);
-      if (Block b = ring.plan(j); b.rows) {
+      for (const Block &b : ring.plan(j)) {
         at::Tensor p = (ring.scores(kv[0], j, b, backwardWork) -
                         ring.rows(lse, b).unsqueeze(-1))
                            .exp();
