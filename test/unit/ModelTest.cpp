@@ -5,30 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaGate.h"
 #include "ProcessHarness.h"
-
-#include "rlhf/runtime/Device.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 using namespace rlhf::testing;
-
-namespace {
-
-// With RLHF_DEVICE=cuda (the gpu-labelled ctest runs of these tests) and no
-// CUDA device, the whole run is a skip: exit 77, as ctest expects.
-const bool kCudaGate = [] {
-  const char *d = std::getenv("RLHF_DEVICE");
-  if (d && std::string(d) == "cuda" && rlhf::cudaDeviceCount() == 0) {
-    std::printf("SKIP: RLHF_DEVICE=cuda but no CUDA device is visible\n");
-    std::exit(77);
-  }
-  return true;
-}();
-
-} // namespace
 
 namespace {
 

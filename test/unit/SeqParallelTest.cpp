@@ -5,10 +5,11 @@
 // single-process (sp = 1) forward logits, gradients and train steps within
 // fp32 tolerance (SeqParallelWorker.cpp); with ring > 1 in the zigzag
 // layout, which gives every ring rank the same attention work (counted).
-// Torch-free: it only spawns the workers.
+// With RLHF_DEVICE=cuda (the gpu label) the workers share the GPU.
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaGate.h"
 #include "ProcessHarness.h"
 
 #include <cstdio>
