@@ -4,8 +4,9 @@
 // [i n, (i + 1) n)) the causal mask leaves rank i i + 1 blocks to compute
 // and rank 0 one, and every ring step waits for the slowest rank. The model
 // therefore runs the zigzag layout (zigzagLayout): rank r holds chunks r
-// and 2 ring - 1 - r of 2 ring, so each rank computes its own block under
-// the causal mask and half of every other block (all its queries against
+// and 2 ring - 1 - r of 2 ring, so each rank computes the three quarters of
+// its own block the causal mask leaves and half of every other block (all
+// its queries against
 // the earlier block's first chunk, or its later chunk's queries against the
 // whole block), the same work on every rank, which is what the cost model
 // prices. What a block computes follows from the positions alone
@@ -87,8 +88,7 @@ struct Dims {
 
 /// What a rank's queries compute with one key/value block: local query
 /// positions [row, row + rows) against the block's keys [col, col + cols),
-/// under the causal mask of their positions when `masked`; nothing when
-/// rows is 0.
+/// under the causal mask of their positions when `masked`.
 struct Block {
   int64_t row = 0, rows = 0, col = 0, cols = 0;
   bool masked = false;
@@ -174,24 +174,43 @@ RingLayout unflatten(const std::vector<int64_t> &flat) {
   return layout;
 }
 
-/// One rank's side of the ring: its grouped, pre-scaled queries, the plan
-/// and positions of each block and the scores of a block.
+/// One rank's side of the ring: its grouped, pre-scaled queries, every
+/// rank's positions, the plan of each block and the scores of a block.
 struct Ring {
   Communicator *comm;
   const Dims &d;
   RingLayout layout;
   int i, R;
-  at::Tensor qg, qpos;
+  at::Tensor qg;
+  std::vector<at::Tensor> pos; ///< each ring rank's positions
 
   Ring(Communicator *c, const Dims &dims, RingLayout l, const at::Tensor &q)
       : comm(c), d(dims), layout(std::move(l)), i(c->rank()), R(c->size()),
-        qg(d.grouped(q) / std::sqrt(double(d.D))),
-        qpos(positionsOf(layout[size_t(i)], q.options().dtype(at::kLong))) {}
+        qg(d.grouped(q) / std::sqrt(double(d.D))) {
+    for (const std::vector<Span> &spans : layout)
+      pos.push_back(positionsOf(spans, q.options().dtype(at::kLong)));
+  }
 
-  /// The rank whose block this rank holds at ring step s.
-  int holder(int s) const { return (i - s + R) % R; }
-  std::vector<Block> plan(int j) const {
-    return planBlocks(layout[size_t(i)], layout[size_t(j)]);
+  /// Visits the blocks in ring order: at step s this rank holds block j =
+  /// (i - s) mod R, `kv`'s as it arrived, and runs `visit(j, kv, b)` for
+  /// every part b of it the mask leaves (a hidden block still moves on).
+  /// The next block's exchange is posted first, so it moves while this one
+  /// is computed, and taken after; `moved()` runs after each shift (backward
+  /// moves the block's gradients there, one exchange at a time).
+  template <typename Visit, typename Moved>
+  void circulate(at::Tensor kv, const Visit &visit, const Moved &moved) const {
+    for (int s = 0; s < R; ++s) {
+      const int j = (i - s + R) % R;
+      std::optional<Shift> next;
+      if (s + 1 < R)
+        next.emplace(comm, kv);
+      for (const Block &b : planBlocks(layout[size_t(i)], layout[size_t(j)]))
+        visit(j, kv, b);
+      if (next) {
+        kv = next->arrived();
+        moved();
+      }
+    }
   }
   /// `t`'s rows of the block's query positions.
   at::Tensor rows(const at::Tensor &t, const Block &b) const {
@@ -207,9 +226,9 @@ struct Ring {
     at::Tensor s =
         at::matmul(rows(qg, b), cols(k, b).to(at::kFloat).transpose(-1, -2));
     if (b.masked) {
-      at::Tensor kpos = positionsOf(layout[size_t(j)], qpos.options());
-      at::Tensor after = kpos.narrow(0, b.col, b.cols).unsqueeze(0) >
-                         qpos.narrow(0, b.row, b.rows)
+      at::Tensor after = pos[size_t(j)].narrow(0, b.col, b.cols).unsqueeze(0) >
+                         pos[size_t(i)]
+                             .narrow(0, b.row, b.rows)
                              .repeat_interleave(d.g)
                              .unsqueeze(-1); // [rows g, cols]
       s.masked_fill_(after, -std::numeric_limits<float>::infinity());
@@ -232,30 +251,22 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     at::Tensor out = at::zeros({d.B, d.Hkv, d.n * d.g, d.D}, fp32);
     at::Tensor lse = at::full({d.B, d.Hkv, d.n * d.g},
                               -std::numeric_limits<float>::infinity(), fp32);
-    for (int s = 0; s < ring.R; ++s) {
-      const int j = ring.holder(s);
-      std::optional<Shift> next;
-      if (s + 1 < ring.R)
-        next.emplace(ring.comm, kv);
-      // A block the mask hides is not computed but still moves on. Step 0
-      // is the rank's own block, where every query sees itself, so every
-      // row's log-sum-exp is finite from then on.
-      for (const Block &b : ring.plan(j)) {
-        at::Tensor sc = ring.scores(kv[0], j, b, forwardWork);
-        at::Tensor blockLse = sc.logsumexp(-1);
-        // A row with no key in this block: probabilities 0, not NaN.
-        at::Tensor by = blockLse.masked_fill(blockLse.isneginf(), 0);
-        at::Tensor blockOut = at::matmul((sc - by.unsqueeze(-1)).exp(),
-                                         Ring::cols(kv[1], b).to(at::kFloat));
-        at::Tensor o = ring.rows(out, b), l = ring.rows(lse, b);
-        at::Tensor merged = at::logaddexp(l, blockLse);
-        o.mul_((l - merged).exp().unsqueeze(-1))
-            .add_(blockOut * (blockLse - merged).exp().unsqueeze(-1));
-        l.copy_(merged);
-      }
-      if (next)
-        kv = next->arrived();
-    }
+    // Step 0 is the rank's own block, where every query sees itself, so
+    // every row's log-sum-exp is finite from then on.
+    auto visit = [&](int j, const at::Tensor &kv, const Block &b) {
+      at::Tensor sc = ring.scores(kv[0], j, b, forwardWork);
+      at::Tensor blockLse = sc.logsumexp(-1);
+      // A row with no key in this block: probabilities 0, not NaN.
+      at::Tensor by = blockLse.masked_fill(blockLse.isneginf(), 0);
+      at::Tensor blockOut = at::matmul((sc - by.unsqueeze(-1)).exp(),
+                                       Ring::cols(kv[1], b).to(at::kFloat));
+      at::Tensor o = ring.rows(out, b), l = ring.rows(lse, b);
+      at::Tensor merged = at::logaddexp(l, blockLse);
+      o.mul_((l - merged).exp().unsqueeze(-1))
+          .add_(blockOut * (blockLse - merged).exp().unsqueeze(-1));
+      l.copy_(merged);
+    };
+    ring.circulate(kv, visit, [] {});
     at::Tensor result = d.ungrouped(out).to(q.scalar_type()).contiguous();
     ctx->saved_data["comm"] = c;
     ctx->saved_data["layout"] = layout;
@@ -278,33 +289,22 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     // The held block's key and value gradients travel with it (in fp32, so
     // the partial sums are not rounded at every hop).
     at::Tensor dkv = at::zeros(kv.sizes(), ring.qg.options());
-    for (int s = 0; s < ring.R; ++s) {
-      const int j = ring.holder(s);
-      // The next block moves while this one's gradients are computed; its
-      // gradients move after (they are still being summed), one exchange
-      // at a time.
-      std::optional<Shift> next;
-      if (s + 1 < ring.R)
-        next.emplace(ring.comm, kv);
-      for (const Block &b : ring.plan(j)) {
-        at::Tensor p = (ring.scores(kv[0], j, b, backwardWork) -
-                        ring.rows(lse, b).unsqueeze(-1))
-                           .exp();
-        at::Tensor dO = ring.rows(dOut, b);
-        at::Tensor kf = Ring::cols(kv[0], b).to(at::kFloat),
-                   vf = Ring::cols(kv[1], b).to(at::kFloat);
-        Ring::cols(dkv[1], b).add_(at::matmul(p.transpose(-1, -2), dO));
-        at::Tensor ds =
-            p * (at::matmul(dO, vf.transpose(-1, -2)) - ring.rows(delta, b));
-        ring.rows(dq, b).add_(at::matmul(ds, kf));
-        Ring::cols(dkv[0], b).add_(
-            at::matmul(ds.transpose(-1, -2), ring.rows(ring.qg, b)));
-      }
-      if (next) {
-        kv = next->arrived();
-        dkv = shift(ring.comm, dkv);
-      }
-    }
+    auto visit = [&](int j, const at::Tensor &kv, const Block &b) {
+      at::Tensor p = (ring.scores(kv[0], j, b, backwardWork) -
+                      ring.rows(lse, b).unsqueeze(-1))
+                         .exp();
+      at::Tensor dO = ring.rows(dOut, b);
+      at::Tensor kf = Ring::cols(kv[0], b).to(at::kFloat),
+                 vf = Ring::cols(kv[1], b).to(at::kFloat);
+      Ring::cols(dkv[1], b).add_(at::matmul(p.transpose(-1, -2), dO));
+      at::Tensor ds =
+          p * (at::matmul(dO, vf.transpose(-1, -2)) - ring.rows(delta, b));
+      ring.rows(dq, b).add_(at::matmul(ds, kf));
+      Ring::cols(dkv[0], b).add_(
+          at::matmul(ds.transpose(-1, -2), ring.rows(ring.qg, b)));
+    };
+    // A block's gradients move after it (they are still being summed).
+    ring.circulate(kv, visit, [&] { dkv = shift(ring.comm, dkv); });
     // After R - 1 shifts this rank holds block i + 1; one more brings every
     // block's finished gradients home.
     if (ring.R > 1)
