@@ -156,7 +156,8 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
     return r;
   };
   auto drop = [&](at::Tensor t) { return t.narrow(1, 0, S - 1); };
-  if (cfg.shape.valueHead || pp.stages > 1 || (sp.size <= 1 && tp.size <= 1))
+  // A pipeline's logits come whole from its last stage.
+  if (cfg.shape.valueHead || pp.stages > 1)
     return each(stats(forward(tokens), next, false), drop);
   checkLength(cfg, S);
   auto logitsOf = [&](const at::Tensor &x) {
