@@ -1,12 +1,14 @@
 //===- NcclCommunicator.cpp - the NCCL backend ----------------------------===//
 //
-// The Communicator interface over NCCL, for ranks that each own a GPU. Every
-// operation runs on the current CUDA stream of this rank's device, so it is
-// ordered after the kernels that produced its inputs and before those that
-// use its outputs. CUDA tensors are used in place; host tensors (counters,
-// norms) go through a device copy. The host then polls the stream against
-// the timeout and, when a peer dies, aborts the communicator and throws an
-// rlhf::Error naming the rank: never a hang.
+// The Communicator interface over NCCL, for ranks that each own a GPU.
+// Collectives run on the current CUDA stream of this rank's device, so they
+// are ordered after the kernels that produced their inputs and before those
+// that use their outputs; point-to-point exchanges run on a side stream that
+// waits for the current one, so that compute can overlap them. CUDA tensors
+// are used in place; host tensors (counters, norms) go through a device
+// copy. The host then polls the stream against the timeout and, when a peer
+// dies, aborts the communicator and throws an rlhf::Error naming the rank:
+// never a hang.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,15 +192,7 @@ public:
 
   void exchange(const std::vector<Peer> &sends,
                 std::vector<Peer> &recvs) override {
-    std::vector<at::Tensor> sd, rd;
-    for (const Peer &p : sends)
-      sd.push_back(onDevice(p.tensor));
-    for (Peer &p : recvs)
-      rd.push_back(onDevice(p.tensor));
-    run("exchange",
-        [&](cudaStream_t s) { return issueExchange(sd, sends, rd, recvs, s); });
-    for (size_t i = 0; i < rd.size(); ++i)
-      back(recvs[i].tensor, rd[i]);
+    startExchange(sends, recvs)->wait();
   }
 
   /// The exchange runs on a side stream that first waits for the current
@@ -242,9 +236,15 @@ public:
       for (const at::Tensor &t : *ts)
         c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(),
                                                       p->side);
-    if (ncclResult_t r =
-            issueExchange(p->sd, sends, p->rd, recvs, p->side.stream());
-        r != ncclSuccess)
+    cudaStream_t s = p->side.stream();
+    ncclGroupStart();
+    for (size_t i = 0; i < p->sd.size(); ++i)
+      ncclSend(p->sd[i].data_ptr(), p->sd[i].numel(), ncclType(p->sd[i]),
+               sends[i].rank, comm, s);
+    for (size_t i = 0; i < p->rd.size(); ++i)
+      ncclRecv(p->rd[i].data_ptr(), p->rd[i].numel(), ncclType(p->rd[i]),
+               recvs[i].rank, comm, s);
+    if (ncclResult_t r = ncclGroupEnd(); r != ncclSuccess)
       throw Error(where("exchange") + ncclGetErrorString(r));
     return p;
   }
@@ -286,21 +286,6 @@ private:
   static void back(at::Tensor &t, const at::Tensor &d) {
     if (!d.is_same(t))
       t.copy_(d);
-  }
-
-  /// One group of point-to-point sends and receives on stream `s`.
-  ncclResult_t issueExchange(const std::vector<at::Tensor> &sd,
-                             const std::vector<Peer> &sends,
-                             const std::vector<at::Tensor> &rd,
-                             const std::vector<Peer> &recvs, cudaStream_t s) {
-    ncclGroupStart();
-    for (size_t i = 0; i < sd.size(); ++i)
-      ncclSend(sd[i].data_ptr(), sd[i].numel(), ncclType(sd[i]), sends[i].rank,
-               comm, s);
-    for (size_t i = 0; i < rd.size(); ++i)
-      ncclRecv(rd[i].data_ptr(), rd[i].numel(), ncclType(rd[i]), recvs[i].rank,
-               comm, s);
-    return ncclGroupEnd();
   }
 
   /// Issues an op on the current stream, then polls it.
