@@ -101,36 +101,61 @@ void gatherSlices(Communicator &c, const std::vector<at::Tensor> &mine,
 
 } // namespace
 
+namespace {
+
+/// `t` as it travels: in `wire` where given, else as it is.
+at::Tensor onWire(const at::Tensor &t, std::optional<at::ScalarType> wire) {
+  return wire && t.scalar_type() != *wire ? t.to(*wire) : t;
+}
+
+} // namespace
+
+void rlhf::sumGradientsInPlace(Communicator &group,
+                               const std::vector<at::Tensor> &grads,
+                               std::optional<at::ScalarType> wire,
+                               int64_t bucketBytes) {
+  forEachBucket(grads, bucketBytes, [&](size_t b, size_t e) {
+    std::vector<at::Tensor> flat;
+    for (size_t i = b; i < e; ++i)
+      flat.push_back(grads[i].reshape(-1));
+    at::Tensor sum = onWire(at::cat(flat), wire);
+    group.allReduceSum(sum);
+    int64_t at = 0;
+    for (size_t i = b; i < e; ++i) {
+      at::Tensor g = grads[i];
+      g.view(-1).copy_(sum.narrow(0, at, g.numel()));
+      at += g.numel();
+    }
+  });
+}
+
 std::vector<at::Tensor>
 rlhf::reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
-                      bool zero, int64_t bucketBytes) {
+                      bool zero, int64_t bucketBytes,
+                      std::optional<at::ScalarType> wire) {
   std::vector<at::Tensor> out(grads.size());
+  if (!zero) {
+    for (size_t i = 0; i < grads.size(); ++i)
+      out[i] = grads[i].clone();
+    sumGradientsInPlace(group, out, wire, bucketBytes);
+    return out;
+  }
   const int k = group.size(), r = group.rank();
   forEachBucket(grads, bucketBytes, [&](size_t b, size_t e) {
-    if (!zero) {
-      std::vector<at::Tensor> flat;
-      for (size_t i = b; i < e; ++i)
-        flat.push_back(grads[i].reshape(-1));
-      at::Tensor sum = at::cat(flat);
-      group.allReduceSum(sum);
-      int64_t at = 0;
-      for (size_t i = b; i < e; ++i) {
-        out[i] = sum.narrow(0, at, grads[i].numel()).view(grads[i].sizes());
-        at += grads[i].numel();
-      }
-      return;
-    }
     // Row q holds rank q's padded slice of every gradient of the bucket, so
     // the reduce-scatter leaves each rank the sums of its own slices.
     auto off =
         sliceOffsets(b, e, k, [&](size_t i) { return grads[i].numel(); });
-    at::Tensor rows = at::zeros({k, off.back()}, grads[b].options());
+    at::Tensor rows = at::zeros(
+        {k, off.back()},
+        grads[b].options().dtype(wire.value_or(grads[b].scalar_type())));
     for (size_t i = b; i < e; ++i)
       for (auto &[flat, row] :
            flatAndRows(grads[i].reshape(-1), grads[i].numel(),
                        rows.narrow(1, off[i - b], off[i - b + 1] - off[i - b])))
         row.copy_(flat);
-    at::Tensor mine = group.reduceScatterSum(rows.view({-1}));
+    at::Tensor mine =
+        group.reduceScatterSum(rows.view({-1})).to(grads[b].scalar_type());
     for (size_t i = b; i < e; ++i)
       out[i] = mine.narrow(0, off[i - b], sliceOf(grads[i].numel(), r, k).len);
   });
@@ -139,7 +164,7 @@ rlhf::reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
 
 void Adam::step(ParamMap &params,
                 const std::map<std::string, at::Tensor> &grads,
-                Communicator *zero) {
+                Communicator *zero, double gradScale) {
   at::NoGradGuard ng;
   if (zero && zero->size() < 2)
     zero = nullptr;
@@ -155,6 +180,8 @@ void Adam::step(ParamMap &params,
     if (git == grads.end() || !git->second.defined())
       continue;
     at::Tensor p = param, g = git->second.to(at::kFloat);
+    if (gradScale != 1.0) // one parameter's copy at a time
+      g = g * gradScale;
     at::Tensor &m1 = m[name], &m2 = v[name];
     // Low-precision weights are updated through an fp32 master copy (made
     // from the weights at the first step, as Megatron does), sliced under
@@ -311,6 +338,68 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   return v[0];
 }
 
+/// Gradients of low-precision weights, accumulated in fp32 over the
+/// micro-batches of a minibatch (Megatron's main_grad). Each parameter's
+/// gradient is added as soon as autograd has accumulated it and then freed,
+/// so a call holds 4 bytes per parameter of gradients, not 4 + 2: what the
+/// plans count. fp32 weights accumulate in their own .grad.
+class MainGrads {
+public:
+  explicit MainGrads(ParamMap &params) {
+    for (auto &[n, p] : params) {
+      if (p.scalar_type() == at::kFloat || !p.requires_grad())
+        continue;
+      Entry &e = entries[n];
+      e.param = p;
+      e.main = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+      torch::autograd::impl::set_post_acc_grad_hooks(p,
+                                                     std::make_unique<Fold>(e));
+    }
+  }
+  ~MainGrads() {
+    for (auto &[n, e] : entries)
+      torch::autograd::impl::set_post_acc_grad_hooks(e.param, nullptr);
+  }
+  MainGrads(const MainGrads &) = delete;
+  MainGrads &operator=(const MainGrads &) = delete;
+
+  /// Before a minibatch.
+  void zero() {
+    for (auto &[n, e] : entries) {
+      e.main.zero_();
+      e.touched = false;
+    }
+  }
+  /// The accumulated gradient of `name`: undefined if it has none (or is
+  /// not a low-precision weight).
+  at::Tensor of(const std::string &name) const {
+    auto it = entries.find(name);
+    return it != entries.end() && it->second.touched ? it->second.main
+                                                     : at::Tensor();
+  }
+  bool holds(const std::string &name) const { return entries.count(name); }
+
+private:
+  struct Entry {
+    at::Tensor param, main;
+    bool touched = false;
+  };
+  struct Fold : torch::autograd::PostAccumulateGradHook {
+    explicit Fold(Entry &e) : e(e) {}
+    void operator()(const torch::autograd::Variable &p) override {
+      at::Tensor &g = p.mutable_grad();
+      if (!g.defined())
+        return;
+      at::NoGradGuard ng;
+      e.main.add_(g);
+      e.touched = true;
+      g.reset();
+    }
+    Entry &e;
+  };
+  std::map<std::string, Entry> entries;
+};
+
 } // namespace
 
 TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
@@ -344,6 +433,11 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   Communicator *zero =
       o.zero && gradGroup && gradGroup->size() > 1 ? gradGroup : nullptr;
   model.setRecompute(o.recompute);
+  MainGrads mainGrads(model.params());
+  // Gradients travel in the weights' dtype, as the plans price them.
+  const at::ScalarType wire =
+      model.params().empty() ? at::kFloat
+                             : model.params().begin()->second.scalar_type();
   TrainStats stats;
   for (int64_t mb = 0; mb < o.minibatches; ++mb) {
     TrainBatch mini = rows(batch, mb * perMini, perMini);
@@ -353,18 +447,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     for (auto &[n, p] : model.params())
       if (p.grad().defined())
         p.mutable_grad().zero_();
-    // Gradients of low-precision weights accumulate over micro-batches in
-    // fp32 (Megatron's main_grad); fp32 weights accumulate in place.
-    std::map<std::string, at::Tensor> acc;
-    auto accumulate = [&] {
-      for (auto &[n, p] : model.params()) {
-        if (p.scalar_type() == at::kFloat || !p.grad().defined())
-          continue;
-        at::Tensor &a = acc[n];
-        a = a.defined() ? a.add_(p.grad()) : p.grad().to(at::kFloat);
-        p.mutable_grad().zero_();
-      }
-    };
+    mainGrads.zero();
     double total = 0;
     std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);
     for (int64_t u = 0; u < o.microBatches; ++u) {
@@ -380,12 +463,10 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
           total += sum.item<double>();
         }
         model.stageBackward(acts);
-        accumulate();
         continue;
       }
       at::Tensor sum = microLoss(model, micro, o, denoms, nullptr, metrics);
       sum.backward();
-      accumulate();
       total += sum.item<double>();
     }
     // Sum gradients over dp (under ZeRO, each rank only its slices); global
@@ -395,30 +476,35 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     std::vector<ParamSpec> all = llamaParams(model.config().shape);
     for (const ParamSpec &spec : all) {
       auto it = model.params().find(spec.name);
-      if (it == model.params().end() || !it->second.grad().defined())
+      if (it == model.params().end())
+        continue;
+      at::Tensor g = mainGrads.holds(spec.name) ? mainGrads.of(spec.name)
+                                                : it->second.grad().detach();
+      if (!g.defined())
         continue;
       specs.push_back(&spec);
-      auto a = acc.find(spec.name);
-      local.push_back(a != acc.end() ? a->second : it->second.grad().detach());
+      local.push_back(g);
     }
     // Each sp rank's backward gave only its positions' share, so sp sums
     // too. (The loss's denominators stay over dp: every sp rank evaluated
-    // the same rows.)
+    // the same rows.) Sums are taken in place: the accumulators are ours.
     if (spFirst)
-      local = reduceGradients(*model.spComm(), local, /*zero=*/false);
-    std::vector<at::Tensor> reduced;
+      sumGradientsInPlace(*model.spComm(), local, wire);
+    std::vector<at::Tensor> reduced = local;
     if (zero)
-      reduced = reduceGradients(*zero, local, /*zero=*/true);
+      reduced = reduceGradients(*zero, local, /*zero=*/true,
+                                kGradientBucketBytes, wire);
     else if (gradGroup)
-      reduced = reduceGradients(*gradGroup, local, /*zero=*/false);
-    else
-      for (const at::Tensor &g : local)
-        reduced.push_back(g.clone());
+      sumGradientsInPlace(*gradGroup, local, wire);
     std::map<std::string, at::Tensor> grads;
     at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
     for (size_t i = 0; i < specs.size(); ++i) {
       const at::Tensor &g = reduced[i];
-      double s2 = g.to(at::kDouble).pow(2).sum().item<double>();
+      // A reduction in the gradient's own dtype: squaring a double copy
+      // would take twice the largest gradient (the embedding's) again. The
+      // clipping threshold needs no more precision than fp32's.
+      double n2 = at::linalg_vector_norm(g, 2).item<double>();
+      double s2 = n2 * n2;
       sq[specs[i]->shard == Shard::Replicated ? 1 : 0] += s2;
       grads[specs[i]->name] = g;
     }
@@ -438,10 +524,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     }
     double norm = std::sqrt(squares);
     double clip = opt.settings().gradClip;
-    if (clip > 0 && norm > clip)
-      for (auto &[n, g] : grads)
-        g.mul_(clip / (norm + 1e-6));
-    opt.step(model.params(), grads, zero);
+    double scale = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+    opt.step(model.params(), grads, zero, scale);
     // The loss, then the metrics: micro-batch sums, summed over ranks.
     std::vector<double> sums{total};
     sums.insert(sums.end(), metrics.begin(), metrics.end());

@@ -117,4 +117,32 @@ TEST(MixedPrecision, Bf16Trains) {
   EXPECT_LT(last, first - 0.5) << "first " << first << ", last " << last;
 }
 
+// Gradients of bf16 weights accumulate in fp32 accumulators that live for
+// the train call only: no bf16 gradient is left on a weight, which is what
+// lets a call hold the 4 + 12 bytes per parameter the plans count besides
+// the weights. Outside a train call, backward fills .grad as usual.
+TEST(MixedPrecision, Bf16GradientsLiveOnlyInTheTrainCall) {
+  ModelConfig cfg = tiny();
+  LlamaModel m(cfg, trainable(asBf16(initParams(cfg, 5))), {});
+  AdamSettings as;
+  Adam o(as);
+  FnProgram sft = testfns::stdlibFn("sft_loss");
+  TrainOptions to;
+  to.loss = &sft;
+  to.microBatches = 2;
+  TrainBatch b = sftBatch(4);
+  trainStep(m, o, b, to);
+  int64_t params = 0, stateBytes = 0;
+  for (auto &[n, w] : m.params()) {
+    EXPECT_FALSE(w.grad().defined()) << n << " kept a bf16 gradient";
+    params += w.numel();
+    for (auto *state : {&o.masterWeights(), &o.moments1(), &o.moments2()})
+      stateBytes += state->at(n).numel() * int64_t(state->at(n).element_size());
+  }
+  EXPECT_EQ(stateBytes, 12 * params) << "fp32 masters, m and v";
+  m.forward(b.inputs[0]).sum().backward();
+  for (auto &[n, w] : m.params())
+    EXPECT_TRUE(w.grad().defined()) << n << ": a train call's hook stayed";
+}
+
 } // namespace

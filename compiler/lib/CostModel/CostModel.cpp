@@ -23,6 +23,9 @@ constexpr double kBf16 = 2.0;
 constexpr double kActBytesPerTokenHidden = 34.0;
 /// fp32 master weights, Adam m and v.
 constexpr double kOptimizerBytesPerParam = 12.0;
+/// Gradients accumulate over micro-batches in fp32 (Megatron's main_grad,
+/// the runtime's too) and travel in bf16.
+constexpr double kGradBytesPerParam = 4.0;
 /// Adam's update reads and writes master weights, m, v, and the gradient.
 constexpr double kOptimizerTrafficPerParam = 32.0;
 
@@ -296,7 +299,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
                                       s.recompute ? 6 : 4);
     double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
     double localParams = stageParams / tp;
-    double grads = kBf16 * localParams;
+    double grads = kBf16 * localParams; // on the wire
     // ZeRO-1 replaces the all-reduce by a reduce-scatter, which overlaps
     // backward like it, and an all-gather of the updated slices after the
     // step, which cannot: each moves half an all-reduce's bytes.
@@ -314,7 +317,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.optimizer = rounds * opt;
     e.flops = 3.0 * fwdFlops(double(c.batch) * c.seqLen * forwards, c.seqLen) *
               c.epochs;
-    e.memory.grads = grads;
+    e.memory.grads = kGradBytesPerParam * localParams;
     e.memory.optimizer = kOptimizerBytesPerParam * optState;
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
     double inFlight = std::min<double>(pp, mbs);

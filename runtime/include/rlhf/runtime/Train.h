@@ -17,6 +17,8 @@
 
 #include "rlhf/runtime/Model.h"
 
+#include <optional>
+
 namespace rlhf {
 
 class FnProgram;
@@ -46,8 +48,9 @@ public:
   /// One update of every parameter with a gradient. `zero`, if it has more
   /// than one rank, is the data-parallel group that shards the moments; the
   /// gradients are then this rank's slices (reduceGradients), else whole.
+  /// `gradScale` multiplies every gradient (clipping) without changing them.
   void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads,
-            Communicator *zero = nullptr);
+            Communicator *zero = nullptr, double gradScale = 1.0);
   /// Gathers moments sharded by a ZeRO step back into whole tensors
   /// (collective over that group; a no-op when they are whole). Call it
   /// before moving or saving the moments.
@@ -92,10 +95,20 @@ constexpr int64_t kGradientBucketBytes = int64_t(32) << 20;
 /// same order on every member), one collective per bucket of about
 /// `bucketBytes`. With `zero`, a reduce-scatter, which moves half an
 /// all-reduce's bytes: each member receives only its ZeRO slice (flat) of
-/// each sum.
+/// each sum. `wire`, if given, is the dtype the buckets travel in (bf16
+/// gradients of fp32 accumulators, as the plans price them); the sums come
+/// back in the gradients' own dtype. `grads` are left unchanged.
 std::vector<at::Tensor>
 reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
-                bool zero, int64_t bucketBytes = kGradientBucketBytes);
+                bool zero, int64_t bucketBytes = kGradientBucketBytes,
+                std::optional<at::ScalarType> wire = std::nullopt);
+
+/// The same sums without ZeRO, written over `grads` in place: no copy of
+/// the gradients beyond one bucket at a time.
+void sumGradientsInPlace(Communicator &group,
+                         const std::vector<at::Tensor> &grads,
+                         std::optional<at::ScalarType> wire = std::nullopt,
+                         int64_t bucketBytes = kGradientBucketBytes);
 
 struct TrainOptions {
   /// The loss, in fn code (FnProgram.h; required): it reads batch.inputs,
@@ -116,7 +129,7 @@ struct TrainOptions {
   bool recompute = false; ///< recompute decoder layers in backward
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
-  int64_t pad = 0;        ///< the pad id, for the masks of token inputs
+  int64_t pad = 0; ///< the pad id, for the masks of token inputs
 };
 
 struct TrainStats {
