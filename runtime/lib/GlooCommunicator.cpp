@@ -1,5 +1,6 @@
 //===- GlooCommunicator.cpp - c10d Gloo backend ---------------------------===//
 
+#include "CudaIpc.h"
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Store.h"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 using namespace rlhf;
 
@@ -41,8 +43,9 @@ public:
   GlooCommunicator(const RendezvousConfig &cfg,
                    c10::intrusive_ptr<c10d::Store> store,
                    const std::string &prefix, int rank, int size,
-                   int globalRank)
-      : cfg(cfg), store(store), globalRank(globalRank) {
+                   int globalRank, std::vector<int> members)
+      : cfg(cfg), store(store), globalRank(globalRank),
+        members(std::move(members)) {
     this->cfg.rank = rank;
     this->cfg.worldSize = size;
     try {
@@ -59,6 +62,8 @@ public:
 
   GlooCommunicator(const RendezvousConfig &cfg)
       : cfg(cfg), globalRank(cfg.rank) {
+    for (int r = 0; r < cfg.worldSize; ++r)
+      members.push_back(r);
     try {
       store = openStore(cfg);
       auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
@@ -194,9 +199,41 @@ public:
     auto it = std::find(ranks.begin(), ranks.end(), cfg.rank);
     if (it == ranks.end())
       return nullptr;
-    return std::make_unique<GlooCommunicator>(cfg, store, prefix,
-                                              int(it - ranks.begin()),
-                                              int(ranks.size()), globalRank);
+    std::vector<int> global;
+    for (int r : ranks)
+      global.push_back(members.at(size_t(r)));
+    return std::make_unique<GlooCommunicator>(
+        cfg, store, prefix, int(it - ranks.begin()), int(ranks.size()),
+        globalRank, std::move(global));
+  }
+
+  bool sharesDevice(int peer) override {
+    if (peer < 0 || peer >= cfg.worldSize || peer == cfg.rank)
+      return false;
+    // Keys by global rank in the job's store, so subgroups agree with the
+    // world; a rank publishes its device once, at the first question.
+    auto key = [](int global) {
+      return "rlhf/device/" + std::to_string(global);
+    };
+    try {
+      if (!devicePublished) {
+        myDevice = ipc::deviceIdentity();
+        std::string v = myDevice.empty() ? "-" : myDevice; // "-": no GPU
+        store->set(key(globalRank), std::vector<uint8_t>(v.begin(), v.end()));
+        devicePublished = true;
+      }
+      if (myDevice.empty())
+        return false;
+      auto known = peerShares.find(peer);
+      if (known != peerShares.end())
+        return known->second;
+      std::vector<uint8_t> theirs = store->get(key(members.at(size_t(peer))));
+      return peerShares[peer] =
+                 std::string(theirs.begin(), theirs.end()) == myDevice;
+    } catch (const std::exception &e) {
+      throw Error(where("device lookup of rank " + std::to_string(peer)) +
+                  firstLine(e.what()));
+    }
   }
 
 private:
@@ -251,7 +288,11 @@ private:
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   int globalRank = 0;
+  std::vector<int> members; ///< the global rank of each member
   int subgroupCount = 0;
+  bool devicePublished = false;
+  std::string myDevice;
+  std::map<int, bool> peerShares;
 };
 
 } // namespace

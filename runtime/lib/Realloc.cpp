@@ -1,12 +1,14 @@
 //===- Realloc.cpp - executing parameter reallocation plans ---------------===//
 
 #include "rlhf/runtime/Realloc.h"
+#include "CudaIpc.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/HfCheckpoint.h"
 #include "rlhf/runtime/SafeTensors.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -162,8 +164,26 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
     }
     return numel;
   };
+  // Ranks sharing this rank's GPU read each slice straight from the
+  // source shard (CUDA IPC): the source sends only the records of the
+  // parameters it exposes, and waits for the reader's word that it is done.
+  const bool onGpu = opts.device().is_cuda();
+  auto direct = [&](int64_t peer) {
+    return onGpu && world.sharesDevice(int(peer));
+  };
+  // The parameters a bucket reads, in the order of their first move.
+  auto paramsOf = [&](const std::vector<const SliceMove *> &moves) {
+    std::vector<int64_t> ps;
+    for (const SliceMove *mv : moves)
+      if (std::find(ps.begin(), ps.end(), mv->param) == ps.end())
+        ps.push_back(mv->param);
+    return ps;
+  };
   std::vector<Communicator::Peer> sends, recvs;
   std::vector<const std::vector<const SliceMove *> *> recvMoves;
+  std::vector<bool> recvDirect;
+  std::vector<int> readers; // peers that read this rank's shard directly
+  bool synced = false;
   for (auto &[pair, moves] : buckets) {
     auto [src, dst] = pair;
     if (src == me && dst == me) {
@@ -171,6 +191,28 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
         dstView(*mv).copy_(srcView(*mv));
         st.bytesLocal += mv->bytes;
       }
+    } else if (src == me && direct(dst)) {
+      if (!synced) { // the peer reads what this stream wrote
+        ipc::synchronize(opts.device());
+        synced = true;
+      }
+      std::vector<int64_t> ps = paramsOf(moves);
+      at::Tensor rec = at::empty({int64_t(ps.size()) * ipc::kRecordBytes},
+                                 at::TensorOptions().dtype(at::kByte));
+      for (size_t i = 0; i < ps.size(); ++i) {
+        auto it = mine.find(params[size_t(ps[i])].name);
+        if (it == mine.end() || !myFrom)
+          throw Error("rank " + std::to_string(me) +
+                      ": reallocation plan expects '" +
+                      params[size_t(ps[i])].name +
+                      "' here, but this rank does not hold it");
+        ipc::exportTensor(it->second,
+                          rec.data_ptr<uint8_t>() + i * ipc::kRecordBytes);
+      }
+      for (const SliceMove *mv : moves)
+        st.bytesSent += mv->bytes;
+      sends.push_back({rec, int(dst)});
+      readers.push_back(int(dst));
     } else if (src == me) {
       at::Tensor buf = at::empty({bucketNumel(moves)}, opts);
       int64_t off = 0;
@@ -182,20 +224,54 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
       st.bytesSent += buf.numel() * elemBytes;
       sends.push_back({buf, int(dst)});
     } else if (dst == me) {
-      recvs.push_back({at::empty({bucketNumel(moves)}, opts), int(src)});
+      const bool d = direct(src);
+      recvs.push_back(
+          {d ? at::empty({int64_t(paramsOf(moves).size()) * ipc::kRecordBytes},
+                         at::TensorOptions().dtype(at::kByte))
+             : at::empty({bucketNumel(moves)}, opts),
+           int(src)});
       recvMoves.push_back(&moves);
+      recvDirect.push_back(d);
     }
   }
   st.messages += int64_t(sends.size() + recvs.size());
   world.exchange(sends, recvs);
+  std::vector<Communicator::Peer> doneSends, doneRecvs;
   for (size_t i = 0; i < recvs.size(); ++i) {
+    const std::vector<const SliceMove *> &moves = *recvMoves[i];
+    if (recvDirect[i]) {
+      int src = recvs[i].rank;
+      auto srcAt = from.coordsOf(src);
+      std::vector<int64_t> ps = paramsOf(moves);
+      std::map<int64_t, at::Tensor> theirs;
+      for (size_t k = 0; k < ps.size(); ++k)
+        theirs[ps[k]] = ipc::importTensor(
+            recvs[i].tensor.data_ptr<uint8_t>() + k * ipc::kRecordBytes, opts);
+      for (const SliceMove *mv : moves) {
+        const ParamSpec &p = params[mv->param];
+        auto [a, b] = elems(p, mv->lo, mv->hi);
+        dstView(*mv).copy_(slice(p, theirs.at(mv->param), srcAt ? srcAt->t : 0,
+                                 from.tp, a, b));
+        st.bytesReceived += mv->bytes;
+      }
+      doneSends.push_back({at::ones({1}, at::kByte), src});
+      continue;
+    }
     int64_t off = 0;
-    for (const SliceMove *mv : *recvMoves[i]) {
+    for (const SliceMove *mv : moves) {
       at::Tensor v = dstView(*mv);
       v.copy_(recvs[i].tensor.narrow(0, off, v.numel()).view(v.sizes()));
       off += v.numel();
     }
     st.bytesReceived += recvs[i].tensor.numel() * elemBytes;
+  }
+  if (!doneSends.empty() || !readers.empty()) {
+    // The reads are done before the readers say so; the shard may go after.
+    if (!doneSends.empty())
+      ipc::synchronize(opts.device());
+    for (int r : readers)
+      doneRecvs.push_back({at::zeros({1}, at::kByte), r});
+    world.exchange(doneSends, doneRecvs);
   }
   return out; // the source shard is dropped: no redundant copy remains
 }

@@ -73,6 +73,16 @@ public:
   }
   virtual void barrier() = 0;
 
+  /// Whether rank `peer` computes on this rank's GPU, so that each can map
+  /// the other's device memory (CUDA IPC, ipc::deviceIdentity). Both ranks
+  /// of a pair must ask at about the same time: the first question
+  /// publishes this rank's device. False across devices, on the CPU, and
+  /// under NCCL, where each rank owns its GPU.
+  virtual bool sharesDevice(int peer) {
+    (void)peer;
+    return false;
+  }
+
   /// A communicator over `ranks` (indices into this one, ascending). Every
   /// member calls it with the same list; others get null. Collective over
   /// this communicator's ranks only in the sense that members must agree.

@@ -1,0 +1,115 @@
+//===- CudaIpc.cpp - device memory shared by ranks on one GPU -------------===//
+
+#include "CudaIpc.h"
+#include "rlhf/runtime/Error.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+using namespace rlhf;
+
+namespace {
+
+/// The record's layout: where the tensor starts in the exported segment,
+/// its shape and strides (at most 2-d: every parameter is), and the
+/// allocator's handle for the segment.
+struct Record {
+  int64_t offset; ///< bytes from the segment's base
+  int64_t dims, sizes[2], strides[2];
+  int64_t handleBytes;
+  char handle[ipc::kRecordBytes - 7 * sizeof(int64_t)];
+};
+static_assert(sizeof(Record) == ipc::kRecordBytes);
+
+void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA IPC: ") + what + ": " +
+                cudaGetErrorString(e) +
+                " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
+}
+
+} // namespace
+
+std::string ipc::deviceIdentity() {
+  if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
+    return "";
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+    return "";
+  int dev = c10::cuda::current_device();
+  char bus[64] = {0};
+  check(cudaDeviceGetPCIBusId(bus, sizeof(bus), dev), "cudaDeviceGetPCIBusId");
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "/" + bus;
+}
+
+void ipc::exportTensor(const at::Tensor &t, uint8_t *out) {
+  if (!t.is_cuda())
+    throw Error("CUDA IPC: cannot export a tensor on " + t.device().str());
+  if (t.dim() > 2)
+    throw Error("CUDA IPC: only tensors of up to 2 dimensions are exported");
+  Record r{};
+  // The allocator shares whole segments: the handle names the segment that
+  // holds the storage's block, and the offset finds the block in it.
+  c10::cuda::CUDACachingAllocator::ShareableHandle h;
+  try {
+    h = c10::cuda::CUDACachingAllocator::shareIpcHandle(
+        t.storage().mutable_data());
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    throw Error(
+        "CUDA IPC: cannot share a tensor: " + msg.substr(0, msg.find('\n')) +
+        " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
+  }
+  if (h.handle.size() > sizeof(r.handle))
+    throw Error("CUDA IPC: the allocator's handle has " +
+                std::to_string(h.handle.size()) + " bytes, more than " +
+                std::to_string(sizeof(r.handle)) +
+                " (expandable segments?); set RLHF_CUDA_IPC=0");
+  r.offset = int64_t(h.offset) + t.storage_offset() * int64_t(t.element_size());
+  r.dims = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    r.sizes[d] = t.size(d);
+    r.strides[d] = t.stride(d);
+  }
+  r.handleBytes = int64_t(h.handle.size());
+  std::memcpy(r.handle, h.handle.data(), h.handle.size());
+  std::memcpy(out, &r, sizeof(r));
+}
+
+at::Tensor ipc::importTensor(const uint8_t *in, const at::TensorOptions &opts) {
+  Record r;
+  std::memcpy(&r, in, sizeof(r));
+  if (r.dims < 0 || r.dims > 2 || r.handleBytes <= 0 ||
+      r.handleBytes > int64_t(sizeof(r.handle)))
+    throw Error("CUDA IPC: malformed tensor record from a peer");
+  std::shared_ptr<void> base;
+  try {
+    base = c10::cuda::CUDACachingAllocator::getIpcDevPtr(
+        std::string(r.handle, size_t(r.handleBytes)));
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    throw Error("CUDA IPC: cannot map a peer's memory: " +
+                msg.substr(0, msg.find('\n')) +
+                " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
+  }
+  std::vector<int64_t> sizes(r.sizes, r.sizes + r.dims),
+      strides(r.strides, r.strides + r.dims);
+  // The deleter holds the mapping: it closes when the last view goes.
+  return at::from_blob(
+      static_cast<char *>(base.get()) + r.offset, sizes, strides,
+      [base](void *) {}, opts);
+}
+
+void ipc::synchronize(c10::Device device) {
+  if (device.is_cuda())
+    c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+}

@@ -1,0 +1,44 @@
+//===- CudaIpc.h - device memory shared by ranks on one GPU -----*- C++ -*-===//
+//
+// Several ranks may share one GPU (tests of multi-rank layouts on one
+// device). Gloo would move their tensors through host memory; with CUDA IPC a
+// rank maps a peer's allocation and copies device to device instead, as
+// NCCL's peer-to-peer transport does between GPUs. Reallocation uses it to
+// read each slice straight from the peer's shard: one copy per byte.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_CUDAIPC_H
+#define RLHF_RUNTIME_CUDAIPC_H
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+namespace rlhf::ipc {
+
+/// Bytes of one exported tensor's record, a fixed size so that receivers
+/// know what to expect.
+constexpr int64_t kRecordBytes = 256;
+
+/// This process's current GPU as "host/PCI bus id", equal for exactly the
+/// ranks that share a device; empty without CUDA, or with RLHF_CUDA_IPC=0
+/// (then ranks sharing a GPU move tensors through host memory).
+std::string deviceIdentity();
+
+/// Writes into `record` (kRecordBytes) what a process on the same GPU needs
+/// to map `t`, a tensor of the CUDA caching allocator. The exporter must
+/// keep `t` alive and unchanged until the importers are done with it.
+void exportTensor(const at::Tensor &t, uint8_t *record);
+
+/// The tensor `record` describes, mapped into this process on `opts`'s
+/// device with `opts`'s dtype; the mapping lives as long as the tensor.
+at::Tensor importTensor(const uint8_t *record, const at::TensorOptions &opts);
+
+/// Waits until the work queued on `device`'s current stream is done.
+void synchronize(c10::Device device);
+
+} // namespace rlhf::ipc
+
+#endif // RLHF_RUNTIME_CUDAIPC_H

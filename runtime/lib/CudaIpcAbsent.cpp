@@ -1,0 +1,18 @@
+//===- CudaIpcAbsent.cpp - no device memory sharing without CUDA ----------===//
+
+#include "CudaIpc.h"
+#include "rlhf/runtime/Error.h"
+
+using namespace rlhf;
+
+std::string ipc::deviceIdentity() { return ""; }
+
+void ipc::exportTensor(const at::Tensor &, uint8_t *) {
+  throw Error("CUDA IPC: this runtime was built without CUDA");
+}
+
+at::Tensor ipc::importTensor(const uint8_t *, const at::TensorOptions &) {
+  throw Error("CUDA IPC: this runtime was built without CUDA");
+}
+
+void ipc::synchronize(c10::Device) {}
