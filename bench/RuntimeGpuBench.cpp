@@ -32,7 +32,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <chrono>
 #include <cmath>
@@ -166,10 +165,7 @@ struct Bench {
       c10::impl::getDeviceGuardImpl(c10::kCUDA)
           ->synchronizeDevice(device.index());
   }
-  void resetPeak() const {
-    if (device.is_cuda())
-      c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-  }
+  void resetPeak() const { resetPeakBytes(device); }
   /// Mean seconds of `reps` runs of `f` after one warm-up run.
   template <typename F> double time(int reps, F &&f) {
     f();
@@ -208,7 +204,7 @@ struct Bench {
       speedRatios.push_back(r);
       std::printf("  | model %10.1f tok/s  runtime/model %5.2f",
                   it->second.value, r);
-      if (it->second.peakBytes > 0 && device.is_cuda()) {
+      if (it->second.peakBytes > 0 && peakBytes > 0) {
         double m = peakBytes / it->second.peakBytes;
         ++memoryRows;
         memoryWithin += std::fabs(m - 1) <= 0.15;
@@ -269,9 +265,11 @@ struct Bench {
                                     at::TensorOptions().dtype(at::kLong))
                             .to(device);
     at::NoGradGuard ng;
-    double t = time(2, [&] { tokenLogprobs(m.forward(tokens), tokens); });
+    // What a compiled program's inference call runs.
+    double t = time(2, [&] { m.tokenStat(tokens, /*entropy=*/false); });
     row("inference", s, batch, seq, 0, double(batch * seq) / t,
-        "forward + token log-probs, " + std::to_string(t) + " s");
+        "forward + token log-probs (LlamaModel::tokenStat), " +
+            std::to_string(t) + " s");
   }
 
   void train(const Shape &s, int64_t batch, int64_t seq) {
@@ -289,6 +287,20 @@ struct Bench {
     row("train", s, batch, seq, 0, double(batch * seq) / t,
         "trainStep: forward, backward, Adam on fp32 masters, " +
             std::to_string(t) + " s");
+    // What a forward pass keeps for backward, beside the cost model's 34
+    // bytes per token per layer per hidden unit (Korthikanti et al.).
+    double before = deviceCurrentBytes(device);
+    if (before > 0) {
+      at::Tensor logits = m.forward(b.inputs[0].to(device));
+      sync();
+      const double tokens = double(batch * seq),
+                   logitBytes = double(logits.numel()) * 4;
+      double kept = deviceCurrentBytes(device) - before - logitBytes;
+      std::printf("          forward keeps %.2f GiB besides fp32 logits: %.1f "
+                  "bytes per token per layer per hidden unit (model: 34)\n",
+                  kept / double(1 << 30),
+                  kept / (tokens * double(s.shape.layers * s.shape.hidden)));
+    }
   }
 };
 
@@ -349,7 +361,9 @@ int main(int argc, char **argv) {
   }
   if (cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
-  else if (!smoke) {
+  else if (smoke)
+    trackHostAllocations(); // the CPU's tensor peak, as the allocator's
+  else {
     std::printf("rlhf-bench-gpu-runtime: SKIP: no CUDA device (--smoke runs on "
                 "the CPU)\n");
     return 77;

@@ -4,11 +4,15 @@
 #include "rlhf/runtime/Error.h"
 
 #include <ATen/Context.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 
 using namespace rlhf;
@@ -44,12 +48,82 @@ c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
   return dev;
 }
 
+namespace {
+
+/// LibTorch's CPU allocations, counted: 64-byte aligned blocks (as c10's
+/// own) with the size in a 64-byte header, so the deleter is a plain
+/// function and raw allocations work too.
+class CountingCpuAllocator final : public c10::Allocator {
+public:
+  static constexpr size_t kHeader = 64;
+  std::atomic<int64_t> current{0}, peak{0};
+
+  c10::DataPtr allocate(size_t n) override {
+    void *block = nullptr;
+    if (posix_memalign(&block, kHeader, n + kHeader) != 0)
+      throw std::bad_alloc();
+    std::memcpy(block, &n, sizeof(n));
+    int64_t now = current.fetch_add(int64_t(n)) + int64_t(n);
+    for (int64_t p = peak.load();
+         now > p && !peak.compare_exchange_weak(p, now);)
+      ;
+    void *data = static_cast<char *>(block) + kHeader;
+    return {data, data, &release, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void *dst, const void *src, size_t n) const override {
+    std::memcpy(dst, src, n);
+  }
+  static void release(void *data) {
+    if (!data)
+      return;
+    char *block = static_cast<char *>(data) - kHeader;
+    size_t n;
+    std::memcpy(&n, block, sizeof(n));
+    instance().current.fetch_sub(int64_t(n));
+    std::free(block);
+  }
+  static CountingCpuAllocator &instance() {
+    static CountingCpuAllocator *a = new CountingCpuAllocator; // never freed:
+    return *a; // tensors may outlive static destruction
+  }
+};
+
+std::atomic<bool> hostTracked{false};
+
+} // namespace
+
+void rlhf::trackHostAllocations() {
+  if (hostTracked.exchange(true))
+    return;
+  c10::SetCPUAllocator(&CountingCpuAllocator::instance(), /*priority=*/200);
+}
+
 double rlhf::devicePeakBytes(c10::Device device) {
   if (!device.is_cuda())
-    return 0;
+    return hostTracked ? double(CountingCpuAllocator::instance().peak.load())
+                       : 0.0;
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   using c10::CachingAllocator::StatType;
   return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].peak);
+}
+
+double rlhf::deviceCurrentBytes(c10::Device device) {
+  if (!device.is_cuda())
+    return hostTracked ? double(CountingCpuAllocator::instance().current.load())
+                       : 0.0;
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  using c10::CachingAllocator::StatType;
+  return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].current);
+}
+
+void rlhf::resetPeakBytes(c10::Device device) {
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    return;
+  }
+  auto &a = CountingCpuAllocator::instance();
+  a.peak.store(a.current.load());
 }
 
 std::unique_ptr<Communicator>
@@ -95,6 +169,8 @@ int rlhf::runWorker(
     const std::function<int(Communicator &, c10::Device)> &body) {
   return asRank([&](const RendezvousConfig &cfg) {
     c10::Device device = selectDevice(cfg);
+    if (!device.is_cuda())
+      trackHostAllocations();
     std::unique_ptr<Communicator> world = createWorldCommunicator(cfg, device);
     return body(*world, device);
   });

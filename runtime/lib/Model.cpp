@@ -59,10 +59,75 @@ struct RecomputedLayer : torch::autograd::Function<RecomputedLayer> {
 
 /// In fp32 whatever the compute dtype (as Megatron and HF LLaMA do), then
 /// back to it for the weight.
-at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
+at::Tensor rmsNormOps(const at::Tensor &x, const at::Tensor &w, double eps) {
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
   return (xf * at::rsqrt(var + eps)).to(x.scalar_type()) * w;
+}
+
+/// `f` of `ins` keeping only the inputs for backward, which runs `f` again
+/// with gradients on and differentiates that: the same ops, so the same
+/// gradients bit for bit, without the intermediates autograd would keep
+/// (RMSNorm's fp32 copy of its input and its normalised input, SwiGLU's
+/// silu(gate)). Fused kernels do the same; the cost model's 34 bytes of
+/// activations per token and hidden unit assume it.
+template <typename F> struct Replayed : torch::autograd::Function<Replayed<F>> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor a, at::Tensor b,
+                            double eps) {
+    ctx->save_for_backward({a, b});
+    ctx->saved_data["eps"] = eps;
+    return F::run(a, b, eps);
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    auto saved = ctx->get_saved_variables();
+    at::Tensor a = saved[0].detach().requires_grad_(saved[0].requires_grad()),
+               b = saved[1].detach().requires_grad_(saved[1].requires_grad());
+    at::Tensor y;
+    {
+      at::AutoGradMode on(true);
+      y = F::run(a, b, ctx->saved_data["eps"].toDouble());
+    }
+    std::vector<at::Tensor> inputs;
+    for (const at::Tensor &t : {a, b})
+      if (t.requires_grad())
+        inputs.push_back(t);
+    tensor_list got = torch::autograd::grad({y}, inputs, {g[0]},
+                                            /*retain_graph=*/false,
+                                            /*create_graph=*/false,
+                                            /*allow_unused=*/true);
+    tensor_list out{at::Tensor(), at::Tensor(), at::Tensor()};
+    size_t k = 0;
+    if (a.requires_grad())
+      out[0] = got[k++];
+    if (b.requires_grad())
+      out[1] = got[k++];
+    return out;
+  }
+};
+
+struct RmsNormOps {
+  static at::Tensor run(const at::Tensor &x, const at::Tensor &w, double eps) {
+    return rmsNormOps(x, w, eps);
+  }
+};
+struct SwiGluOps {
+  static at::Tensor run(const at::Tensor &gate, const at::Tensor &up, double) {
+    return at::silu(gate) * up;
+  }
+};
+
+bool needsGrad(const at::Tensor &a, const at::Tensor &b) {
+  return at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+}
+
+at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
+  return needsGrad(x, w) ? Replayed<RmsNormOps>::apply(x, w, eps)
+                         : rmsNormOps(x, w, eps);
+}
+
+at::Tensor swiGlu(const at::Tensor &gate, const at::Tensor &up) {
+  return needsGrad(gate, up) ? Replayed<SwiGluOps>::apply(gate, up, 0.0)
+                             : SwiGluOps::run(gate, up, 0.0);
 }
 
 /// Rotary inverse frequencies [headDim/2], fp32 as transformers computes
@@ -92,7 +157,6 @@ at::Tensor rotateHalf(const at::Tensor &x) {
   int64_t half = x.size(-1) / 2;
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
-
 
 } // namespace
 
@@ -354,7 +418,7 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   at::Tensor gate = at::linear(h2, p(pre + "mlp.gate_proj.weight"));
   at::Tensor up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
   at::Tensor mlp =
-      at::linear(at::silu(gate) * up, p(pre + "mlp.down_proj.weight"));
+      at::linear(swiGlu(gate, up), p(pre + "mlp.down_proj.weight"));
   return x2 + rowOut(mlp);
 }
 

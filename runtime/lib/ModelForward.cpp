@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhf/runtime/Model.h"
 #include "ParallelOps.h"
 #include "RingAttention.h"
+#include "rlhf/runtime/Model.h"
 
 #include "rlhf/runtime/Error.h"
 
@@ -163,22 +163,49 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   auto logitsOf = [&](const at::Tensor &x) {
     return tp.size > 1 ? logitsShard(x) : head(x);
   };
+  // Without gradients (inference), an unsharded head runs over chunks of
+  // about 64 MB of fp32 logits: no [B, S, V] tensor, let alone the two that
+  // logits and their log-softmax would be.
+  auto statsOf = [&](const at::Tensor &x, const at::Tensor &next) {
+    const bool sharded = tp.size > 1;
+    const int64_t rows = x.size(0) * x.size(1);
+    const int64_t chunk =
+        std::max<int64_t>(1, (int64_t(64) << 20) / (4 * cfg.shape.vocab));
+    if (sharded || at::GradMode::is_enabled() || rows <= chunk)
+      return stats(logitsOf(x), next, sharded);
+    at::Tensor flat = x.reshape({rows, x.size(2)}), ids = next.reshape({rows});
+    std::vector<at::Tensor> lps, ents;
+    for (int64_t lo = 0; lo < rows; lo += chunk) {
+      int64_t n = std::min(chunk, rows - lo);
+      TokenStats r =
+          stats(logitsOf(flat.narrow(0, lo, n)), ids.narrow(0, lo, n), false);
+      if (r.logprobs.defined())
+        lps.push_back(r.logprobs);
+      if (r.entropy.defined())
+        ents.push_back(r.entropy);
+    }
+    TokenStats r;
+    if (!lps.empty())
+      r.logprobs = at::cat(lps).view({x.size(0), x.size(1)});
+    if (!ents.empty())
+      r.entropy = at::cat(ents).view({x.size(0), x.size(1)});
+    return r;
+  };
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (sp.size <= 1)
-    return each(stats(logitsOf(hidden(tokens, positions,
-                                      /*mask: causal=*/at::Tensor(), nullptr)),
-                      next, tp.size > 1),
+    return each(statsOf(hidden(tokens, positions,
+                               /*mask: causal=*/at::Tensor(), nullptr),
+                        next),
                 drop);
   // Under sp each rank computes its positions' columns; only those are
   // gathered.
   const SpSplit split(sp, S);
   at::Tensor x = hidden(split.local(tokens), split.local(positions),
                         /*mask: causal=*/at::Tensor(), nullptr);
-  return each(stats(logitsOf(x), split.local(next), tp.size > 1),
-              [&](at::Tensor t) {
-                return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
-              });
+  return each(statsOf(x, split.local(next)), [&](at::Tensor t) {
+    return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
+  });
 }
 
 at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {

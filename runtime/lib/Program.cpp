@@ -519,21 +519,17 @@ int rlhf_prog_finish(rlhf_prog *p) {
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",
                   gpu ? "of the CUDA caching allocator (and RSS)"
-                      : "RSS (the whole process)");
+                      : "of tensor bytes on the CPU (and RSS)");
       for (int64_t r = 0; r < p->gpus; ++r) {
         double pred = r < int64_t(p->predictedMemory.size())
                           ? p->predictedMemory[size_t(r)]
                           : 0;
         double rss = all[r][0].item<double>(), dev = all[r][1].item<double>();
-        if (gpu)
-          std::printf("  rank %lld: predicted %.2f MiB, measured GPU peak %.1f "
-                      "MiB (%.0f%% of predicted), peak RSS %.1f MiB\n",
-                      (long long)r, pred / (1 << 20), dev / (1 << 20),
-                      pred > 0 ? 100.0 * dev / pred : 0.0, rss / (1 << 20));
-        else
-          std::printf(
-              "  rank %lld: predicted %.2f MiB, measured peak RSS %.1f MiB\n",
-              (long long)r, pred / (1 << 20), rss / (1 << 20));
+        std::printf("  rank %lld: predicted %.2f MiB, measured %s peak %.1f "
+                    "MiB (%.0f%% of predicted), peak RSS %.1f MiB\n",
+                    (long long)r, pred / (1 << 20), gpu ? "GPU" : "tensor",
+                    dev / (1 << 20), pred > 0 ? 100.0 * dev / pred : 0.0,
+                    rss / (1 << 20));
       }
       std::fflush(stdout);
     }

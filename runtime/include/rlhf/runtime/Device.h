@@ -52,8 +52,19 @@ int runWorker(
 int cudaDeviceCount();
 
 /// Peak bytes the CUDA caching allocator has handed out on `device` since
-/// the process started (what the plan's per-GPU memory predicts); 0 on CPU.
+/// the process started or resetPeakBytes (what the plan's per-GPU memory
+/// predicts); on the CPU, the peak of CPU tensor bytes when
+/// trackHostAllocations is on, else 0.
 double devicePeakBytes(c10::Device device);
+/// The bytes those allocators hand out now.
+double deviceCurrentBytes(c10::Device device);
+void resetPeakBytes(c10::Device device);
+
+/// Counts the bytes of CPU tensors from now on (LibTorch's CPU allocator is
+/// replaced by a counting one), so that a CPU run measures its tensors' peak
+/// as the CUDA caching allocator's statistics do on a GPU. runWorker turns
+/// it on for CPU workers. Idempotent.
+void trackHostAllocations();
 
 } // namespace rlhf
 
