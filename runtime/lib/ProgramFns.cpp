@@ -9,6 +9,8 @@
 
 #include "ProgramState.h"
 
+#include <cstdlib>
+
 using namespace rlhf;
 using namespace rlhf::exec;
 
@@ -35,6 +37,18 @@ const FnProgram &fnProgram(rlhf_prog *p, const char *code, FnProgram::Mode mode,
   return f;
 }
 
+/// Where host functions run: the rank's device, unless RLHF_HOST_FNS=cpu.
+c10::Device hostFnDevice(const rlhf_prog *p) {
+  const char *v = std::getenv("RLHF_HOST_FNS");
+  std::string want = v && *v ? v : "device";
+  if (want == "cpu")
+    return c10::kCPU;
+  if (want != "device")
+    throw Error("environment variable RLHF_HOST_FNS='" + want +
+                "' is not one of device, cpu");
+  return p->device;
+}
+
 void checkInputCount(const FnProgram &f, int64_t nin) {
   if (nin != f.numInputs())
     throw Error("fn '" + f.name() + "' takes " + std::to_string(f.numInputs()) +
@@ -56,16 +70,24 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
       in.pad = p->tokenizer->pad();
       int64_t rows = 1;
       at::Tensor mask; // the first input's that has one, for rank-2 results
+      // Host functions run where the models are (the values come back to
+      // the executor on the host); RLHF_HOST_FNS=cpu keeps them there.
+      const c10::Device where = hostFnDevice(p);
+      auto there = [&](const at::Tensor &t) {
+        return t.defined() ? t.to(where) : t;
+      };
       for (int64_t i = 0; i < nin; ++i) {
         rlhf_value *v = gathered(p, ins[i]);
-        in.tensors.push_back(v->t);
-        in.masks.push_back(v->mask);
+        in.tensors.push_back(there(v->t));
+        in.masks.push_back(there(v->mask));
         if (i == 0)
           rows = v->rows;
         if (!mask.defined())
           mask = v->mask;
       }
       std::vector<at::Tensor> out = f.evaluate(in);
+      for (at::Tensor &t : out)
+        t = t.to(at::kCPU);
       std::map<std::string, rlhf_value *> fields;
       for (size_t k = 0; k < out.size(); ++k) {
         FnKind kind = f.outputKind(k);
