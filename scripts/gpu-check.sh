@@ -4,12 +4,21 @@
 #   scripts/gpu-check.sh DIR
 #
 # builds the runtime alone (RLHF_RUNTIME_ONLY: no MLIR, LLVM or ANTLR) against
-# the node's PyTorch (python3's torch, or $RLHF_PYTHON) and CUDA, runs the
-# ctest tests labelled `gpu`, then the runtime's CPU tests on the same build,
-# links the example objects rlhfc compiled elsewhere and trains tiny_grpo on
-# the GPU (also with the stdlib's .rlhf functions, against the built-ins),
-# and runs the GPU benchmarks. Everything lands in DIR: one log per
-# step and summary.txt, a line per step with its exit status.
+# the node's PyTorch (python3's torch, or $RLHF_PYTHON) and CUDA, then, most
+# telling first: the GPU benchmarks (our runtime beside the cost model;
+# reallocation beside a device-to-device copy, through CUDA IPC and through
+# host memory), the ctest tests labelled `gpu`, tiny_grpo trained from the
+# object rlhfc compiled elsewhere (also against the same program on the CPU),
+# asynchronous GRPO and sequence parallelism. Everything lands in DIR: one
+# log per step and summary.txt, a line per step with its exit status.
+#
+#   RLHF_GPU_CHECK_BUDGET=S   stop starting steps after S seconds in all, and
+#                             cut a running step off there (a GPU window is
+#                             short; what ran is kept)
+#   RLHF_GPU_CHECK_TAR=FILE   after every step, DIR as a .tgz at FILE (so a
+#                             run cut short still hands its results back)
+#   RLHF_GPU_CHECK_CPU_TESTS=1  also the runtime's CPU tests (CI runs them on
+#                             the same LibTorch; off by default to save time)
 #
 # What a node without Debian packages lacks comes from scripts/gpu-bundle.sh,
 # run on a build machine first ($RLHF_GPU_DEPS, default .gpu-deps).
@@ -31,23 +40,39 @@ summary=$out/summary.txt
 : >"$summary"
 failed=0
 
-# step NAME COMMAND...: runs it with its output in DIR/NAME.log and records
-# the exit status; 77 is a skip, as in ctest.
+budget=${RLHF_GPU_CHECK_BUDGET:-0}
+tarball=${RLHF_GPU_CHECK_TAR:-}
+start=$SECONDS
+
+# step NAME COMMAND...: runs it (a command or a function of this script) with
+# its output in DIR/NAME.log and records the exit status; 77 is a skip, as in
+# ctest, and 124 a step cut off by the budget.
 step() {
   local name=$1
   shift
-  local t0=$SECONDS
+  local t0=$SECONDS rc verdict
+  local left=$((budget - (SECONDS - start)))
   echo "== $name"
-  "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  local verdict=ok
+  if [ "$budget" -gt 0 ] && [ "$left" -lt 15 ]; then
+    rc=124
+    echo "not run: the budget of ${budget} s is spent" >"$out/$name.log"
+  elif [ "$budget" -gt 0 ]; then
+    timeout --kill-after=10 "$left" bash -c '"$@"' step "$@" >"$out/$name.log" 2>&1
+    rc=$?
+  else
+    bash -c '"$@"' step "$@" >"$out/$name.log" 2>&1
+    rc=$?
+  fi
+  verdict=ok
   [ $rc -eq 77 ] && verdict=skipped
+  [ $rc -eq 124 ] && verdict=OUT-OF-TIME
   if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
-    verdict=FAILED
+    [ $rc -ne 124 ] && verdict=FAILED
     failed=1
     tail -n 30 "$out/$name.log"
   fi
-  printf '%-22s %-8s rc=%-3d %4ds\n' "$name" "$verdict" "$rc" $((SECONDS - t0)) | tee -a "$summary"
+  printf '%-22s %-11s rc=%-3d %4ds\n' "$name" "$verdict" "$rc" $((SECONDS - t0)) | tee -a "$summary"
+  [ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null
   return $rc
 }
 
@@ -59,13 +84,12 @@ step() {
   command -v nvcc && nvcc --version | tail -n 2
 } >"$out/env.txt" 2>&1
 
+export out deps py build
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DRLHF_RUNTIME_ONLY=ON -DRLHF_PYTHON="$py" -DCMAKE_PREFIX_PATH="$deps" \
   -DGLOO_INCLUDE_DIR="$deps/include" || { cat "$summary"; exit 1; }
 step build cmake --build "$build" -j"$jobs" || { cat "$summary"; exit 1; }
 
-step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j1 --timeout 900
-step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 
 # link PROG: links $deps/obj/PROG.o against the runtime as $build/PROG;
 # status 77 (skip) when there is no CUDA device to run it on.
@@ -94,9 +118,12 @@ on_gpu() {
 # over Gloo as its plan has them.
 link_and_train() {
   link tiny_grpo || return
-  on_gpu tiny_grpo 150 "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json"
+  on_gpu tiny_grpo 150 "$out/tiny_grpo-run" --trace "$out/tiny_grpo-trace.json" ||
+    return 1
+  # The reward rises as on the CPU (test/E2E/grpo-reward.test, bf16.test).
+  "$py" test/E2E/Inputs/metrics.py rise "$out/tiny_grpo-run/metrics.jsonl" \
+    --key reward --window 20 --margin 0.1
 }
-step tiny-grpo link_and_train
 
 # The stdlib's .rlhf functions (fn code evaluated by the runtime, autograd
 # through the loss) on the GPU against the same program on the CPU: ten
@@ -112,7 +139,6 @@ fn_on_gpu() {
     "$out/tiny_grpo-10-cpu/metrics.jsonl" --keys reward,loss/actor \
     --rtol 1e-3 --atol 1e-5
 }
-step fn-on-gpu fn_on_gpu
 
 # Asynchronous GRPO: the generator (ranks 2-3) samples iteration t+1 while
 # the trainer (ranks 0-1) trains on t, with its own copy of the weights on
@@ -124,7 +150,6 @@ async_on_gpu() {
   "$py" test/E2E/Inputs/trace.py "$out/async-trace.json" \
     "$deps/obj/tiny_grpo_async.plan.json" --steps 30 --ahead
 }
-step async-on-gpu async_on_gpu
 
 # Sequence parallelism (Ulysses and ring attention, exchanges of CUDA
 # tensors) against the same program at sp = 1 (test/E2E/sp.test).
@@ -137,12 +162,39 @@ sp_on_gpu() {
     "$out/nosp-run/metrics.jsonl" --keys reward,kl/actor,loss/actor \
     --rtol 1e-3 --atol 1e-5
 }
-step sp-on-gpu sp_on_gpu
 
+# Reallocation between layouts of 4 ranks sharing the GPU, beside a
+# device-to-device copy of the same bytes on every rank at once: through
+# CUDA IPC (one copy per byte), then through host memory (Gloo's staging).
+realloc_bench() {
+  if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
+    echo "SKIP: no CUDA device"
+    return 77
+  fi
+  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+    --no-python "$build/bin/rlhf-bench-realloc"
+}
+realloc_bench_host() {
+  RLHF_CUDA_IPC=0 realloc_bench
+}
+export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
+  realloc_bench realloc_bench_host
+
+# Most telling first, so a short window yields the headline figures.
 # Beside the cost model's predictions and PyTorch's rows; the last line of
 # its log is `runtime/cost-model geomean: X.XX`.
 step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
   --predicted "$deps/predicted-h100.csv" --pytorch docs/validation/measured-h100.csv
+step realloc-ipc realloc_bench
+step realloc-host realloc_bench_host
+step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900
+step tiny-grpo link_and_train
+step fn-on-gpu fn_on_gpu
+step async-on-gpu async_on_gpu
+step sp-on-gpu sp_on_gpu
+if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
+  step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
+fi
 
 echo
 cat "$summary"
