@@ -99,22 +99,28 @@ void rlhf::trackHostAllocations() {
   c10::SetCPUAllocator(&CountingCpuAllocator::instance(), /*priority=*/200);
 }
 
-double rlhf::devicePeakBytes(c10::Device device) {
-  if (!device.is_cuda())
-    return hostTracked ? double(CountingCpuAllocator::instance().peak.load())
-                       : 0.0;
+namespace {
+
+/// The allocator's bytes handed out: now, or at their peak.
+double allocatedBytes(c10::Device device, bool peak) {
+  if (!device.is_cuda()) {
+    const auto &a = CountingCpuAllocator::instance();
+    return hostTracked ? double(peak ? a.peak.load() : a.current.load()) : 0.0;
+  }
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  using c10::CachingAllocator::StatType;
-  return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].peak);
+  const auto &s =
+      stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)];
+  return double(peak ? s.peak : s.current);
+}
+
+} // namespace
+
+double rlhf::devicePeakBytes(c10::Device device) {
+  return allocatedBytes(device, /*peak=*/true);
 }
 
 double rlhf::deviceCurrentBytes(c10::Device device) {
-  if (!device.is_cuda())
-    return hostTracked ? double(CountingCpuAllocator::instance().current.load())
-                       : 0.0;
-  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  using c10::CachingAllocator::StatType;
-  return double(stats.allocated_bytes[size_t(StatType::AGGREGATE)].current);
+  return allocatedBytes(device, /*peak=*/false);
 }
 
 void rlhf::resetPeakBytes(c10::Device device) {
