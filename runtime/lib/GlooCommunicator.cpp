@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace rlhf;
 
@@ -216,20 +217,19 @@ public:
       return "rlhf/device/" + std::to_string(global);
     };
     try {
-      if (!devicePublished) {
+      if (!myDevice) {
         myDevice = ipc::deviceIdentity();
-        std::string v = myDevice.empty() ? "-" : myDevice; // "-": no GPU
+        std::string v = myDevice->empty() ? "-" : *myDevice; // "-": no GPU
         store->set(key(globalRank), std::vector<uint8_t>(v.begin(), v.end()));
-        devicePublished = true;
       }
-      if (myDevice.empty())
+      if (myDevice->empty())
         return false;
       auto known = peerShares.find(peer);
       if (known != peerShares.end())
         return known->second;
       std::vector<uint8_t> theirs = store->get(key(members.at(size_t(peer))));
       return peerShares[peer] =
-                 std::string(theirs.begin(), theirs.end()) == myDevice;
+                 std::string(theirs.begin(), theirs.end()) == *myDevice;
     } catch (const std::exception &e) {
       throw Error(where("device lookup of rank " + std::to_string(peer)) +
                   firstLine(e.what()));
@@ -290,8 +290,8 @@ private:
   int globalRank = 0;
   std::vector<int> members; ///< the global rank of each member
   int subgroupCount = 0;
-  bool devicePublished = false;
-  std::string myDevice;
+  /// This rank's ipc::deviceIdentity, once published.
+  std::optional<std::string> myDevice;
   std::map<int, bool> peerShares;
 };
 

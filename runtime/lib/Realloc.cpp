@@ -136,15 +136,20 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
   for (const SliceMove &mv : plan.moves)
     buckets[{mv.src, mv.dst}].push_back(&mv);
 
-  auto srcView = [&](const SliceMove &mv) {
-    const ParamSpec &p = params[mv.param];
-    auto [a, b] = elems(p, mv.lo, mv.hi);
+  // This rank's whole source shard of parameter `i`.
+  auto shardOf = [&](int64_t i) -> const at::Tensor & {
+    const ParamSpec &p = params[size_t(i)];
     auto it = mine.find(p.name);
     if (it == mine.end() || !myFrom)
       throw Error("rank " + std::to_string(me) +
                   ": reallocation plan expects '" + p.name +
                   "' here, but this rank does not hold it");
-    return slice(p, it->second, myFrom->t, from.tp, a, b);
+    return it->second;
+  };
+  auto srcView = [&](const SliceMove &mv) {
+    const ParamSpec &p = params[mv.param];
+    auto [a, b] = elems(p, mv.lo, mv.hi);
+    return slice(p, shardOf(mv.param), myFrom->t, from.tp, a, b);
   };
   auto dstView = [&](const SliceMove &mv) {
     const ParamSpec &p = params[mv.param];
@@ -171,13 +176,18 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
   auto direct = [&](int64_t peer) {
     return onGpu && world.sharesDevice(int(peer));
   };
-  // The parameters a bucket reads, in the order of their first move.
+  // The parameters a bucket reads, in the order of their first move, and
+  // a buffer for their records.
   auto paramsOf = [&](const std::vector<const SliceMove *> &moves) {
     std::vector<int64_t> ps;
     for (const SliceMove *mv : moves)
       if (std::find(ps.begin(), ps.end(), mv->param) == ps.end())
         ps.push_back(mv->param);
     return ps;
+  };
+  auto records = [](size_t n) {
+    return at::empty({int64_t(n) * ipc::kRecordBytes},
+                     at::TensorOptions().dtype(at::kByte));
   };
   std::vector<Communicator::Peer> sends, recvs;
   std::vector<const std::vector<const SliceMove *> *> recvMoves;
@@ -197,18 +207,10 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
         synced = true;
       }
       std::vector<int64_t> ps = paramsOf(moves);
-      at::Tensor rec = at::empty({int64_t(ps.size()) * ipc::kRecordBytes},
-                                 at::TensorOptions().dtype(at::kByte));
-      for (size_t i = 0; i < ps.size(); ++i) {
-        auto it = mine.find(params[size_t(ps[i])].name);
-        if (it == mine.end() || !myFrom)
-          throw Error("rank " + std::to_string(me) +
-                      ": reallocation plan expects '" +
-                      params[size_t(ps[i])].name +
-                      "' here, but this rank does not hold it");
-        ipc::exportTensor(it->second,
+      at::Tensor rec = records(ps.size());
+      for (size_t i = 0; i < ps.size(); ++i)
+        ipc::exportTensor(shardOf(ps[i]),
                           rec.data_ptr<uint8_t>() + i * ipc::kRecordBytes);
-      }
       for (const SliceMove *mv : moves)
         st.bytesSent += mv->bytes;
       sends.push_back({rec, int(dst)});
@@ -225,11 +227,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
       sends.push_back({buf, int(dst)});
     } else if (dst == me) {
       const bool d = direct(src);
-      recvs.push_back(
-          {d ? at::empty({int64_t(paramsOf(moves).size()) * ipc::kRecordBytes},
-                         at::TensorOptions().dtype(at::kByte))
-             : at::empty({bucketNumel(moves)}, opts),
-           int(src)});
+      recvs.push_back({d ? records(paramsOf(moves).size())
+                         : at::empty({bucketNumel(moves)}, opts),
+                       int(src)});
       recvMoves.push_back(&moves);
       recvDirect.push_back(d);
     }
