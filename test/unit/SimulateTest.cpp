@@ -2,7 +2,8 @@
 //
 // A reallocation occupies the GPUs of both layouts and no others: the
 // runtime moves slices point to point, so a call on GPUs between two
-// disjoint meshes runs while the parameters move past it.
+// disjoint meshes runs while the parameters move past it. Gradients live
+// only in their train call, as the runtime's fp32 accumulators do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,8 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -63,6 +66,38 @@ TEST(Simulate, ReallocationSkipsTheGpusBetweenDisjointMeshes) {
       EXPECT_NEAR(e.start, criticEnd, 1e-9);
       criticEnd = e.end;
     }
+}
+
+TEST(Simulate, GradientsLiveOnlyInTheirTrainCall) {
+  Problem p = test::fourGpus(1e12);
+  auto arch = cost::Arch::get(test::llamaShape(8, 4096, 32, 32, 11008), 4096);
+  p.models.push_back({"actor", arch, true});
+  p.models.push_back({"critic", arch, true});
+  // Two train calls one after the other on GPU 0.
+  test::addCall(p, 0, cost::CallKind::Train, {});
+  test::addCall(p, 1, cost::CallKind::Train, {});
+  test::addCandidates(p);
+  Assignment a = {candidateOn(p, 0, 0, 1), candidateOn(p, 1, 0, 1)};
+  ASSERT_TRUE(llvm::all_of(a, [](int i) { return i >= 0; }));
+  const cost::Memory &x = p.cands[0][a[0]].mem, &y = p.cands[1][a[1]].mem;
+  ASSERT_GT(x.grads, 0);
+  ASSERT_GT(y.grads, 0);
+
+  // Both models' weights and optimizer state stay; one call's gradients,
+  // activations and KV cache at a time.
+  SimResult r = simulate(p, a, 2, true);
+  double expected = x.weights + y.weights + x.optimizer + y.optimizer +
+                    std::max(x.working(), y.working());
+  EXPECT_NEAR(r.peakMemory[0], expected, 1e-6 * expected);
+  EXPECT_LT(r.peakMemory[0], expected + std::min(x.grads, y.grads));
+  // The search's bound agrees where nothing is reallocated.
+  EXPECT_NEAR(memoryLowerBound(p, a), expected, 1e-6 * expected);
+  // Between the calls GPU 0 holds no gradients.
+  double least = r.peakMemory[0];
+  for (auto &[t, bytes] : r.memoryTrace[0])
+    least = std::min(least, bytes);
+  EXPECT_NEAR(least, x.weights + y.weights + x.optimizer + y.optimizer,
+              1e-6 * expected);
 }
 
 } // namespace

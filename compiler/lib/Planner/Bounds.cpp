@@ -199,10 +199,9 @@ double plan::memoryLowerBound(const Problem &p, const Assignment &a,
     const Candidate &k = p.cands[c][a[c]];
     for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
       if (p.calls[c].shape.kind == cost::CallKind::Train)
-        resident[g] += k.mem.grads + k.mem.optimizer;
-      working[g] =
-          std::max(working[g], k.mem.activations + k.mem.kvCache +
-                                   (k.s.offload ? k.mem.weights : 0.0));
+        resident[g] += k.mem.optimizer;
+      working[g] = std::max(working[g], k.mem.working() +
+                                            (k.s.offload ? k.mem.weights : 0.0));
     }
   }
   double worst = 0;

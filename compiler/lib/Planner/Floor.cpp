@@ -31,10 +31,10 @@ namespace {
 /// places (weights, optimizer state, working set).
 struct Point {
   double time = 0, area = 0; ///< area: GPU-seconds over the cluster's GPUs
-  double work = 0;           ///< activations and KV cache
+  double work = 0;           ///< activations, KV cache, gradients
   double weights = 0;        ///< the call's copy of its model's weights
   double home = 0;           ///< the same, where the model rests (0: host)
-  double state = 0;          ///< gradients and optimizer state (train)
+  double state = 0;          ///< optimizer state (train)
   double perGpu = 0;         ///< the call's own bytes on each of its GPUs
   int64_t devices = 0;
   int cand = -1;
@@ -74,10 +74,10 @@ struct Relaxed {
         Point q;
         q.time = x.time;
         q.area = x.time * d / gpus;
-        q.work = (x.mem.activations + x.mem.kvCache) * d;
+        q.work = x.mem.working() * d;
         q.weights = x.mem.weights * d;
         q.home = x.s.offload ? 0 : q.weights;
-        q.state = train ? (x.mem.grads + x.mem.optimizer) * d : 0;
+        q.state = train ? x.mem.optimizer * d : 0;
         q.perGpu = x.mem.total();
         q.devices = x.devices;
         q.cand = int(k);

@@ -84,9 +84,9 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
                                   llvm::ArrayRef<char> owns, int64_t inFlight,
                                   bool record, SimResult &r) {
   // Memory per GPU: each model's weights where its parameters rest between
-  // iterations, its gradients and optimizer state where it trains, and on
-  // top the largest working set of any call on that GPU (with the call's own
-  // copy of the weights when it runs in another layout).
+  // iterations, its optimizer state where it trains, and on top the largest
+  // working set of any call on that GPU (gradients live only in their train
+  // call; with the call's own copy of the weights in another layout).
   // A call in another layout holds the reallocated weights instead of (not
   // on top of) its model's resting shard: reallocation keeps no copies.
   // A call that owns a weight copy (an async generate) keeps it resident on
@@ -107,7 +107,7 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
   auto workingSet = [&](size_t c, int64_t g) {
     const Candidate &k = cand(c);
     int m = p.calls[c].model;
-    double work = k.mem.activations + k.mem.kvCache;
+    double work = k.mem.working();
     if (!owned(c) && (!layout[m] || !cost::sameLayout(layout[m]->s, k.s)))
       work += std::max(0.0, k.mem.weights - homeWeights(m, g));
     return work;
@@ -118,7 +118,7 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
     const Candidate &k = cand(c);
     for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
       if (p.calls[c].shape.kind == cost::CallKind::Train)
-        r.peakMemory[g] += k.mem.grads + k.mem.optimizer;
+        r.peakMemory[g] += k.mem.optimizer;
       if (owned(c))
         r.peakMemory[g] += k.mem.weights + double(inFlight) *
                                                p.calls[c].outBytes /

@@ -185,7 +185,7 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   r.iterationTime = std::max(r.iterationTime, iterationBounds(p, a).max());
 
   // Memory: resting weights (the trainer's layout, and each owning
-  // generate's copy on its mesh), gradients and optimizer state, k batches
+  // generate's copy on its mesh), optimizer state, k batches
   // in flight on each owning generate's GPUs, and the largest working set.
   detail::simulateMemory(p, a, layout, owns, k, record, r);
   return r;

@@ -51,7 +51,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         const plan::Candidate &k = p.cands[c][0];
         if (g < k.s.firstGpu || g >= k.s.firstGpu + k.devices)
           continue;
-        double work = k.mem.activations + k.mem.kvCache;
+        double work = k.mem.working();
         if (work > worstWork) {
           worstWork = work;
           worst = &call;
@@ -66,10 +66,11 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         std::string part =
             llvm::formatv("{0}: weights {1}", call.label, gb(k.mem.weights))
                 .str();
-        if (call.shape.kind == cost::CallKind::Train)
-          part += ", gradients " + gb(k.mem.grads) + ", optimizer " +
-                  gb(k.mem.optimizer);
+        if (train)
+          part += ", optimizer " + gb(k.mem.optimizer);
         part += ", working set " + gb(work);
+        if (train)
+          part += " with gradients " + gb(k.mem.grads);
         plan::Assignment all(p.calls.size(), -1);
         for (size_t o = 0; o < p.calls.size(); ++o)
           if (!p.calls[o].host)

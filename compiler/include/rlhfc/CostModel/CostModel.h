@@ -114,12 +114,16 @@ struct CallShape {
   /// train: sequences per row the loss runs the model on (2 for pairwise
   /// losses such as DPO's chosen and rejected)
   int64_t forwards = 1;
-  bool trainable = false; ///< holds gradients and optimizer state at all times
+  bool trainable = false; ///< the model keeps optimizer state between calls
 };
 
 struct Memory {
   double weights = 0, grads = 0, optimizer = 0, activations = 0, kvCache = 0;
   double total() const { return weights + grads + optimizer + activations + kvCache; }
+  /// What the call holds only while it runs: activations, the KV cache and,
+  /// in training, the fp32 gradient accumulators, which the runtime frees
+  /// after the optimizer step. Weights and optimizer state stay.
+  double working() const { return grads + activations + kvCache; }
 };
 
 struct Time {
