@@ -4,6 +4,7 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -227,11 +228,11 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
         c.shape.kind == cost::CallKind::Train
             ? c.shape.batch / std::max<int64_t>(1, c.shape.minibatches)
             : c.shape.batch;
-    // Train strategies that save memory for time: ZeRO (optimizer state
-    // sliced over dp; its all-gather is not hidden), recomputation (one
-    // forward pass more), and both. All of them when opts.trainSavers asks,
-    // else those whose plain strategy does not fit, and only when nothing
-    // else fits this call.
+    // Train strategies with and without ZeRO (optimizer state and step
+    // sliced over dp; its all-gather is not hidden). Recomputation (one
+    // forward pass more), alone or with ZeRO, saves memory for time: all of
+    // it when opts.trainSavers asks, else where the plain strategy does not
+    // fit, and only when nothing else fits this call.
     std::vector<Candidate> saving;
     for (auto [first, size] : mesh) {
       std::vector<Candidate> here, savers;
@@ -278,11 +279,18 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
               bool fits = cand.mem.total() <= p.memoryLimit;
               if (fits)
                 here.push_back(cand);
-              if (c.shape.kind == cost::CallKind::Train &&
-                  (!fits || opts.trainSavers))
+              const bool train = c.shape.kind == cost::CallKind::Train;
+              // ZeRO is a choice, not only a saver: slicing the optimizer
+              // step over dp can repay its exposed all-gather.
+              if (train && dp * sp >= 2) {
+                cost::Strategy t = s;
+                t.zero = true;
+                if (Candidate k = price(t); k.mem.total() <= p.memoryLimit)
+                  here.push_back(k);
+              }
+              if (train && (!fits || opts.trainSavers))
                 for (auto [zero, recompute] :
-                     {std::pair(true, false), std::pair(false, true),
-                      std::pair(true, true)}) {
+                     {std::pair(false, true), std::pair(true, true)}) {
                   if (zero && dp * sp < 2)
                     continue;
                   cost::Strategy t = s;
@@ -297,13 +305,30 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
       // Keep every strategy on the whole cluster (the baselines pick there by
       // rule); elsewhere the fastest few per mesh.
       const bool wholeCluster = size == p.gpus; // clang 14: no binding captures
+      // A strategy and its ZeRO twin count once, so that the twins do not
+      // crowd out other splits (whose layouts may match other calls').
+      auto twins = [](const cost::Strategy &a, const cost::Strategy &b) {
+        return a.dp == b.dp && a.sp == b.sp && a.tp == b.tp && a.pp == b.pp &&
+               a.microBatches == b.microBatches && a.recompute == b.recompute;
+      };
       auto fastestFew = [&](std::vector<Candidate> &v) {
-        std::sort(v.begin(), v.end(),
-                  [](const Candidate &a, const Candidate &b) {
-                    return a.time < b.time;
-                  });
-        if (!wholeCluster && int(v.size()) > opts.maxCandidatesPerMesh)
-          v.resize(opts.maxCandidatesPerMesh);
+        std::stable_sort(v.begin(), v.end(),
+                         [](const Candidate &a, const Candidate &b) {
+                           return a.time < b.time;
+                         });
+        if (wholeCluster)
+          return;
+        std::vector<Candidate> kept;
+        int splits = 0;
+        for (Candidate &k : v) {
+          bool twin = llvm::any_of(
+              kept, [&](const Candidate &o) { return twins(o.s, k.s); });
+          if (!twin && splits == opts.maxCandidatesPerMesh)
+            continue;
+          splits += !twin;
+          kept.push_back(std::move(k));
+        }
+        v = std::move(kept);
       };
       fitting[ci].insert(fitting[ci].end(), here.begin(), here.end());
       fastestFew(here);

@@ -145,10 +145,13 @@ private:
 };
 
 struct ProblemOptions {
-  int maxCandidatesPerMesh = 3; ///< fastest strategies kept per mesh
+  /// fastest strategies kept per mesh (a strategy and its ZeRO twin count
+  /// once)
+  int maxCandidatesPerMesh = 3;
   bool offload = false; ///< offer offloaded candidates for offloadable models
-  /// Offer ZeRO and recomputing twins of train candidates (those that fit
-  /// only so are offered anyway to a call that has no other candidate).
+  /// Offer recomputing twins (with and without ZeRO) of train candidates;
+  /// those that fit only so are offered anyway to a call that has no other
+  /// candidate. ZeRO twins alone are always offered.
   bool trainSavers = false;
   bool wideMeshes = true; ///< also non-power-of-two whole-node counts
 };

@@ -60,11 +60,12 @@ def RLHFAssignPlacement : Pass<"rlhf-assign-placement", "mlir::ModuleOp"> {
     strategies on its mesh (where no k splits every batch, it searches
     runs of whole blocks directly, more slowly). The planners take clusters of at most 512 nodes
     (a located error on the cluster above that; pin every call and use
-    `manual`). Memory
-    savers cost time, so the search offers them only where
-    needed: recomputing activations to a train call that fits no other way,
-    and, when no plan fits, offloading frozen models and recomputing in a
-    second round.
+    `manual`). Every train strategy with dp·sp > 1
+    comes with and without ZeRO-1, which slices the optimizer step as well
+    as its state and can be the faster of the two. Memory savers cost time,
+    so the search offers them only where needed: recomputing activations to
+    a train call that fits no other way, and, when no plan fits, offloading
+    frozen models and recomputing in a second round.
   }];
   let options = [
     Option<"planner", "planner", "std::string", /*default=*/"\"search\"",
