@@ -447,8 +447,12 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
   const ModelShape &m = cfg.shape;
   // Rotary tables for these positions: [B, 1, S, headDim].
   const int64_t headDim = m.hidden / m.heads;
-  at::Tensor inv = ropeFrequencies(cfg, headDim).to(device_);
-  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv; // [B,S,hd/2]
+  // Made once per device: a host-to-device copy here would sync, which
+  // no CUDA graph capture of a decode step survives (prefill comes first).
+  if (!ropeInv.defined() || ropeInv.device() != device_)
+    ropeInv = ropeFrequencies(cfg, headDim).to(device_);
+  at::Tensor freqs =
+      positions.to(at::kFloat).unsqueeze(-1) * ropeInv; // [B,S,hd/2]
   at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
   at::Tensor cos = angles.cos().to(dtype_), sin = angles.sin().to(dtype_);
   // Replay only whole sequences (no cache, causal mask): training.

@@ -237,6 +237,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
   st.messages += int64_t(sends.size() + recvs.size());
   world.exchange(sends, recvs);
   std::vector<Communicator::Peer> doneSends, doneRecvs;
+  // Peers' shards mapped through IPC stay mapped until the copies out of
+  // them have finished: closing a handle does not wait for queued work.
+  std::vector<at::Tensor> mapped;
   for (size_t i = 0; i < recvs.size(); ++i) {
     const std::vector<const SliceMove *> &moves = *recvMoves[i];
     if (recvDirect[i]) {
@@ -254,6 +257,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
                                  from.tp, a, b));
         st.bytesReceived += mv->bytes;
       }
+      for (auto &[param, t] : theirs)
+        mapped.push_back(t);
       doneSends.push_back({at::ones({1}, at::kByte), src});
       continue;
     }
@@ -269,6 +274,7 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
     // The reads are done before the readers say so; the shard may go after.
     if (!doneSends.empty())
       ipc::synchronize(opts.device());
+    mapped.clear();
     for (int r : readers)
       doneRecvs.push_back({at::zeros({1}, at::kByte), r});
     world.exchange(doneSends, doneRecvs);

@@ -4,14 +4,18 @@
 
 #include "rlhf/runtime/Error.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 
 using namespace rlhf;
@@ -21,10 +25,35 @@ struct StepGraphs::Impl {
   bool require = false; ///< RLHF_CUDA_GRAPHS=require: a failed capture throws
   bool failed = false;
   std::map<int64_t, std::unique_ptr<at::cuda::CUDAGraph>> graphs;
-  /// Every capture shares the first's memory pool: graphs of one generation
+  /// Every capture shares one memory pool, ours: graphs of one generation
   /// replay one after another, never concurrently.
   at::cuda::MempoolId_t pool{0, 0};
 };
+
+namespace {
+
+/// Undoes what capture_begin set up once a capture has been invalidated (a
+/// sync or host copy inside the step). CUDAGraph::capture_end would throw at
+/// cudaStreamEndCapture before telling the allocators the capture is over,
+/// leaving them routing to the pool, deferring frees and never releasing it.
+void abandonCapture(cudaStream_t stream, c10::DeviceIndex index,
+                    at::cuda::MempoolId_t pool) {
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(stream, &g) == cudaSuccess && g)
+    cudaGraphDestroy(g);
+  (void)cudaGetLastError(); // the capture's error is reported by the caller
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(index, pool);
+    c10::cuda::CUDACachingAllocator::releasePool(index, pool);
+    at::HostAllocator *host = at::getHostAllocator(at::kCUDA);
+    host->end_allocate_to_pool(pool);
+    host->release_pool(pool);
+  } catch (const std::exception &) {
+    // Best effort: decoding goes on without graphs either way.
+  }
+}
+
+} // namespace
 
 StepGraphs::StepGraphs(c10::Device device, bool enabled) {
   const char *env = std::getenv("RLHF_CUDA_GRAPHS");
@@ -62,18 +91,31 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
   ready.record(current);
   ready.block(side);
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
+  if (impl->pool == at::cuda::MempoolId_t{0, 0})
+    impl->pool = at::cuda::graph_pool_handle();
   {
     c10::cuda::CUDAStreamGuard guard(side);
     step();
     try {
       graph->capture_begin(impl->pool);
+      std::exception_ptr failure;
       try {
         step();
       } catch (...) {
-        graph->capture_end();
-        throw;
+        failure = std::current_exception();
       }
-      graph->capture_end();
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      (void)cudaStreamIsCapturing(side.stream(), &status);
+      if (status == cudaStreamCaptureStatusActive) {
+        graph->capture_end(); // a failed step's partial graph is dropped
+      } else {
+        abandonCapture(side.stream(), index, impl->pool);
+        if (!failure)
+          throw Error("the capture was invalidated (a sync or a host copy "
+                      "inside the step)");
+      }
+      if (failure)
+        std::rethrow_exception(failure);
     } catch (const std::exception &e) {
       impl->failed = true;
       std::string what = e.what();
@@ -92,7 +134,5 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
   }
   if (impl->failed)
     return;
-  if (impl->graphs.empty())
-    impl->pool = graph->pool();
   impl->graphs.emplace(key, std::move(graph));
 }

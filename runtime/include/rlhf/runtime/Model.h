@@ -251,6 +251,7 @@ private:
   int layerBegin = 0, layerEnd = 0; ///< this stage's decoder layers
   c10::Device device_ = c10::kCPU;
   at::ScalarType dtype_ = at::kFloat; ///< the compute dtype: the weights'
+  at::Tensor ropeInv;                 ///< rotary inverse frequencies on device_
 
   at::TensorOptions on(at::ScalarType t) const {
     return at::TensorOptions().dtype(t).device(device_);
