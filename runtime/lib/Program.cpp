@@ -310,6 +310,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                   " workers; run it with rlhf-run -n " +
                   std::to_string(p->gpus));
     p->device = selectDevice(cfg);
+    if (!p->device.is_cuda()) // the end-of-run tensor peak, as runWorker's
+      trackHostAllocations();
     p->weightDtype = selectPrecision(cfg, p->device);
     p->world = createWorldCommunicator(cfg, p->device);
     p->replicated = Layout{0, 1, p->gpus, 1};
