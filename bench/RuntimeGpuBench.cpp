@@ -19,7 +19,12 @@
 //   rlhf-bench-gpu-runtime --out DIR [--predicted F] [--pytorch CSV]
 //                                               on a GPU (exits 77 without)
 //   rlhf-bench-gpu-runtime --out DIR --smoke    tiny shapes, CPU or GPU
-//   rlhf-bench-gpu-runtime --list-points        the points as CSV rows
+//   rlhf-bench-gpu-runtime --out DIR --probe --predicted F
+//                          the memory model on a CPU: LLaMA's vocabulary at a
+//                          small width, each call's tensor peak against the
+//                          plan's (the last line; speed is not compared)
+//   rlhf-bench-gpu-runtime --list-points [--smoke|--probe]
+//                                               the points as CSV rows
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +68,8 @@ const Shape k7bL4{"llama2_7b_l4",
 const Shape k70bL2{"llama2_70b_l2",
                    {2, 8192, 64, 8, 28672, 32000, false, false}};
 const Shape kSmoke{"smoke", {2, 256, 4, 4, 688, 1000, false, false}};
+// LLaMA's proportions (and vocabulary) at a width a CPU runs in seconds.
+const Shape kProbe{"probe_llama", {2, 128, 2, 2, 344, 32000, false, false}};
 
 struct Point {
   const char *category; ///< decode, inference or train
@@ -71,11 +78,16 @@ struct Point {
 };
 
 /// The points of docs/validation/measured-h100.csv (PyTorch's rows there).
-std::vector<Point> points(bool smoke) {
+std::vector<Point> points(bool smoke, bool probe) {
   if (smoke)
     return {{"decode", &kSmoke, 2, 8, 4},
             {"inference", &kSmoke, 2, 16, 0},
             {"train", &kSmoke, 2, 16, 0}};
+  if (probe)
+    return {
+        {"decode", &kProbe, 1, 32, 32},    {"decode", &kProbe, 16, 64, 64},
+        {"inference", &kProbe, 4, 128, 0}, {"inference", &kProbe, 8, 256, 0},
+        {"train", &kProbe, 2, 128, 0},     {"train", &kProbe, 4, 256, 0}};
   std::vector<Point> v;
   for (auto [batch, gen] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 128}, {16, 384}, {64, 128}, {64, 896}, {128, 384}, {256, 128}})
@@ -159,6 +171,7 @@ struct Bench {
   std::map<Key, Reference> predicted, pytorch;
   std::vector<double> speedRatios;
   int memoryRows = 0, memoryWithin = 0;
+  bool probe = false;
 
   void sync() const {
     if (device.is_cuda())
@@ -201,9 +214,11 @@ struct Bench {
     Key k{cat, s.name, batch, in, out};
     if (auto it = predicted.find(k); it != predicted.end()) {
       double r = tokensPerSec / it->second.value;
-      speedRatios.push_back(r);
-      std::printf("  | model %10.1f tok/s  runtime/model %5.2f",
-                  it->second.value, r);
+      if (device.is_cuda() || !probe) { // the model prices an H100's speed
+        speedRatios.push_back(r);
+        std::printf("  | model %10.1f tok/s  runtime/model %5.2f",
+                    it->second.value, r);
+      }
       if (it->second.peakBytes > 0 && peakBytes > 0) {
         double m = peakBytes / it->second.peakBytes;
         ++memoryRows;
@@ -227,8 +242,8 @@ struct Bench {
   }
 
   void decode(const Shape &s, int64_t batch, int64_t prompt, int64_t gen) {
-    resetPeak();
     LlamaModel m = model(s, prompt + gen, false);
+    resetPeak(); // after the fp32 initial values (host memory on a GPU)
     std::vector<std::vector<int64_t>> prompts(
         size_t(batch), std::vector<int64_t>(size_t(prompt), 7));
     for (int64_t b = 0; b < batch; ++b)
@@ -259,8 +274,8 @@ struct Bench {
   }
 
   void inference(const Shape &s, int64_t batch, int64_t seq) {
-    resetPeak();
     LlamaModel m = model(s, seq, false);
+    resetPeak();
     at::Tensor tokens = at::randint(0, s.shape.vocab, {batch, seq},
                                     at::TensorOptions().dtype(at::kLong))
                             .to(device);
@@ -273,8 +288,8 @@ struct Bench {
   }
 
   void train(const Shape &s, int64_t batch, int64_t seq) {
-    resetPeak();
     LlamaModel m = model(s, seq, true);
+    resetPeak();
     Adam opt(AdamSettings{});
     TrainBatch b;
     b.inputs = {at::randint(0, s.shape.vocab, {batch, seq},
@@ -307,15 +322,16 @@ struct Bench {
 } // namespace
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: rlhf-bench-gpu-runtime --out DIR [--smoke] "
-               "[--predicted FILE] [--pytorch CSV]\n"
-               "       rlhf-bench-gpu-runtime --list-points [--smoke]\n");
+  std::fprintf(
+      stderr,
+      "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe] "
+      "[--predicted FILE] [--pytorch CSV]\n"
+      "       rlhf-bench-gpu-runtime --list-points [--smoke|--probe]\n");
 }
 
 int main(int argc, char **argv) {
   std::string out, predictedPath, pytorchPath;
-  bool smoke = false, list = false;
+  bool smoke = false, probe = false, list = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
@@ -325,6 +341,8 @@ int main(int argc, char **argv) {
       pytorchPath = argv[++i];
     else if (!std::strcmp(argv[i], "--smoke"))
       smoke = true;
+    else if (!std::strcmp(argv[i], "--probe"))
+      probe = true;
     else if (!std::strcmp(argv[i], "--list-points"))
       list = true;
     else {
@@ -338,7 +356,7 @@ int main(int argc, char **argv) {
     // Rows for rlhf-cost-validate to predict (the value is a placeholder).
     std::printf("%s", header);
     int n = 0;
-    for (const Point &p : points(smoke))
+    for (const Point &p : points(smoke, probe))
       std::printf("point_%02d,%s,%s,H100_SXM,1,1,1,1,%lld,%lld,%s,bf16,"
                   "tokens_per_sec,1,tok/s,bench/RuntimeGpuBench.cpp,\n",
                   ++n, p.category, p.shape->name, (long long)p.batch,
@@ -350,6 +368,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   Bench b;
+  b.probe = probe;
   try {
     if (!predictedPath.empty())
       b.predicted = readPredictions(predictedPath);
@@ -361,7 +380,7 @@ int main(int argc, char **argv) {
   }
   if (cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
-  else if (smoke)
+  else if (smoke || probe)
     trackHostAllocations(); // the CPU's tensor peak, as the allocator's
   else {
     std::printf("rlhf-bench-gpu-runtime: SKIP: no CUDA device (--smoke runs on "
@@ -378,8 +397,10 @@ int main(int argc, char **argv) {
   }
   b.csv << header;
   std::printf("rlhfc runtime on %s, bf16, random weights\n",
-              b.device.is_cuda() ? "cuda:0" : "the CPU (smoke)");
-  for (const Point &p : points(smoke)) {
+              b.device.is_cuda() ? "cuda:0"
+              : probe            ? "the CPU (memory probe)"
+                                 : "the CPU (smoke)");
+  for (const Point &p : points(smoke, probe)) {
     if (!std::strcmp(p.category, "decode"))
       b.decode(*p.shape, p.batch, p.in, p.out);
     else if (!std::strcmp(p.category, "inference"))

@@ -475,9 +475,13 @@ at::Tensor LlamaModel::head(const at::Tensor &x) {
   return tp.size > 1 ? parallel::gatherDim(logits, tp.comm, -1) : logits;
 }
 
+const at::Tensor &LlamaModel::headWeight() const {
+  return cfg.shape.tieEmbeddings ? p("model.embed_tokens.weight")
+                                 : p("lm_head.weight");
+}
+
 at::Tensor LlamaModel::logitsShard(const at::Tensor &x) {
-  const at::Tensor &w = cfg.shape.tieEmbeddings ? p("model.embed_tokens.weight")
-                                                : p("lm_head.weight");
-  return at::linear(tp.size > 1 ? parallel::copyToGroup(x, tp.comm) : x, w)
+  return at::linear(tp.size > 1 ? parallel::copyToGroup(x, tp.comm) : x,
+                    headWeight())
       .to(at::kFloat);
 }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HeadStats.h"
 #include "ParallelOps.h"
 #include "RingAttention.h"
 #include "rlhf/runtime/Model.h"
@@ -160,35 +161,23 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   if (cfg.shape.valueHead || pp.stages > 1)
     return each(stats(forward(tokens), next, false), drop);
   checkLength(cfg, S);
-  auto logitsOf = [&](const at::Tensor &x) {
-    return tp.size > 1 ? logitsShard(x) : head(x);
-  };
-  // Without gradients (inference), an unsharded head runs over chunks of
-  // about 64 MB of fp32 logits: no [B, S, V] tensor, let alone the two that
-  // logits and their log-softmax would be.
+  // Unsharded, the head and its statistics run fused over chunks of
+  // positions (HeadStats.h): no [B, S, V] logits, with gradients or without.
+  // Under tp each rank's vocabulary shard goes whole through
+  // vocabParallelStat.
   auto statsOf = [&](const at::Tensor &x, const at::Tensor &next) {
-    const bool sharded = tp.size > 1;
-    const int64_t rows = x.size(0) * x.size(1);
-    const int64_t chunk =
-        std::max<int64_t>(1, (int64_t(64) << 20) / (4 * cfg.shape.vocab));
-    if (sharded || at::GradMode::is_enabled() || rows <= chunk)
-      return stats(logitsOf(x), next, sharded);
-    at::Tensor flat = x.reshape({rows, x.size(2)}), ids = next.reshape({rows});
-    std::vector<at::Tensor> lps, ents;
-    for (int64_t lo = 0; lo < rows; lo += chunk) {
-      int64_t n = std::min(chunk, rows - lo);
-      TokenStats r =
-          stats(logitsOf(flat.narrow(0, lo, n)), ids.narrow(0, lo, n), false);
-      if (r.logprobs.defined())
-        lps.push_back(r.logprobs);
-      if (r.entropy.defined())
-        ents.push_back(r.entropy);
-    }
+    if (tp.size > 1)
+      return stats(logitsShard(x), next, true);
+    if (!logprobs && !entropy)
+      return TokenStats{};
+    at::Tensor s = fusedHeadStats(x.reshape({-1, x.size(2)}), headWeight(),
+                                  next.reshape({-1}), logprobs, entropy);
     TokenStats r;
-    if (!lps.empty())
-      r.logprobs = at::cat(lps).view({x.size(0), x.size(1)});
-    if (!ents.empty())
-      r.entropy = at::cat(ents).view({x.size(0), x.size(1)});
+    int64_t col = 0;
+    if (logprobs)
+      r.logprobs = s.select(1, col++).view({x.size(0), x.size(1)});
+    if (entropy)
+      r.entropy = s.select(1, col).view({x.size(0), x.size(1)});
     return r;
   };
   at::Tensor positions =

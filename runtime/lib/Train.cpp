@@ -322,16 +322,16 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
     return stageOut ? *stageOut : model.forward(tokens);
   };
-  // Under sp the per-token statistics are gathered instead of the logits,
-  // and under tp computed over the sharded vocabulary.
+  // Log-probs and entropies come per token, never through [B, S, V] logits:
+  // the fused head unsharded, the sharded vocabulary under tp, gathered
+  // statistics under sp. A pipeline's last stage hands out whole logits.
   FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool logprobs,
                          bool entropy) {
     TokenStats r = model.tokenStats(tokens, logprobs, entropy);
     return std::pair(r.logprobs, r.entropy);
   };
-  const bool perToken = !stageOut && (model.spSize() > 1 || model.tpSize() > 1);
   std::vector<at::Tensor> v = o.loss->evaluate(fnInputs(b, o), &out, &denoms,
-                                               perToken ? &stat : nullptr);
+                                               stageOut ? nullptr : &stat);
   metrics.resize(v.size() - 1, 0.0);
   for (size_t k = 1; k < v.size(); ++k)
     metrics[k - 1] += v[k].item<double>();

@@ -144,12 +144,14 @@ struct Fresh {
 /// The oracle's loss `builtin` and the fn code `code` train alike: one
 /// step per split of the batch (1 or 2 minibatches of 1 or 2 micro-batches
 /// for trainStep), with the loss, the gradient norm, every gradient and
-/// every updated parameter within `rel` relative.
+/// every updated parameter within `rel` relative. trainStep's log-probs come
+/// from the fused lm head, the oracle's from log_softmax over whole logits:
+/// the same math summed in another order, a few fp32 ulps apart.
 void expectSameTraining(oracle::Loss builtin, const std::string &code,
                         bool valueHead, const oracle::Batch &b,
                         const TrainBatch &fnBatch,
                         oracle::LossSettings settings = {}, int64_t pad = 0,
-                        double rel = 1e-6) {
+                        double rel = 1e-5) {
   FnProgram fn = FnProgram::parse(code);
   for (auto [minibatches, micro] :
        {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 2}, {2, 2}}) {

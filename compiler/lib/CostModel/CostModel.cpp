@@ -28,6 +28,13 @@ constexpr double kOptimizerBytesPerParam = 12.0;
 constexpr double kGradBytesPerParam = 4.0;
 /// Adam's update reads and writes master weights, m, v, and the gradient.
 constexpr double kOptimizerTrafficPerParam = 32.0;
+/// The runtime's fused lm head (runtime/lib/HeadStats.h) computes the fp32
+/// logits of at most this many bytes of positions at a time; forward holds
+/// about two such chunks (bf16 and fp32 logits, the log-sum-exp's
+/// exponentials), backward three (the recomputed logits, their softmax,
+/// its gradient), measured on the CPU by rlhf-bench-gpu-runtime --probe.
+constexpr double kLogitChunkBytes = double(64 << 20);
+constexpr double kLogitChunksForward = 2.0, kLogitChunksBackward = 3.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -172,6 +179,20 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   const double weightsRank = kBf16 * stageParams / tp;
   e.memory.weights = weightsRank;
 
+  // What the head's output holds for `tokens` positions of a micro-batch.
+  // One stage without tp: the fused head's chunks. Under tp each rank's
+  // vocabulary shard of every position; a pipeline's last stage the whole
+  // logits, which the loss reads. A value head: a value per position.
+  auto logitBytes = [&](double tokens, bool train) {
+    if (m.valueHead)
+      return tokens * 4.0;
+    const double whole = tokens * V / tp * 4.0;
+    if (tp > 1 || pp > 1)
+      return whole;
+    return std::min(whole, kLogitChunkBytes) *
+           (train ? kLogitChunksBackward : kLogitChunksForward);
+  };
+
   // Utilization of a layer's GEMMs on `rows` rows (tokens of a micro-batch,
   // or sequences of a decode step) per rank: q/k/v and gate/up are split by
   // output columns over tp, o and down by depth; weighted by their FLOPs.
@@ -249,7 +270,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.ppComm = steps * ppc;
     e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
     e.memory.activations = tokensPerMb / sp * h * kActBytesPerTokenHidden / tp +
-                           tokensPerMb / sp * V / tp * 4.0;
+                           logitBytes(tokensPerMb / sp, false);
     break;
   }
   case CallKind::Generate: {
@@ -326,7 +347,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double stored = s.recompute ? local * h * kBf16 / tp : perLayer;
     e.memory.activations = inFlight * stageLayers * stored +
                            (s.recompute ? perLayer : 0.0) +
-                           local * V / tp * 4.0;
+                           logitBytes(local, true);
     break;
   }
   }

@@ -123,6 +123,8 @@ std::optional<rlhf::ModelShape> modelShape(StringRef name) {
       // LLaMA-2 7B and 70B layers, truncated to fit training on one GPU.
       {"llama2_7b_l4", shape(4, 4096, 32, 32, 11008, 32000)},
       {"llama2_70b_l2", shape(2, 8192, 64, 8, 28672, 32000)},
+      // rlhf-bench-gpu-runtime --probe: the memory model checked on a CPU.
+      {"probe_llama", shape(2, 128, 2, 2, 344, 32000)},
   };
   auto it = models.find(name);
   if (it == models.end())

@@ -235,6 +235,9 @@ private:
   at::Tensor head(const at::Tensor &x);
   /// This tp rank's vocabulary shard of the logits, in fp32.
   at::Tensor logitsShard(const at::Tensor &x);
+  /// The lm head's weight (this rank's vocabulary rows): lm_head.weight, or
+  /// the embedding's when tied.
+  const at::Tensor &headWeight() const;
   at::Tensor embed(const at::Tensor &tokens);
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);

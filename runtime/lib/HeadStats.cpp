@@ -1,0 +1,119 @@
+//===- HeadStats.cpp - token log-probs without [N, vocab] logits ----------===//
+
+#include "HeadStats.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+using namespace rlhf;
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+int64_t rlhf::logitRowsPerChunk(int64_t vocab, int64_t chunkBytes) {
+  return std::max<int64_t>(1, chunkBytes / (4 * std::max<int64_t>(1, vocab)));
+}
+
+namespace {
+
+/// One chunk's logits in fp32: the GEMM in the weights' dtype, as
+/// at::linear would run it for the whole batch.
+at::Tensor chunkLogits(const at::Tensor &x, const at::Tensor &w) {
+  return at::linear(x, w).to(at::kFloat);
+}
+
+struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor w,
+                            at::Tensor next, bool logprobs, bool entropy,
+                            int64_t chunkBytes) {
+    const int64_t N = x.size(0),
+                  rows = logitRowsPerChunk(w.size(0), chunkBytes);
+    const auto f32 = x.options().dtype(at::kFloat);
+    at::Tensor out = at::empty({N, int64_t(logprobs) + int64_t(entropy)}, f32);
+    at::Tensor lse = at::empty({N}, f32), h;
+    if (entropy)
+      h = at::empty({N}, f32);
+    for (int64_t lo = 0; lo < N; lo += rows) {
+      const int64_t n = std::min(rows, N - lo);
+      at::Tensor z = chunkLogits(x.narrow(0, lo, n), w);
+      at::Tensor l = at::logsumexp(z, -1);
+      lse.narrow(0, lo, n).copy_(l);
+      int64_t col = 0;
+      if (logprobs)
+        out.select(1, col++).narrow(0, lo, n).copy_(
+            z.gather(1, next.narrow(0, lo, n).unsqueeze(1)).squeeze(1) - l);
+      if (entropy) {
+        // H = lse - sum_j p_j z_j
+        at::Tensor p = (z - l.unsqueeze(1)).exp_();
+        at::Tensor hc = l - p.mul_(z).sum(-1);
+        h.narrow(0, lo, n).copy_(hc);
+        out.select(1, col).narrow(0, lo, n).copy_(hc);
+      }
+    }
+    ctx->saved_data["logprobs"] = logprobs;
+    ctx->saved_data["entropy"] = entropy;
+    ctx->saved_data["chunk"] = chunkBytes;
+    ctx->save_for_backward({x, w, next, lse, h});
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &next = saved[2],
+                     &lse = saved[3], &h = saved[4];
+    const bool logprobs = ctx->saved_data["logprobs"].toBool(),
+               entropy = ctx->saved_data["entropy"].toBool();
+    const bool needX = ctx->needs_input_grad(0),
+               needW = ctx->needs_input_grad(1);
+    const int64_t N = x.size(0),
+                  rows = logitRowsPerChunk(w.size(0),
+                                           ctx->saved_data["chunk"].toInt());
+    const at::Tensor grad = g[0].to(at::kFloat);
+    at::Tensor gx, gw;
+    if (needX)
+      gx = at::empty_like(x);
+    if (needW) // summed over chunks in fp32, cast once at the end
+      gw = at::zeros(w.sizes(), w.options().dtype(at::kFloat));
+    for (int64_t lo = 0; lo < N; lo += rows) {
+      const int64_t n = std::min(rows, N - lo);
+      at::Tensor logp = chunkLogits(x.narrow(0, lo, n), w)
+                            .sub_(lse.narrow(0, lo, n).unsqueeze(1));
+      at::Tensor p = logp.exp();
+      at::Tensor gz;
+      int64_t col = 0;
+      if (logprobs) {
+        // d lp/dz_k = [k = next] - p_k
+        at::Tensor gl = grad.select(1, col++).narrow(0, lo, n).unsqueeze(1);
+        gz = p.neg().mul_(gl);
+        gz.scatter_add_(1, next.narrow(0, lo, n).unsqueeze(1), gl);
+      }
+      if (entropy) {
+        // dH/dz_k = -p_k (log p_k + H)
+        at::Tensor ge = grad.select(1, col).narrow(0, lo, n).unsqueeze(1);
+        at::Tensor t =
+            logp.add_(h.narrow(0, lo, n).unsqueeze(1)).mul_(p).mul_(ge.neg());
+        gz = gz.defined() ? gz.add_(t) : t;
+      }
+      p.reset();
+      logp.reset();
+      at::Tensor gzc = gz.to(x.scalar_type());
+      gz.reset();
+      if (needX)
+        gx.narrow(0, lo, n).copy_(at::mm(gzc, w));
+      if (needW)
+        gw.add_(at::mm(gzc.t(), x.narrow(0, lo, n)));
+    }
+    return {gx,           needW ? gw.to(w.scalar_type()) : at::Tensor(),
+            at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+} // namespace
+
+at::Tensor rlhf::fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
+                                const at::Tensor &next, bool logprobs,
+                                bool entropy, int64_t chunkBytes) {
+  return HeadStatsFn::apply(x, w, next, logprobs, entropy, chunkBytes);
+}

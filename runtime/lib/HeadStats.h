@@ -1,0 +1,39 @@
+//===- HeadStats.h - token log-probs without [N, vocab] logits --*- C++ -*-===//
+//
+// The lm head and the per-token statistics a loss needs from it (the
+// log-probability of the next token, the entropy of the distribution), fused
+// over chunks of positions as Liger's and verl's fused linear cross-entropy
+// are: forward keeps one log-sum-exp per position, backward recomputes each
+// chunk's logits. No tensor of all positions by the whole vocabulary is ever
+// held, in training or inference; the cost model prices the chunk
+// (cost::kLogitChunkBytes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_HEADSTATS_H
+#define RLHF_RUNTIME_HEADSTATS_H
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace rlhf {
+
+/// fp32 logits per chunk: 64 MiB, as the cost model counts them.
+constexpr int64_t kLogitChunkBytes = int64_t(64) << 20;
+
+/// Positions per chunk for a vocabulary of `vocab` (at least one).
+int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = kLogitChunkBytes);
+
+/// For hidden states `x` [N, h] (after the final norm), the head's weight
+/// `w` [V, h] and next-token ids `next` [N]: a [N, k] fp32 tensor whose
+/// columns are, in this order, the log-probability of `next` (with
+/// `logprobs`) and the entropy (with `entropy`). Differentiable in `x` and
+/// `w`; the weight's gradient is summed over chunks in fp32.
+at::Tensor fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
+                          const at::Tensor &next, bool logprobs, bool entropy,
+                          int64_t chunkBytes = kLogitChunkBytes);
+
+} // namespace rlhf
+
+#endif // RLHF_RUNTIME_HEADSTATS_H
