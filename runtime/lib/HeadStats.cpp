@@ -2,6 +2,8 @@
 
 #include "HeadStats.h"
 
+#include "rlhf/runtime/Communicator.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -23,12 +25,21 @@ at::Tensor chunkLogits(const at::Tensor &x, const at::Tensor &w) {
   return at::linear(x, w).to(at::kFloat);
 }
 
+/// The vocabulary shard's ids [offset, offset + V/k) of `next`: a mask of
+/// those this rank owns and their column in the shard (0 for the others).
+std::pair<at::Tensor, at::Tensor> ownedIds(const at::Tensor &next,
+                                           int64_t offset, int64_t width) {
+  at::Tensor owned = next.ge(offset).logical_and(next.lt(offset + width));
+  return {owned, (next - offset).clamp(0, width - 1).unsqueeze(1)};
+}
+
 struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor w,
                             at::Tensor next, bool logprobs, bool entropy,
-                            int64_t chunkBytes) {
-    const int64_t N = x.size(0),
-                  rows = logitRowsPerChunk(w.size(0), chunkBytes);
+                            int64_t chunkBytes, int64_t comm, int64_t offset) {
+    auto *cm = reinterpret_cast<Communicator *>(comm);
+    const int64_t N = x.size(0), width = w.size(0),
+                  rows = logitRowsPerChunk(width, chunkBytes);
     const auto f32 = x.options().dtype(at::kFloat);
     at::Tensor out = at::empty({N, int64_t(logprobs) + int64_t(entropy)}, f32);
     at::Tensor lse = at::empty({N}, f32), h;
@@ -36,17 +47,37 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
       h = at::empty({N}, f32);
     for (int64_t lo = 0; lo < N; lo += rows) {
       const int64_t n = std::min(rows, N - lo);
-      at::Tensor z = chunkLogits(x.narrow(0, lo, n), w);
-      at::Tensor l = at::logsumexp(z, -1);
+      at::Tensor z = chunkLogits(x.narrow(0, lo, n), w), l;
+      if (cm) {
+        // Over the shards: the global max keeps exp in range (allGather, as
+        // c10d's max would), then the sum of exponentials.
+        at::Tensor m =
+            std::get<0>(cm->allGather(z.amax(-1).unsqueeze(0)).max(0));
+        at::Tensor sum = (z - m.unsqueeze(1)).exp_().sum(-1);
+        cm->allReduceSum(sum);
+        l = m + sum.log();
+      } else {
+        l = at::logsumexp(z, -1);
+      }
       lse.narrow(0, lo, n).copy_(l);
       int64_t col = 0;
-      if (logprobs)
-        out.select(1, col++).narrow(0, lo, n).copy_(
-            z.gather(1, next.narrow(0, lo, n).unsqueeze(1)).squeeze(1) - l);
+      if (logprobs) {
+        at::Tensor picked;
+        if (cm) { // the target's logit from the shard that owns it
+          auto [owned, idx] = ownedIds(next.narrow(0, lo, n), offset, width);
+          picked = z.gather(1, idx).squeeze(1).mul_(owned.to(at::kFloat));
+          cm->allReduceSum(picked);
+        } else {
+          picked = z.gather(1, next.narrow(0, lo, n).unsqueeze(1)).squeeze(1);
+        }
+        out.select(1, col++).narrow(0, lo, n).copy_(picked - l);
+      }
       if (entropy) {
         // H = lse - sum_j p_j z_j
-        at::Tensor p = (z - l.unsqueeze(1)).exp_();
-        at::Tensor hc = l - p.mul_(z).sum(-1);
+        at::Tensor pz = (z - l.unsqueeze(1)).exp_().mul_(z).sum(-1);
+        if (cm)
+          cm->allReduceSum(pz);
+        at::Tensor hc = l - pz;
         h.narrow(0, lo, n).copy_(hc);
         out.select(1, col).narrow(0, lo, n).copy_(hc);
       }
@@ -54,10 +85,12 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     ctx->saved_data["logprobs"] = logprobs;
     ctx->saved_data["entropy"] = entropy;
     ctx->saved_data["chunk"] = chunkBytes;
+    ctx->saved_data["offset"] = offset;
     ctx->save_for_backward({x, w, next, lse, h});
     return out;
   }
 
+  // With the global log-sum-exp saved, each shard's gradient is local.
   static tensor_list backward(AutogradContext *ctx, tensor_list g) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w = saved[1], &next = saved[2],
@@ -66,8 +99,9 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
                entropy = ctx->saved_data["entropy"].toBool();
     const bool needX = ctx->needs_input_grad(0),
                needW = ctx->needs_input_grad(1);
-    const int64_t N = x.size(0),
-                  rows = logitRowsPerChunk(w.size(0),
+    const int64_t N = x.size(0), width = w.size(0),
+                  offset = ctx->saved_data["offset"].toInt(),
+                  rows = logitRowsPerChunk(width,
                                            ctx->saved_data["chunk"].toInt());
     const at::Tensor grad = g[0].to(at::kFloat);
     at::Tensor gx, gw;
@@ -83,10 +117,11 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
       at::Tensor gz;
       int64_t col = 0;
       if (logprobs) {
-        // d lp/dz_k = [k = next] - p_k
-        at::Tensor gl = grad.select(1, col++).narrow(0, lo, n).unsqueeze(1);
-        gz = p.neg().mul_(gl);
-        gz.scatter_add_(1, next.narrow(0, lo, n).unsqueeze(1), gl);
+        // d lp/dz_k = [k = next] - p_k, the indicator on the owner's shard
+        at::Tensor gl = grad.select(1, col++).narrow(0, lo, n);
+        auto [owned, idx] = ownedIds(next.narrow(0, lo, n), offset, width);
+        gz = p.neg().mul_(gl.unsqueeze(1));
+        gz.scatter_add_(1, idx, gl.mul(owned.to(at::kFloat)).unsqueeze(1));
       }
       if (entropy) {
         // dH/dz_k = -p_k (log p_k + H)
@@ -106,6 +141,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     }
     return {gx,           needW ? gw.to(w.scalar_type()) : at::Tensor(),
             at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor()};
   }
 };
@@ -114,6 +150,8 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
 
 at::Tensor rlhf::fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                                 const at::Tensor &next, bool logprobs,
-                                bool entropy, int64_t chunkBytes) {
-  return HeadStatsFn::apply(x, w, next, logprobs, entropy, chunkBytes);
+                                bool entropy, Communicator *tp, int64_t offset,
+                                int64_t chunkBytes) {
+  return HeadStatsFn::apply(x, w, next, logprobs, entropy, chunkBytes,
+                            reinterpret_cast<int64_t>(tp), offset);
 }

@@ -6,7 +6,11 @@
 // are: forward keeps one log-sum-exp per position, backward recomputes each
 // chunk's logits. No tensor of all positions by the whole vocabulary is ever
 // held, in training or inference; the cost model prices the chunk
-// (cost::kLogitChunkBytes).
+// (kLogitChunkBytes in CostModel.cpp). Under tensor parallelism the weight
+// is this rank's vocabulary shard and the statistics are Megatron's
+// vocabulary-parallel cross-entropy, chunk by chunk: the global max and sum
+// of exponentials by collectives, the target's logit from its owner's
+// shard, and a backward without collectives.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +23,8 @@
 
 namespace rlhf {
 
+class Communicator;
+
 /// fp32 logits per chunk: 64 MiB, as the cost model counts them.
 constexpr int64_t kLogitChunkBytes = int64_t(64) << 20;
 
@@ -29,9 +35,13 @@ int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = kLogitChunkBytes);
 /// `w` [V, h] and next-token ids `next` [N]: a [N, k] fp32 tensor whose
 /// columns are, in this order, the log-probability of `next` (with
 /// `logprobs`) and the entropy (with `entropy`). Differentiable in `x` and
-/// `w`; the weight's gradient is summed over chunks in fp32.
+/// `w`; the weight's gradient is summed over chunks in fp32. With `tp`, `w`
+/// is this rank's rows [offset, offset + V/k) of the vocabulary, `next`
+/// holds global ids, and every rank gets the same statistics; `x`'s
+/// gradient is this shard's part (pass `x` through parallel::copyToGroup).
 at::Tensor fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                           const at::Tensor &next, bool logprobs, bool entropy,
+                          Communicator *tp = nullptr, int64_t offset = 0,
                           int64_t chunkBytes = kLogitChunkBytes);
 
 } // namespace rlhf

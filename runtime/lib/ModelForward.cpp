@@ -127,22 +127,9 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   // placeholder id, its column dropped at the end).
   const at::Tensor next = at::cat(
       {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1);
-  // The statistics asked for, from one set of logits: the whole vocabulary,
-  // or under tp this rank's shard of it (vocabulary-parallel, so no rank
-  // holds [B, S, V], as the cost model counts the logits).
-  auto stats = [&](const at::Tensor &logits, const at::Tensor &next,
-                   bool sharded) {
+  // A pipeline's or a value head's statistics, from the whole logits.
+  auto stats = [&](const at::Tensor &logits, const at::Tensor &next) {
     TokenStats r;
-    if (sharded) {
-      const int64_t offset = tp.rank * (cfg.shape.vocab / tp.size);
-      if (logprobs)
-        r.logprobs =
-            parallel::vocabParallelStat(logits, next, offset, tp.comm, false);
-      if (entropy)
-        r.entropy =
-            parallel::vocabParallelStat(logits, next, offset, tp.comm, true);
-      return r;
-    }
     at::Tensor lp = at::log_softmax(logits, -1);
     if (logprobs)
       r.logprobs = lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
@@ -159,19 +146,22 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   auto drop = [&](at::Tensor t) { return t.narrow(1, 0, S - 1); };
   // A pipeline's logits come whole from its last stage.
   if (cfg.shape.valueHead || pp.stages > 1)
-    return each(stats(forward(tokens), next, false), drop);
+    return each(stats(forward(tokens), next), drop);
   checkLength(cfg, S);
-  // Unsharded, the head and its statistics run fused over chunks of
-  // positions (HeadStats.h): no [B, S, V] logits, with gradients or without.
-  // Under tp each rank's vocabulary shard goes whole through
-  // vocabParallelStat.
+  // Otherwise the head and its statistics run fused over chunks of
+  // positions (HeadStats.h): no [B, S, V] logits, with gradients or without,
+  // and under tp no rank holds more than a chunk of its vocabulary shard.
   auto statsOf = [&](const at::Tensor &x, const at::Tensor &next) {
-    if (tp.size > 1)
-      return stats(logitsShard(x), next, true);
     if (!logprobs && !entropy)
       return TokenStats{};
-    at::Tensor s = fusedHeadStats(x.reshape({-1, x.size(2)}), headWeight(),
-                                  next.reshape({-1}), logprobs, entropy);
+    at::Tensor flat = x.reshape({-1, x.size(2)});
+    at::Tensor s =
+        tp.size > 1
+            ? fusedHeadStats(parallel::copyToGroup(flat, tp.comm), headWeight(),
+                             next.reshape({-1}), logprobs, entropy, tp.comm,
+                             tp.rank * (cfg.shape.vocab / tp.size))
+            : fusedHeadStats(flat, headWeight(), next.reshape({-1}), logprobs,
+                             entropy);
     TokenStats r;
     int64_t col = 0;
     if (logprobs)

@@ -72,62 +72,7 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
   }
 };
 
-/// Log-probability of the next token, or entropy, over a vocabulary split
-/// across the ranks of `c`. Saves the shard's probabilities (as log-softmax
-/// would its output), so backward needs no collective.
-struct VocabStat : torch::autograd::Function<VocabStat> {
-  static at::Tensor forward(AutogradContext *ctx, at::Tensor z, at::Tensor next,
-                            int64_t c, int64_t offset, bool entropy) {
-    auto *cm = reinterpret_cast<Communicator *>(c);
-    const int64_t width = z.size(-1);
-    // The global max keeps exp in range; allGather, as c10d's max would.
-    at::Tensor m = std::get<0>(cm->allGather(z.amax(-1).unsqueeze(0)).max(0));
-    at::Tensor e = at::exp(z - m.unsqueeze(-1));
-    at::Tensor sum = e.sum(-1);
-    cm->allReduceSum(sum);
-    at::Tensor lse = m + sum.log();
-    at::Tensor p = e.div_(sum.unsqueeze(-1));
-    ctx->saved_data["entropy"] = entropy;
-    if (entropy) {
-      // H = lse - sum_j p_j z_j
-      at::Tensor pz = (p * z).sum(-1);
-      cm->allReduceSum(pz);
-      at::Tensor h = lse - pz;
-      ctx->save_for_backward({p, z - lse.unsqueeze(-1), h});
-      return h;
-    }
-    at::Tensor local = next.ge(offset).logical_and(next.lt(offset + width));
-    at::Tensor idx = (next - offset).clamp(0, width - 1).unsqueeze(-1);
-    at::Tensor picked =
-        z.gather(-1, idx).squeeze(-1).mul(local.to(z.scalar_type()));
-    cm->allReduceSum(picked);
-    ctx->save_for_backward({p, idx, local});
-    return picked - lse;
-  }
-  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &p = saved[0];
-    at::Tensor grad;
-    if (ctx->saved_data["entropy"].toBool()) {
-      // dH/dz_k = -p_k (log p_k + H)
-      grad = -(g[0].unsqueeze(-1) * p * (saved[1] + saved[2].unsqueeze(-1)));
-    } else {
-      // d lp/dz_k = [k = next] - p_k, the indicator on the owner's shard
-      grad = -(g[0].unsqueeze(-1) * p);
-      grad.scatter_add_(-1, saved[1],
-                        (g[0] * saved[2].to(g[0].scalar_type())).unsqueeze(-1));
-    }
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
-
 } // namespace
-
-at::Tensor parallel::vocabParallelStat(const at::Tensor &logits,
-                                       const at::Tensor &next, int64_t offset,
-                                       Communicator *c, bool entropy) {
-  return VocabStat::apply(logits, next, handle(c), offset, entropy);
-}
 
 at::Tensor parallel::copyToGroup(const at::Tensor &x, Communicator *c) {
   return CopyToGroup::apply(x, handle(c));

@@ -3,8 +3,7 @@
 // The collectives LlamaModel runs inside its forward pass, as autograd
 // functions so that backward through a sharded model gives the sharded
 // gradients: Megatron-LM's f and g operators for tensor parallelism, a
-// gather along one dimension (vocabulary under tp, sequence under sp),
-// log-probabilities and entropy over a sharded vocabulary, and
+// gather along one dimension (vocabulary under tp, sequence under sp), and
 // DeepSpeed-Ulysses' all-to-alls between a chunk of positions with all heads
 // and all positions with a share of the heads.
 //
@@ -31,16 +30,6 @@ at::Tensor reduceFromGroup(const at::Tensor &x, Communicator *c);
 /// this rank's slice of the gradient. For a result every rank then uses
 /// alike (the same loss on every rank), so the gradient is not summed.
 at::Tensor gatherDim(const at::Tensor &x, Communicator *c, int64_t dim);
-
-/// Per-position statistics of vocabulary-parallel logits (Megatron's
-/// parallel cross-entropy): `logits` [..., V/k] is this rank's shard of the
-/// vocabulary, ids [offset, offset + V/k), in fp32. Returns, alike on every
-/// rank, the log-probability of `next` [...] (global ids) or, with
-/// `entropy`, the entropy of each position's distribution, without any rank
-/// holding the whole vocabulary. Backward is analytic, so each rank gets
-/// the gradient of its own shard.
-at::Tensor vocabParallelStat(const at::Tensor &logits, const at::Tensor &next,
-                             int64_t offset, Communicator *c, bool entropy);
 
 /// Ulysses: [B, S/k, H, D] (this rank's chunk of positions, all heads) to
 /// [B, S, H/k, D] (all positions, this rank's k-th of the heads, in rank

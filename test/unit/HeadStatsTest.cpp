@@ -54,8 +54,8 @@ void compare(at::ScalarType dtype, bool logprobs, bool entropy, double tol) {
   // 8 rows of 50 fp32 logits per chunk: five chunks, the last of 5 rows.
   const int64_t chunkBytes = 8 * 50 * 4;
   ASSERT_EQ(logitRowsPerChunk(v, chunkBytes), 8);
-  at::Tensor fused =
-      fusedHeadStats(a.x, a.w, a.next, logprobs, entropy, chunkBytes);
+  at::Tensor fused = fusedHeadStats(a.x, a.w, a.next, logprobs, entropy,
+                                    nullptr, 0, chunkBytes);
   at::Tensor ref = plain(b, logprobs, entropy);
   ASSERT_EQ(fused.sizes(), ref.sizes());
   EXPECT_EQ(fused.scalar_type(), at::kFloat);
@@ -92,7 +92,9 @@ TEST(HeadStats, BothMatchBf16) { compare(at::kBFloat16, true, true, 2e-2); }
 TEST(HeadStats, FrozenWeightGetsNoGradient) {
   Inputs in = inputs(9, 8, 20, at::kFloat);
   in.w = in.w.detach();
-  fusedHeadStats(in.x, in.w, in.next, true, false, 4 * 20 * 4).sum().backward();
+  fusedHeadStats(in.x, in.w, in.next, true, false, nullptr, 0, 4 * 20 * 4)
+      .sum()
+      .backward();
   EXPECT_TRUE(in.x.grad().defined());
   EXPECT_FALSE(in.w.grad().defined());
 }
@@ -112,7 +114,8 @@ TEST(HeadStats, PeakIsChunksNotTheWholeLogits) {
     return devicePeakBytes(c10::kCPU) - before;
   };
   const double fused = peakOf([&](const Inputs &in) {
-    return fusedHeadStats(in.x, in.w, in.next, true, true, int64_t(chunk));
+    return fusedHeadStats(in.x, in.w, in.next, true, true, nullptr, 0,
+                          int64_t(chunk));
   });
   const double unfused =
       peakOf([&](const Inputs &in) { return plain(in, true, true); });

@@ -179,15 +179,15 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   const double weightsRank = kBf16 * stageParams / tp;
   e.memory.weights = weightsRank;
 
-  // What the head's output holds for `tokens` positions of a micro-batch.
-  // One stage without tp: the fused head's chunks. Under tp each rank's
-  // vocabulary shard of every position; a pipeline's last stage the whole
-  // logits, which the loss reads. A value head: a value per position.
+  // What the head's output holds for `tokens` positions of a micro-batch:
+  // with one stage the fused head's chunks (of the rank's vocabulary shard
+  // under tp); a pipeline's last stage the whole logits, which the loss
+  // reads. A value head: a value per position.
   auto logitBytes = [&](double tokens, bool train) {
     if (m.valueHead)
       return tokens * 4.0;
     const double whole = tokens * V / tp * 4.0;
-    if (tp > 1 || pp > 1)
+    if (pp > 1)
       return whole;
     return std::min(whole, kLogitChunkBytes) *
            (train ? kLogitChunksBackward : kLogitChunksForward);
