@@ -6,7 +6,7 @@
 // are: forward keeps one log-sum-exp per position, backward recomputes each
 // chunk's logits. No tensor of all positions by the whole vocabulary is ever
 // held, in training or inference; the cost model prices the chunk
-// (kLogitChunkBytes in CostModel.cpp). Under tensor parallelism the weight
+// (LogitChunks.h). Under tensor parallelism the weight
 // is this rank's vocabulary shard and the statistics are Megatron's
 // vocabulary-parallel cross-entropy, chunk by chunk: the global max and sum
 // of exponentials by collectives, the target's logit from its owner's
@@ -17,6 +17,8 @@
 #ifndef RLHF_RUNTIME_HEADSTATS_H
 #define RLHF_RUNTIME_HEADSTATS_H
 
+#include "rlhf/runtime/LogitChunks.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -24,9 +26,6 @@
 namespace rlhf {
 
 class Communicator;
-
-/// fp32 logits per chunk: 64 MiB, as the cost model counts them.
-constexpr int64_t kLogitChunkBytes = int64_t(64) << 20;
 
 /// Positions per chunk for a vocabulary of `vocab` (at least one).
 int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = kLogitChunkBytes);

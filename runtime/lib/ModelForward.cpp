@@ -154,14 +154,12 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   auto statsOf = [&](const at::Tensor &x, const at::Tensor &next) {
     if (!logprobs && !entropy)
       return TokenStats{};
+    const bool sharded = tp.size > 1;
     at::Tensor flat = x.reshape({-1, x.size(2)});
-    at::Tensor s =
-        tp.size > 1
-            ? fusedHeadStats(parallel::copyToGroup(flat, tp.comm), headWeight(),
-                             next.reshape({-1}), logprobs, entropy, tp.comm,
-                             tp.rank * (cfg.shape.vocab / tp.size))
-            : fusedHeadStats(flat, headWeight(), next.reshape({-1}), logprobs,
-                             entropy);
+    at::Tensor s = fusedHeadStats(
+        sharded ? parallel::copyToGroup(flat, tp.comm) : flat, headWeight(),
+        next.reshape({-1}), logprobs, entropy, sharded ? tp.comm : nullptr,
+        tp.rank * (cfg.shape.vocab / tp.size));
     TokenStats r;
     int64_t col = 0;
     if (logprobs)

@@ -7,6 +7,7 @@
 
 #include "rlhfc/CostModel/CostModel.h"
 #include "rlhf/IR/RLHFOps.h"
+#include "rlhf/runtime/LogitChunks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,12 +29,11 @@ constexpr double kOptimizerBytesPerParam = 12.0;
 constexpr double kGradBytesPerParam = 4.0;
 /// Adam's update reads and writes master weights, m, v, and the gradient.
 constexpr double kOptimizerTrafficPerParam = 32.0;
-/// The runtime's fused lm head (runtime/lib/HeadStats.h) computes the fp32
-/// logits of at most this many bytes of positions at a time; forward holds
-/// about two such chunks (bf16 and fp32 logits, the log-sum-exp's
-/// exponentials), backward three (the recomputed logits, their softmax,
-/// its gradient), measured on the CPU by rlhf-bench-gpu-runtime --probe.
-constexpr double kLogitChunkBytes = double(64 << 20);
+/// The runtime's fused lm head computes the fp32 logits of at most
+/// rlhf::kLogitChunkBytes of positions at a time; forward holds about two
+/// such chunks (bf16 and fp32 logits, the log-sum-exp's exponentials),
+/// backward three (the recomputed logits, their softmax, its gradient),
+/// measured on the CPU by rlhf-bench-gpu-runtime --probe.
 constexpr double kLogitChunksForward = 2.0, kLogitChunksBackward = 3.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -189,7 +189,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     const double whole = tokens * V / tp * 4.0;
     if (pp > 1)
       return whole;
-    return std::min(whole, kLogitChunkBytes) *
+    return std::min(whole, double(rlhf::kLogitChunkBytes)) *
            (train ? kLogitChunksBackward : kLogitChunksForward);
   };
 
