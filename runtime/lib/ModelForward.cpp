@@ -119,70 +119,96 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
       hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
 }
 
+namespace {
+
+/// The token after each position of `tokens` [B, S]; the last position has
+/// none (a placeholder id, its column dropped by the caller).
+at::Tensor nextTokens(const at::Tensor &tokens) {
+  return at::cat({tokens.narrow(1, 1, tokens.size(1) - 1),
+                  at::zeros({tokens.size(0), 1}, tokens.options())},
+                 1);
+}
+
+TokenStats each(TokenStats r, const std::function<at::Tensor(at::Tensor)> &f) {
+  for (at::Tensor *t : {&r.logprobs, &r.entropy})
+    if (t->defined())
+      *t = f(*t);
+  return r;
+}
+
+/// Drops the last position's column, which has no next token.
+TokenStats dropLast(TokenStats r) {
+  return each(std::move(r),
+              [](at::Tensor t) { return t.narrow(1, 0, t.size(1) - 1); });
+}
+
+} // namespace
+
+TokenStats LlamaModel::fusedStats(const at::Tensor &x, const at::Tensor &next,
+                                  bool logprobs, bool entropy) {
+  // The head and its statistics run fused over chunks of positions
+  // (HeadStats.h): no [B, S, V] logits, with gradients or without, and
+  // under tp no rank holds more than a chunk of its vocabulary shard.
+  if (!logprobs && !entropy)
+    return TokenStats{};
+  const bool sharded = tp.size > 1;
+  at::Tensor flat = x.reshape({-1, x.size(2)});
+  at::Tensor s = fusedHeadStats(
+      sharded ? parallel::copyToGroup(flat, tp.comm) : flat, headWeight(),
+      next.reshape({-1}), logprobs, entropy, sharded ? tp.comm : nullptr,
+      tp.rank * (cfg.shape.vocab / tp.size));
+  TokenStats r;
+  int64_t col = 0;
+  if (logprobs)
+    r.logprobs = s.select(1, col++).view({x.size(0), x.size(1)});
+  if (entropy)
+    r.entropy = s.select(1, col).view({x.size(0), x.size(1)});
+  return r;
+}
+
+TokenStats LlamaModel::headStats(const at::Tensor &hidden,
+                                 const at::Tensor &tokens, bool logprobs,
+                                 bool entropy) {
+  return dropLast(
+      fusedStats(hidden, nextTokens(tokens.to(device_)), logprobs, entropy));
+}
+
 TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
                                   bool entropy) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
-  // The next tokens; the last position of the sequence has none (a
-  // placeholder id, its column dropped at the end).
-  const at::Tensor next = at::cat(
-      {tokens.narrow(1, 1, S - 1), at::zeros({B, 1}, tokens.options())}, 1);
-  // A pipeline's or a value head's statistics, from the whole logits.
-  auto stats = [&](const at::Tensor &logits, const at::Tensor &next) {
+  checkLength(cfg, S);
+  if (cfg.shape.valueHead) {
+    // A value head's "distribution", from its whole output.
+    at::Tensor lp = at::log_softmax(forward(tokens), -1);
     TokenStats r;
-    at::Tensor lp = at::log_softmax(logits, -1);
     if (logprobs)
-      r.logprobs = lp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
+      r.logprobs = lp.gather(-1, nextTokens(tokens).unsqueeze(-1)).squeeze(-1);
     if (entropy)
       r.entropy = -(lp.exp() * lp).sum(-1);
-    return r;
-  };
-  auto each = [](TokenStats r, const std::function<at::Tensor(at::Tensor)> &f) {
-    for (at::Tensor *t : {&r.logprobs, &r.entropy})
-      if (t->defined())
-        *t = f(*t);
-    return r;
-  };
-  auto drop = [&](at::Tensor t) { return t.narrow(1, 0, S - 1); };
-  // A pipeline's logits come whole from its last stage.
-  if (cfg.shape.valueHead || pp.stages > 1)
-    return each(stats(forward(tokens), next), drop);
-  checkLength(cfg, S);
-  // Otherwise the head and its statistics run fused over chunks of
-  // positions (HeadStats.h): no [B, S, V] logits, with gradients or without,
-  // and under tp no rank holds more than a chunk of its vocabulary shard.
-  auto statsOf = [&](const at::Tensor &x, const at::Tensor &next) {
-    if (!logprobs && !entropy)
-      return TokenStats{};
-    const bool sharded = tp.size > 1;
-    at::Tensor flat = x.reshape({-1, x.size(2)});
-    at::Tensor s = fusedHeadStats(
-        sharded ? parallel::copyToGroup(flat, tp.comm) : flat, headWeight(),
-        next.reshape({-1}), logprobs, entropy, sharded ? tp.comm : nullptr,
-        tp.rank * (cfg.shape.vocab / tp.size));
-    TokenStats r;
-    int64_t col = 0;
-    if (logprobs)
-      r.logprobs = s.select(1, col++).view({x.size(0), x.size(1)});
-    if (entropy)
-      r.entropy = s.select(1, col).view({x.size(0), x.size(1)});
-    return r;
-  };
+    return dropLast(r);
+  }
+  // Every stage runs its layers; the last one the fused head.
+  if (pp.stages > 1) {
+    StageActivations a = stageForward(tokens, /*head=*/false);
+    return lastStage() ? headStats(a.output, tokens, logprobs, entropy)
+                       : TokenStats{};
+  }
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (sp.size <= 1)
-    return each(statsOf(hidden(tokens, positions,
-                               /*mask: causal=*/at::Tensor(), nullptr),
-                        next),
-                drop);
+    return headStats(
+        hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr),
+        tokens, logprobs, entropy);
   // Under sp each rank computes its positions' columns; only those are
   // gathered.
   const SpSplit split(sp, S);
   at::Tensor x = hidden(split.local(tokens), split.local(positions),
                         /*mask: causal=*/at::Tensor(), nullptr);
-  return each(statsOf(x, split.local(next)), [&](at::Tensor t) {
-    return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
-  });
+  return each(fusedStats(x, split.local(nextTokens(tokens)), logprobs, entropy),
+              [&](at::Tensor t) {
+                return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
+              });
 }
 
 at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
@@ -190,7 +216,8 @@ at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
   return entropy ? r.entropy : r.logprobs;
 }
 
-StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {
+StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn,
+                                          bool withHead) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
   at::Tensor positions =
@@ -208,7 +235,7 @@ StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn) {
   }
   x = layers(x, positions, mask, nullptr, /*finalNorm=*/lastStage());
   if (lastStage()) {
-    a.output = head(x);
+    a.output = withHead ? head(x) : x;
   } else {
     a.output = x;
     pp.comm->send(x.detach(), pp.stage + 1);

@@ -201,15 +201,13 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
       if (g.member) {
         at::NoGradGuard noGrad;
         LlamaModel model = makeModel(p, m, lay);
-        // An lm head's result is its per-token log-probs, never the logits:
-        // under sp every rank gathers only those (rowsLayout's "stages" are
-        // sp ranks), and a pipeline's last stage broadcasts only those.
+        // An lm head's result is its per-token log-probs from the fused
+        // head, never the logits: under sp every rank gathers only those
+        // (rowsLayout's "stages" are sp ranks), and a pipeline's last stage
+        // broadcasts only those.
         const int64_t pp = lay[3];
-        at::Tensor y =
-            value || pp > 1 ? model.forward(seq) : model.tokenStat(seq, false);
+        at::Tensor y = value ? model.forward(seq) : model.tokenStat(seq, false);
         if (pp > 1) {
-          if (!value && model.lastStage())
-            y = tokenLogprobs(y, seq.to(y.device()));
           if (!model.lastStage()) // fp32 like values and log-probs
             y = at::empty({seq.size(0), seq.size(1) - (value ? 0 : 1)},
                           p->fp32Opts());

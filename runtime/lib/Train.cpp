@@ -314,24 +314,30 @@ std::vector<double> denominators(const TrainBatch &mini,
 }
 
 /// The loss of one micro-batch, normalised over the minibatch; with
-/// pipeline stages, from the last stage's output `stageOut`. Its metrics
-/// (the outputs after the loss) are added to `metrics`.
+/// pipeline stages, from the last stage's output `stageOut`: an lm head's
+/// hidden states (stageForward without its head), a value head's values.
+/// Its metrics (the outputs after the loss) are added to `metrics`.
 at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
                      const TrainOptions &o, const std::vector<double> &denoms,
                      const at::Tensor *stageOut, std::vector<double> &metrics) {
+  const bool lmHead = !model.config().shape.valueHead;
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
-    return stageOut ? *stageOut : model.forward(tokens);
+    if (!stageOut)
+      return model.forward(tokens);
+    return lmHead ? model.headOf(*stageOut) : *stageOut;
   };
   // Log-probs and entropies come per token, never through [B, S, V] logits:
-  // the fused head unsharded, the sharded vocabulary under tp, gathered
-  // statistics under sp. A pipeline's last stage hands out whole logits.
+  // the fused head unsharded and on a pipeline's last stage, the sharded
+  // vocabulary under tp, gathered statistics under sp.
   FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool logprobs,
                          bool entropy) {
-    TokenStats r = model.tokenStats(tokens, logprobs, entropy);
+    TokenStats r = stageOut
+                       ? model.headStats(*stageOut, tokens, logprobs, entropy)
+                       : model.tokenStats(tokens, logprobs, entropy);
     return std::pair(r.logprobs, r.entropy);
   };
-  std::vector<at::Tensor> v = o.loss->evaluate(fnInputs(b, o), &out, &denoms,
-                                               stageOut ? nullptr : &stat);
+  std::vector<at::Tensor> v = o.loss->evaluate(
+      fnInputs(b, o), &out, &denoms, stageOut && !lmHead ? nullptr : &stat);
   metrics.resize(v.size() - 1, 0.0);
   for (size_t k = 1; k < v.size(); ++k)
     metrics[k - 1] += v[k].item<double>();
@@ -455,7 +461,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       if (model.stages() > 1) {
         // Every stage runs its part; the last computes the loss.
         StageActivations acts = model.stageForward(
-            micro.inputs[size_t(modelInputs[0])].to(at::kLong));
+            micro.inputs[size_t(modelInputs[0])].to(at::kLong),
+            /*head=*/model.config().shape.valueHead);
         if (model.lastStage()) {
           at::Tensor sum =
               microLoss(model, micro, o, denoms, &acts.output, metrics);

@@ -91,6 +91,13 @@ TEST(CostModel, Llama2_7bTrainingMemoryByHand) {
   s.zero = false;
   Estimate d = estimateCall(llama2_7b(), h100(), s, train(16, 512));
   EXPECT_DOUBLE_EQ(z.time.dpComm, d.time.dpComm * 1.5);
+
+  // Two stages, two micro-batches of 4 x 512 tokens: stage 0 keeps both in
+  // flight over its 16 layers; the last stage runs the same fused head, so
+  // the logits stay three 64 MiB chunks (whole, 262 MB a micro-batch).
+  Estimate p = estimateCall(llama2_7b(), h100(), layout(1, 1, 2, 2), train(8, 512));
+  EXPECT_DOUBLE_EQ(p.memory.activations,
+                   4 * 512 * 4096.0 * 34 * 16 * 2 + 3 * 64.0 * (1 << 20));
 }
 
 // Generation of LLaMA-2 7B: the KV cache holds K and V of every token in

@@ -25,6 +25,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +137,20 @@ int main() {
         (acts.output * weights.narrow(0, lo, rows)).sum().backward();
       }
       model.stageBackward(acts);
+    }
+    // What inference and the losses read of an lm head: per-token log-probs
+    // and entropies from the fused head (on a pipeline's last stage; the
+    // other stages get none).
+    if (!valueHead) {
+      at::NoGradGuard noGrad;
+      at::Tensor mine = tokens.narrow(0, lo, rows);
+      TokenStats got = model.tokenStats(mine, true, true),
+                 want = single.tokenStats(mine, true, true);
+      if (last)
+        fwd = std::max({fwd, maxDiff(got.logprobs, want.logprobs),
+                        maxDiff(got.entropy, want.entropy)});
+      else if (got.logprobs.defined() || got.entropy.defined())
+        fwd = INFINITY;
     }
     double bwd = 0;
     ParamMap refShard = layoutShard(

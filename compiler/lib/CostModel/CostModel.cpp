@@ -180,15 +180,12 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   e.memory.weights = weightsRank;
 
   // What the head's output holds for `tokens` positions of a micro-batch:
-  // with one stage the fused head's chunks (of the rank's vocabulary shard
-  // under tp); a pipeline's last stage the whole logits, which the loss
-  // reads. A value head: a value per position.
+  // the fused head's chunks (of the rank's vocabulary shard under tp), on a
+  // pipeline's last stage too. A value head: a value per position.
   auto logitBytes = [&](double tokens, bool train) {
     if (m.valueHead)
       return tokens * 4.0;
     const double whole = tokens * V / tp * 4.0;
-    if (pp > 1)
-      return whole;
     return std::min(whole, double(rlhf::kLogitChunkBytes)) *
            (train ? kLogitChunksBackward : kLogitChunksForward);
   };

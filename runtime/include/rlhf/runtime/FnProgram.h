@@ -114,8 +114,8 @@ using FnModel =
 /// An lm head's per-token log-probs and entropies, [N, S-1] each, for the
 /// token input `input`, each only where asked for (else undefined): what
 /// `logprobs` and `entropy` read, for a model that computes them without
-/// whole logits (LlamaModel::tokenStats under sequence or tensor
-/// parallelism). Asked once per input, for every statistic the program
+/// whole logits (LlamaModel::tokenStats, or headStats on a pipeline's last
+/// stage). Asked once per input, for every statistic the program
 /// reads of it, so both come from one forward pass. Without it they come
 /// from FnModel's logits.
 using FnTokenStat = std::function<std::pair<at::Tensor, at::Tensor>(

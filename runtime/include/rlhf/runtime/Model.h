@@ -129,7 +129,8 @@ struct PipelineParallel {
 /// What one pipeline stage did in a forward pass, for the backward pass:
 /// `input` is the activation received from the previous stage (a leaf that
 /// collects its gradient; undefined on the first stage), `output` what this
-/// stage produced (sent on, or the logits/values on the last stage).
+/// stage produced (sent on; on the last stage the logits/values, or the
+/// normed hidden states when stageForward ran without its head).
 struct StageActivations {
   at::Tensor input, output;
 };
@@ -181,8 +182,9 @@ public:
   /// `entropy` the entropy of the distribution, in fp32. With sp > 1 each
   /// rank computes its positions' columns and only those are gathered, and
   /// with tp > 1 the vocabulary stays sharded (vocabulary-parallel
-  /// log-softmax), so the logits' memory divides by sp x tp; with pp > 1 it
-  /// is forward's whole logits'.
+  /// log-softmax), so the logits' memory divides by sp x tp. With pp > 1
+  /// every stage calls it with the same tokens and the last stage's result
+  /// is defined (the others' undefined).
   at::Tensor tokenStat(const at::Tensor &tokens, bool entropy);
 
   /// Samples up to `opts.maxNewTokens` tokens after each prompt (prompts
@@ -192,8 +194,17 @@ public:
                       const GenerateOptions &opts);
 
   /// One stage's share of a pipelined forward pass (activations received
-  /// from the previous stage, sent to the next).
-  StageActivations stageForward(const at::Tensor &tokens);
+  /// from the previous stage, sent to the next). Without `head` the last
+  /// stage's output is its normed hidden states, for headStats: an lm head's
+  /// losses then never hold [B, S, V] logits.
+  StageActivations stageForward(const at::Tensor &tokens, bool head = true);
+  /// tokenStats from the last stage's hidden states [B, S, h] (stageForward
+  /// without its head) of `tokens`: the fused head, sharded under tp.
+  TokenStats headStats(const at::Tensor &hidden, const at::Tensor &tokens,
+                       bool logprobs, bool entropy);
+  /// The whole output (logits gathered over tp, or values) of hidden
+  /// states from stageForward without its head.
+  at::Tensor headOf(const at::Tensor &hidden) { return head(hidden); }
   /// Its backward: the last stage passes the loss's gradient seed (an
   /// undefined tensor means the caller already ran backward from the loss);
   /// other stages receive their output's gradient from the next stage. Each
@@ -233,6 +244,10 @@ private:
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
   at::Tensor head(const at::Tensor &x);
+  /// The fused head's statistics of hidden states `x` [B, S', h] for the
+  /// next tokens `next` [B, S'], each [B, S'] (no column dropped).
+  TokenStats fusedStats(const at::Tensor &x, const at::Tensor &next,
+                        bool logprobs, bool entropy);
   /// This tp rank's vocabulary shard of the logits, in fp32.
   at::Tensor logitsShard(const at::Tensor &x);
   /// The lm head's weight (this rank's vocabulary rows): lm_head.weight, or
