@@ -548,5 +548,8 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
           l[int64_t(k + 1)].item<double>() / double(o.minibatches);
     stats.gradNorm = norm;
   }
+  if (!o.keepGradients)
+    for (auto &[n, p] : model.params())
+      p.mutable_grad().reset();
   return stats;
 }

@@ -163,6 +163,7 @@ void expectSameTraining(oracle::Loss builtin, const std::string &code,
     of.pad = pad;
     of.minibatches = minibatches;
     of.microBatches = micro;
+    of.keepGradients = true; // compared below
     Trained got = g.result(trainStep(*g.model, g.opt, fnBatch, of));
     std::string what = fn.name() + ", " + std::to_string(minibatches) +
                        " minibatches of " + std::to_string(micro) +

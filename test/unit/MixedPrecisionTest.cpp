@@ -145,4 +145,24 @@ TEST(MixedPrecision, Bf16GradientsLiveOnlyInTheTrainCall) {
     EXPECT_TRUE(w.grad().defined()) << n << ": a train call's hook stayed";
 }
 
+// fp32 weights accumulate in their own .grad, which the call frees at its
+// end too (unless asked to keep it), whatever a backward before it left.
+TEST(MixedPrecision, Fp32GradientsLiveOnlyInTheTrainCall) {
+  ModelConfig cfg = tiny();
+  LlamaModel m(cfg, trainable(initParams(cfg, 5)), {});
+  Adam o{AdamSettings{}};
+  FnProgram sft = testfns::stdlibFn("sft_loss");
+  TrainOptions to;
+  to.loss = &sft;
+  TrainBatch b = sftBatch(4);
+  m.forward(b.inputs[0]).sum().backward();
+  trainStep(m, o, b, to);
+  for (auto &[n, w] : m.params())
+    EXPECT_FALSE(w.grad().defined()) << n << " kept its gradient";
+  to.keepGradients = true;
+  trainStep(m, o, b, to);
+  for (auto &[n, w] : m.params())
+    EXPECT_TRUE(w.grad().defined()) << n << ": keepGradients dropped it";
+}
+
 } // namespace

@@ -130,6 +130,11 @@ struct TrainOptions {
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
+  /// Leave the last minibatch's gradients of fp32 weights in their .grad,
+  /// for inspection. Otherwise the call frees them, as it frees bf16
+  /// weights' fp32 accumulators: a model holds gradients only while it
+  /// trains, which is what the plans count.
+  bool keepGradients = false;
 };
 
 struct TrainStats {
