@@ -8,6 +8,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -130,6 +131,31 @@ void rlhf::resetPeakBytes(c10::Device device) {
   }
   auto &a = CountingCpuAllocator::instance();
   a.peak.store(a.current.load());
+}
+
+void SpanPeaks::fold() {
+  const double peak = devicePeakBytes(device);
+  for (double &o : open)
+    o = std::max(o, peak);
+  run = std::max(run, peak);
+  resetPeakBytes(device);
+}
+
+void SpanPeaks::begin() {
+  fold();
+  open.push_back(deviceCurrentBytes(device));
+}
+
+double SpanPeaks::end() {
+  fold();
+  double peak = open.back();
+  open.pop_back();
+  return peak;
+}
+
+double SpanPeaks::overall() {
+  fold();
+  return run;
 }
 
 std::unique_ptr<Communicator>

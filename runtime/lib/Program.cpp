@@ -312,6 +312,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->device = selectDevice(cfg);
     if (!p->device.is_cuda()) // the end-of-run tensor peak, as runWorker's
       trackHostAllocations();
+    p->peaks.emplace(p->device);
     p->weightDtype = selectPrecision(cfg, p->device);
     p->world = createWorldCommunicator(cfg, p->device);
     p->replicated = Layout{0, 1, p->gpus, 1};
@@ -507,7 +508,7 @@ int rlhf_prog_finish(rlhf_prog *p) {
     if (!p->exportHfDir.empty())
       exportHf(p);
     at::Tensor peaks =
-        at::tensor({peakRssBytes(), devicePeakBytes(p->device)}, at::kDouble)
+        at::tensor({peakRssBytes(), p->peaks->overall()}, at::kDouble)
             .view({1, 2});
     at::Tensor all = p->world->allGather(peaks);
     if (p->rank == 0) {

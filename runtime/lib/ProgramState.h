@@ -253,6 +253,8 @@ struct rlhf_prog {
   std::string outDir, resumeFrom, tracePath;
   std::string exportHfDir; ///< --export-hf: trained models go here at the end
   std::unique_ptr<MeasuredTrace> trace; ///< with --trace
+  /// The allocator's peak per timed span and over the run (from start).
+  std::optional<SpanPeaks> peaks;
   bool resume = false, quiet = false;
   std::map<std::string, std::string> dataOverride;
 
@@ -407,7 +409,24 @@ struct TraceOn {
 template <typename F>
 auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   auto t0 = Clock::now();
+  // The span's allocator peak; an exception closes it too.
+  struct Span {
+    SpanPeaks *peaks;
+    double peak = 0;
+    explicit Span(SpanPeaks *s) : peaks(s) {
+      if (peaks)
+        peaks->begin();
+    }
+    double close() {
+      if (peaks)
+        peak = peaks->end();
+      peaks = nullptr;
+      return peak;
+    }
+    ~Span() { close(); }
+  } span(p->peaks ? &*p->peaks : nullptr);
   auto r = f();
+  const double peak = span.close();
   auto t1 = Clock::now();
   p->record("time/" + label, std::chrono::duration<double>(t1 - t0).count(),
             true, true);
@@ -415,7 +434,8 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
       (on.layouts.empty() ||
        std::any_of(on.layouts.begin(), on.layouts.end(),
                    [&](const Layout &l) { return l.contains(p->rank); })))
-    p->trace->add(label, on.cat, t0, t1, on.step < 0 ? p->stepIndex : on.step);
+    p->trace->add(label, on.cat, t0, t1, on.step < 0 ? p->stepIndex : on.step,
+                  peak);
   return r;
 }
 

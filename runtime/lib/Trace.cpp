@@ -19,7 +19,8 @@ MeasuredTrace::MeasuredTrace(std::string path, const Communicator &world,
     return;
   nlohmann::json other = {{"title", program + " (measured by rlhf-run)"},
                           {"predicted_iteration_time_s", predictedIteration}};
-  closing = "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
+  closing =
+      "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
   file.open(this->path, std::ios::out | std::ios::trunc);
   if (!file)
     throw Error("cannot write the trace to '" + this->path + "'");
@@ -72,12 +73,12 @@ double residentBytes() {
 
 void MeasuredTrace::add(const std::string &name, const char *cat,
                         Clock::time_point start, Clock::time_point end,
-                        int64_t step) {
+                        int64_t step, double peakBytes) {
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - epoch).count();
   };
-  pending.push_back(
-      {name, cat, us(start), us(end) - us(start), step, residentBytes()});
+  pending.push_back({name, cat, us(start), us(end) - us(start), step, peakBytes,
+                     residentBytes()});
 }
 
 void MeasuredTrace::flush(Communicator &world) {
@@ -110,12 +111,18 @@ void MeasuredTrace::flush(Communicator &world) {
                         {"tid", r},
                         {"ts", s[2]},
                         {"dur", s[3]},
-                        {"args", {{"step", s[4]}}}});
-      events.push_back({{"ph", "C"},
-                        {"name", counter},
-                        {"pid", 0},
-                        {"ts", s[2].get<double>() + s[3].get<double>()},
-                        {"args", {{"GB", s[5].get<double>() / 1e9}}}});
+                        {"args",
+                         {{"step", s[4]},
+                          {"peak GB", s[5].get<double>() / 1e9},
+                          {"rss GB", s[6].get<double>() / 1e9}}}});
+      // The span's peak, drawn from its start to its end.
+      for (double at :
+           {s[2].get<double>(), s[2].get<double>() + s[3].get<double>()})
+        events.push_back({{"ph", "C"},
+                          {"name", counter},
+                          {"pid", 0},
+                          {"ts", at},
+                          {"args", {{"GB", s[5].get<double>() / 1e9}}}});
     }
   }
   append(events);

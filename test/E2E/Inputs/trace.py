@@ -102,9 +102,14 @@ def main():
     for r in ranks:
         gb = [e["args"]["GB"] for e in events if e.get("ph") == "C"
               and e["name"] == f"memory rank {r} (GB)"]
-        if len(gb) != len(by_rank[r]) or min(gb, default=0) <= 0:
+        # Each span's allocator peak, drawn at its start and its end.
+        if len(gb) != 2 * len(by_rank[r]) or min(gb, default=0) <= 0:
             fail(f"rank {r}: {len(gb)} memory samples for {len(by_rank[r])} "
                  f"spans, least {min(gb, default=0)} GB")
+        for s in spans:
+            if s["tid"] == r and not 0 < s["args"]["peak GB"] <= max(gb):
+                fail(f"rank {r}: '{s['name']}' has peak "
+                     f"{s['args']['peak GB']} GB")
     overlapped = check_ahead(spans, calls, a.steps) if a.ahead else None
     print(f"trace ok: {len(spans)} spans on {len(ranks)} ranks, "
           f"{a.steps} steps, {reallocs} reallocation spans"

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace rlhf {
 
@@ -59,6 +60,26 @@ double devicePeakBytes(c10::Device device);
 /// The bytes those allocators hand out now.
 double deviceCurrentBytes(c10::Device device);
 void resetPeakBytes(c10::Device device);
+
+/// The allocator's peak per span of work (a call, a reallocation), over
+/// the one counter resetPeakBytes resets: a span's peak counts the spans
+/// nested in it, and overall() the whole run.
+class SpanPeaks {
+public:
+  explicit SpanPeaks(c10::Device device) : device(device) {}
+  void begin();
+  /// Closes the innermost open span: its peak bytes.
+  double end();
+  double overall();
+
+private:
+  /// Folds the counter's peak into every open span and the run, then
+  /// restarts it.
+  void fold();
+  c10::Device device;
+  std::vector<double> open;
+  double run = 0;
+};
 
 /// Counts the bytes of CPU tensors from now on (LibTorch's CPU allocator is
 /// replaced by a counting one), so that a CPU run measures its tensors' peak

@@ -31,10 +31,12 @@ public:
                 const std::string &program, double predictedIteration);
 
   /// One span of this rank: `cat` is call, realloc, transfer, load or host.
-  /// Also samples the process's resident memory at `end`, drawn as a
-  /// counter per rank beside the predicted trace's memory per GPU.
+  /// `peakBytes`, the allocator's peak during it (SpanPeaks: what the plan
+  /// predicts of a GPU), is drawn as a counter per rank beside the predicted
+  /// trace's memory per GPU; the process's resident memory at `end` goes in
+  /// the span's arguments.
   void add(const std::string &name, const char *cat, Clock::time_point start,
-           Clock::time_point end, int64_t step);
+           Clock::time_point end, int64_t step, double peakBytes);
 
   /// Collective: gathers every rank's spans since the last flush, and rank
   /// 0 appends them to the file, which is whole JSON after every flush: a
@@ -47,9 +49,9 @@ private:
   std::string path;
   Clock::time_point epoch;
   nlohmann::json pending = nlohmann::json::array(); ///< this rank's, unsent
-  std::fstream file;         ///< rank 0
-  std::streampos tail = 0;   ///< where the closing brackets start
-  std::string closing;       ///< "],...}" after the events
+  std::fstream file;                                ///< rank 0
+  std::streampos tail = 0; ///< where the closing brackets start
+  std::string closing;     ///< "],...}" after the events
 };
 
 } // namespace rlhf
