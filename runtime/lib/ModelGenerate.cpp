@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhf/runtime/Model.h"
+#include "Sampling.h"
 #include "StepGraphs.h"
+#include "rlhf/runtime/Model.h"
 
 #include "rlhf/runtime/Error.h"
 
@@ -123,27 +124,7 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
   // The next token of every row and its log-probability, from the logits at
   // the last position and this step's uniforms `u` [B] (unused if greedy).
   auto sample = [&](const at::Tensor &last, const at::Tensor &u) {
-    at::Tensor scaled = o.greedy ? last : last / std::max(o.temperature, 1e-6);
-    at::Tensor logp = at::log_softmax(scaled, -1);
-    at::Tensor next;
-    if (o.greedy) {
-      next = logp.argmax(-1);
-    } else {
-      at::Tensor probs = logp.exp();
-      if (o.topP < 1.0) {
-        auto [sorted, idx] = probs.sort(-1, /*descending=*/true);
-        at::Tensor cum = sorted.cumsum(-1);
-        // Keep the smallest prefix whose mass reaches top_p (at least one).
-        at::Tensor drop = (cum - sorted) >= o.topP;
-        sorted = sorted.masked_fill(drop, 0);
-        probs = at::zeros_like(probs).scatter(-1, idx, sorted);
-      }
-      at::Tensor cum = probs.to(at::kDouble).cumsum(-1);
-      at::Tensor target = u * cum.select(1, cum.size(1) - 1);
-      next = (cum < target.unsqueeze(1)).sum(-1).clamp_max(probs.size(1) - 1);
-    }
-    at::Tensor lp = logp.gather(-1, next.unsqueeze(-1)).squeeze(-1);
-    return std::make_pair(next, lp);
+    return sampleTokens(last, u, o);
   };
   auto uniformsAt = [&](int64_t step) {
     return o.greedy ? at::Tensor() : uniforms.select(0, step);

@@ -35,6 +35,11 @@ constexpr double kOptimizerTrafficPerParam = 32.0;
 /// backward three (the recomputed logits, their softmax, its gradient),
 /// measured on the CPU by rlhf-bench-gpu-runtime --probe.
 constexpr double kLogitChunksForward = 2.0, kLogitChunksBackward = 3.0;
+/// Generation's sampler takes rows of the last logits in chunks of at most
+/// rlhf::kSampleChunkBytes; top-p's sort and the fp64 CDF hold about 7.2
+/// such chunks, greedy decoding's log-softmax one (SamplingTest, on the
+/// CPU).
+constexpr double kSampleChunks = 7.2, kGreedyChunks = 1.0;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -302,9 +307,17 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) +
               2.0 * c.batch * c.genLen * (L * (a.layerParams - 2 * h) + a.headParams);
     e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
-    e.memory.activations = seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp /
-                               stageLayers +
-                           seqPerMb * V / tp * 4.0;
+    // Prefill's working set, then (its activations freed) the last
+    // position's logits, gathered over tp, and the sampler's chunks of them
+    // (greedy: their log-softmax).
+    const double lastLogits = seqPerMb * V * 4.0;
+    const double sampler =
+        std::min(lastLogits, double(rlhf::kSampleChunkBytes)) *
+        (c.greedy ? kGreedyChunks : kSampleChunks);
+    e.memory.activations =
+        std::max(seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp /
+                     stageLayers,
+                 lastLogits + sampler);
     break;
   }
   case CallKind::Train: {

@@ -42,6 +42,7 @@ CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
     c.batch = dims(g.getPrompt())[0] * g.getN();
     c.promptLen = dims(g.getPrompt())[1];
     c.genLen = g.getMaxNewTokens();
+    c.greedy = g.getGreedy();
   } else if (auto i = dyn_cast<r::InferenceOp>(call)) {
     c.kind = CallKind::Inference;
     c.batch = dims(i.getSeq())[0];

@@ -244,6 +244,7 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
     c.batch = r.batch;
     c.promptLen = r.seqIn;
     c.genLen = r.seqOut;
+    c.greedy = true; // the benchmarks decode greedily
     s.dp = 1; // one model replica serves the whole batch
     Estimate e = estimateCall(arch, hw, s, c);
     double total = e.time.total();

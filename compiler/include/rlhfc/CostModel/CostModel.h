@@ -108,6 +108,9 @@ struct CallShape {
   int64_t batch = 1;      ///< sequences (after n samples per prompt)
   int64_t promptLen = 0;  ///< generate: prompt tokens
   int64_t genLen = 0;     ///< generate: new tokens
+  /// generate: the argmax of each step's logits instead of a top-p sample,
+  /// whose sort and CDF hold several copies of them
+  bool greedy = false;
   int64_t seqLen = 0;     ///< inference/train: tokens per sequence
   int64_t minibatches = 1; ///< train: optimizer steps per call
   int64_t epochs = 1;
