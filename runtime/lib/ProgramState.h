@@ -409,22 +409,7 @@ struct TraceOn {
 template <typename F>
 auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   auto t0 = Clock::now();
-  // The span's allocator peak; an exception closes it too.
-  struct Span {
-    SpanPeaks *peaks;
-    double peak = 0;
-    explicit Span(SpanPeaks *s) : peaks(s) {
-      if (peaks)
-        peaks->begin();
-    }
-    double close() {
-      if (peaks)
-        peak = peaks->end();
-      peaks = nullptr;
-      return peak;
-    }
-    ~Span() { close(); }
-  } span(p->peaks ? &*p->peaks : nullptr);
+  SpanPeaks::Span span(p->peaks ? &*p->peaks : nullptr);
   auto r = f();
   const double peak = span.close();
   auto t1 = Clock::now();

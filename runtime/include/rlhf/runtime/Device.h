@@ -67,6 +67,31 @@ void resetPeakBytes(c10::Device device);
 class SpanPeaks {
 public:
   explicit SpanPeaks(c10::Device device) : device(device) {}
+
+  /// One span of `peaks` (none when null), closed by close() or, when an
+  /// exception leaves it, by its destructor.
+  class Span {
+  public:
+    explicit Span(SpanPeaks *peaks) : peaks(peaks) {
+      if (peaks)
+        peaks->begin();
+    }
+    ~Span() { close(); }
+    Span(const Span &) = delete;
+    Span &operator=(const Span &) = delete;
+    /// Its peak bytes (0 without a SpanPeaks).
+    double close() {
+      if (peaks)
+        peak = peaks->end();
+      peaks = nullptr;
+      return peak;
+    }
+
+  private:
+    SpanPeaks *peaks;
+    double peak = 0;
+  };
+
   void begin();
   /// Closes the innermost open span: its peak bytes.
   double end();
