@@ -86,6 +86,7 @@ std::vector<Point> points(bool smoke, bool probe) {
   if (probe)
     return {
         {"decode", &kProbe, 1, 32, 32},    {"decode", &kProbe, 16, 64, 64},
+        {"decode", &kProbe, 16, 512, 8},   {"decode", &kProbe, 64, 256, 8},
         {"inference", &kProbe, 4, 128, 0}, {"inference", &kProbe, 8, 256, 0},
         {"train", &kProbe, 2, 128, 0},     {"train", &kProbe, 4, 256, 0}};
   std::vector<Point> v;

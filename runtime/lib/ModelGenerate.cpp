@@ -70,8 +70,10 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     at::Tensor self =
         at::eye(q1, on(at::kBool)).narrow(0, q0, q1 - q0).unsqueeze(0);
     allowed = allowed | self;
-    return at::where(allowed, at::zeros({}, on(at::kFloat)),
-                     at::full({}, kMasked, on(at::kFloat)))
+    // In the compute dtype: attention would convert an fp32 mask in every
+    // layer, and prefill holds [B, P, P] of it (priced by the cost model).
+    return at::where(allowed, at::zeros({}, on(dtype_)),
+                     at::full({}, kMasked, on(dtype_)))
         .unsqueeze(1);
   };
 

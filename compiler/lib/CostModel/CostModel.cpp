@@ -307,17 +307,19 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) +
               2.0 * c.batch * c.genLen * (L * (a.layerParams - 2 * h) + a.headParams);
     e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
-    // Prefill's working set, then (its activations freed) the last
-    // position's logits, gathered over tp, and the sampler's chunks of them
-    // (greedy: their log-softmax).
+    // Prefill's working set (one layer's activations, as inference, and
+    // the additive mask of left-padded prompts, [B, P, P] in the compute
+    // dtype whatever tp), then (its activations freed) the last position's
+    // logits, gathered over tp, and the sampler's chunks of them (greedy:
+    // their log-softmax).
+    const double prefill =
+        seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp +
+        seqPerMb * c.promptLen * c.promptLen * kBf16;
     const double lastLogits = seqPerMb * V * 4.0;
     const double sampler =
         std::min(lastLogits, double(rlhf::kSampleChunkBytes)) *
         (c.greedy ? kGreedyChunks : kSampleChunks);
-    e.memory.activations =
-        std::max(seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp /
-                     stageLayers,
-                 lastLogits + sampler);
+    e.memory.activations = std::max(prefill, lastLogits + sampler);
     break;
   }
   case CallKind::Train: {
