@@ -79,6 +79,8 @@ step() {
 {
   date -u
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); bundle from $(cat "$deps/commit" 2>/dev/null)"
+  # gpu-results.sh reads the first GPU's name from the "gpu:" line.
+  echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())'
   command -v nvcc && nvcc --version | tail -n 2

@@ -38,6 +38,18 @@ csv=$src/runtime-h100.csv
     "rlhf-bench-gpu-runtime step writes runtime-h100.csv; see" \
     "rlhf-bench-gpu-runtime.log there)"
 
+# The tables and the calibration are an H100's: a run on another GPU (the
+# lender can hand out an H200) must not land under that name.
+gpu=$(sed -n 's/^gpu: //p' "$src/env.txt" 2>/dev/null | head -n 1 || true)
+case "$gpu" in
+*H100*) ;;
+"") die "$src/env.txt names no GPU; was this run by scripts/gpu-check.sh" \
+  "on a GPU node?" ;;
+*) die "this run was on '$gpu', not an H100; its rows are not the \"own" \
+  "runtime on H100\" tables (keep them under docs/validation/ by hand," \
+  "named for that GPU)" ;;
+esac
+
 scripts/build.sh rlhf-cost-validate >/dev/null
 v=build/bin/rlhf-cost-validate
 py=/opt/rlhfc/venv/bin/python3
