@@ -162,6 +162,63 @@ rlhf::reduceGradients(Communicator &group, const std::vector<at::Tensor> &grads,
   return out;
 }
 
+namespace {
+
+/// AdamW on fp32 tensors `w` in place with fp32 gradients `g` (scaled by
+/// `gradScale`). Contiguous tensors of one device take ATen's fused kernel
+/// (one multi-tensor pass: on a GPU a handful of launches for the whole model
+/// where separate ops took ten per parameter, each reading the state again);
+/// any others take the same update as separate ops.
+void adamUpdate(const std::vector<at::Tensor> &w,
+                const std::vector<at::Tensor> &g,
+                const std::vector<at::Tensor> &m1,
+                const std::vector<at::Tensor> &m2, const AdamSettings &s,
+                int64_t t, double gradScale) {
+  std::vector<size_t> fused, single;
+  for (size_t i = 0; i < w.size(); ++i) {
+    bool ok = w[i].device() == w[0].device() && g[i].device() == w[0].device();
+    for (const at::Tensor *x : {&w[i], &g[i], &m1[i], &m2[i]})
+      ok = ok && x->is_contiguous() && x->scalar_type() == at::kFloat;
+    (ok && s.fused ? fused : single).push_back(i);
+  }
+  if (!fused.empty()) {
+    std::vector<at::Tensor> fw, fg, f1, f2, steps;
+    // The kernel reads each tensor's step count (bias corrections) and
+    // leaves incrementing it to the caller, as torch.optim does.
+    at::Tensor step =
+        at::full({int64_t(fused.size())}, double(t), w[fused[0]].options());
+    for (size_t k = 0; k < fused.size(); ++k) {
+      size_t i = fused[k];
+      fw.push_back(w[i]);
+      fg.push_back(g[i]);
+      f1.push_back(m1[i]);
+      f2.push_back(m2[i]);
+      steps.push_back(step.select(0, int64_t(k)));
+    }
+    std::optional<at::Tensor> unscale;
+    if (gradScale != 1.0) // the kernel divides the gradients by it
+      unscale = at::full({}, 1.0 / gradScale, step.options());
+    at::_fused_adamw_(fw, fg, f1, f2, {}, steps, s.lr, s.beta1, s.beta2,
+                      s.weightDecay, s.eps, /*amsgrad=*/false,
+                      /*maximize=*/false, unscale);
+  }
+  const double bc1 = 1 - std::pow(s.beta1, double(t)),
+               bc2 = 1 - std::pow(s.beta2, double(t));
+  for (size_t i : single) {
+    at::Tensor gi = g[i].to(at::kFloat);
+    if (gradScale != 1.0)
+      gi = gi * gradScale;
+    m1[i].mul_(s.beta1).add_(gi, 1 - s.beta1);
+    m2[i].mul_(s.beta2).addcmul_(gi, gi, 1 - s.beta2);
+    at::Tensor denom = (m2[i] / bc2).sqrt_().add_(s.eps);
+    if (s.weightDecay > 0)
+      w[i].mul_(1 - s.lr * s.weightDecay);
+    w[i].addcdiv_(m1[i], denom, -s.lr / bc1);
+  }
+}
+
+} // namespace
+
 void Adam::step(ParamMap &params,
                 const std::map<std::string, at::Tensor> &grads,
                 Communicator *zero, double gradScale) {
@@ -171,17 +228,17 @@ void Adam::step(ParamMap &params,
   if (zeroGroup && zeroGroup != zero)
     unshard();
   ++t;
-  double bc1 = 1 - std::pow(s.beta1, double(t)),
-         bc2 = 1 - std::pow(s.beta2, double(t));
   // Under ZeRO, the updated slices, gathered into the parameters at the end.
   std::vector<at::Tensor> whole, slices;
+  // What the update changes (fp32), with its gradient and moments, and the
+  // low-precision weights that take the updated fp32 masters.
+  std::vector<at::Tensor> ws, gs, m1s, m2s;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copyBack;
   for (auto &[name, param] : params) {
     auto git = grads.find(name);
     if (git == grads.end() || !git->second.defined())
       continue;
     at::Tensor p = param, g = git->second.to(at::kFloat);
-    if (gradScale != 1.0) // one parameter's copy at a time
-      g = g * gradScale;
     at::Tensor &m1 = m[name], &m2 = v[name];
     // Low-precision weights are updated through an fp32 master copy (made
     // from the weights at the first step, as Megatron does), sliced under
@@ -210,19 +267,21 @@ void Adam::step(ParamMap &params,
       m1 = at::zeros_like(w);
       m2 = at::zeros_like(w);
     }
-    m1.mul_(s.beta1).add_(g, 1 - s.beta1);
-    m2.mul_(s.beta2).addcmul_(g, g, 1 - s.beta2);
-    at::Tensor denom = (m2 / bc2).sqrt_().add_(s.eps);
-    if (s.weightDecay > 0)
-      w.mul_(1 - s.lr * s.weightDecay);
-    w.addcdiv_(m1, denom, -s.lr / bc1);
+    ws.push_back(w);
+    gs.push_back(g);
+    m1s.push_back(m1);
+    m2s.push_back(m2);
     if (mw)
-      p.copy_(w);
+      copyBack.emplace_back(p, w);
     if (zero) {
       whole.push_back(param.view({-1}));
       slices.push_back(p);
     }
   }
+  if (!ws.empty())
+    adamUpdate(ws, gs, m1s, m2s, s, t, gradScale);
+  for (auto &[p, w] : copyBack)
+    p.copy_(w);
   if (zero) // every member's updated slices, into the whole parameters
     gatherSlices(*zero, slices, whole);
   zeroGroup = zero;
@@ -532,6 +591,9 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     double norm = std::sqrt(squares);
     double clip = opt.settings().gradClip;
     double scale = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+    if (o.keepGradients && scale != 1.0) // Adam leaves them scaled
+      for (auto &[n, g] : grads)
+        g = g.clone();
     opt.step(model.params(), grads, zero, scale);
     // The loss, then the metrics: micro-batch sums, summed over ranks.
     std::vector<double> sums{total};

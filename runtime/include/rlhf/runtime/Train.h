@@ -35,6 +35,10 @@ struct TrainBatch {
 struct AdamSettings {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0,
          gradClip = 1.0;
+  /// ATen's fused multi-tensor AdamW kernel, as torch.optim's `fused=True`;
+  /// false runs the same update as separate ops per parameter
+  /// (rlhf-bench-adam compares the two).
+  bool fused = true;
 };
 
 /// Adam with decoupled weight decay; state per parameter of this shard.
@@ -48,7 +52,8 @@ public:
   /// One update of every parameter with a gradient. `zero`, if it has more
   /// than one rank, is the data-parallel group that shards the moments; the
   /// gradients are then this rank's slices (reduceGradients), else whole.
-  /// `gradScale` multiplies every gradient (clipping) without changing them.
+  /// `gradScale` multiplies every gradient (clipping); the gradients may be
+  /// left scaled, as `clip_grad_norm_` leaves them.
   void step(ParamMap &params, const std::map<std::string, at::Tensor> &grads,
             Communicator *zero = nullptr, double gradScale = 1.0);
   /// Gathers moments sharded by a ZeRO step back into whole tensors
@@ -130,8 +135,8 @@ struct TrainOptions {
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
-  /// Leave the last minibatch's gradients of fp32 weights in their .grad,
-  /// for inspection. Otherwise the call frees them, as it frees bf16
+  /// Leave the last minibatch's gradients of fp32 weights in their .grad
+  /// (as reduced, before clipping), for inspection. Otherwise the call frees them, as it frees bf16
   /// weights' fp32 accumulators: a model holds gradients only while it
   /// trains, which is what the plans count.
   bool keepGradients = false;
