@@ -375,10 +375,12 @@ std::vector<double> denominators(const TrainBatch &mini,
 /// The loss of one micro-batch, normalised over the minibatch; with
 /// pipeline stages, from the last stage's output `stageOut`: an lm head's
 /// hidden states (stageForward without its head), a value head's values.
-/// Its metrics (the outputs after the loss) are added to `metrics`.
+/// Its value and metrics (the outputs after the loss) are added to `sums`,
+/// on the device: read once a minibatch, not a sync per micro-batch.
 at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
                      const TrainOptions &o, const std::vector<double> &denoms,
-                     const at::Tensor *stageOut, std::vector<double> &metrics) {
+                     const at::Tensor *stageOut,
+                     std::vector<at::Tensor> &sums) {
   const bool lmHead = !model.config().shape.valueHead;
   FnModel out = [&](int64_t, const at::Tensor &tokens) {
     if (!stageOut)
@@ -397,9 +399,11 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   };
   std::vector<at::Tensor> v = o.loss->evaluate(
       fnInputs(b, o), &out, &denoms, stageOut && !lmHead ? nullptr : &stat);
-  metrics.resize(v.size() - 1, 0.0);
-  for (size_t k = 1; k < v.size(); ++k)
-    metrics[k - 1] += v[k].item<double>();
+  sums.resize(v.size());
+  for (size_t k = 0; k < v.size(); ++k) {
+    at::Tensor x = v[k].detach().to(at::kDouble);
+    sums[k] = sums[k].defined() ? sums[k] + x : x;
+  }
   return v[0];
 }
 
@@ -513,8 +517,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       if (p.grad().defined())
         p.mutable_grad().zero_();
     mainGrads.zero();
-    double total = 0;
-    std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);
+    std::vector<at::Tensor> summed; // the loss, then its metrics
     for (int64_t u = 0; u < o.microBatches; ++u) {
       TrainBatch micro = rows(mini, u * perMicro, perMicro);
       if (model.stages() > 1) {
@@ -523,18 +526,17 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
             micro.inputs[size_t(modelInputs[0])].to(at::kLong),
             /*head=*/model.config().shape.valueHead);
         if (model.lastStage()) {
-          at::Tensor sum =
-              microLoss(model, micro, o, denoms, &acts.output, metrics);
-          sum.backward();
-          total += sum.item<double>();
+          microLoss(model, micro, o, denoms, &acts.output, summed).backward();
         }
         model.stageBackward(acts);
         continue;
       }
-      at::Tensor sum = microLoss(model, micro, o, denoms, nullptr, metrics);
-      sum.backward();
-      total += sum.item<double>();
+      microLoss(model, micro, o, denoms, nullptr, summed).backward();
     }
+    double total = 0; // stays 0 off a pipeline's last stage
+    std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);
+    for (size_t k = 0; k < summed.size(); ++k)
+      (k ? metrics.at(k - 1) : total) = summed[k].item<double>();
     // Sum gradients over dp (under ZeRO, each rank only its slices); global
     // norm over the whole model.
     std::vector<const ParamSpec *> specs;
@@ -563,16 +565,25 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
     else if (gradGroup)
       sumGradientsInPlace(*gradGroup, local, wire);
     std::map<std::string, at::Tensor> grads;
-    at::Tensor sq = at::zeros({2}, at::kDouble); // [sharded, replicated]
+    std::vector<at::Tensor> byShard[2]; // [sharded, replicated]
     for (size_t i = 0; i < specs.size(); ++i) {
-      const at::Tensor &g = reduced[i];
-      // A reduction in the gradient's own dtype: squaring a double copy
-      // would take twice the largest gradient (the embedding's) again. The
-      // clipping threshold needs no more precision than fp32's.
-      double n2 = at::linalg_vector_norm(g, 2).item<double>();
-      double s2 = n2 * n2;
-      sq[specs[i]->shard == Shard::Replicated ? 1 : 0] += s2;
-      grads[specs[i]->name] = g;
+      byShard[specs[i]->shard == Shard::Replicated ? 1 : 0].push_back(
+          reduced[i]);
+      grads[specs[i]->name] = reduced[i];
+    }
+    // Norms in the gradients' own dtype (a double copy would hold the
+    // largest gradient, the embedding's, twice again; clipping needs no
+    // more than fp32), in one multi-tensor pass, squared and summed in
+    // double on the device: one host read for the model, not one sync per
+    // parameter.
+    at::Tensor sq = at::zeros({2}, at::kDouble);
+    for (int k = 0; k < 2; ++k) {
+      if (byShard[k].empty())
+        continue;
+      std::vector<at::Tensor> norms = at::_foreach_norm(byShard[k], 2);
+      for (at::Tensor &n : norms)
+        n = n.to(at::kDouble);
+      sq[k] = at::stack(norms).square().sum().item<double>();
     }
     if (zero) // the slices partition every parameter
       zero->allReduceSum(sq);
