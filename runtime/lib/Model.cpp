@@ -13,6 +13,7 @@
 
 #include "rlhf/runtime/Error.h"
 
+#include <ATen/SDPBackend.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -389,22 +390,33 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
         q, k, v, sp.ring,
         parallel::zigzagLayout(q.size(2) * sp.ringSize, sp.ringSize));
   } else {
+    // Grouped-query attention: flash attention reads each kv head for its
+    // group of query heads; other kernels (and flash with a mask, which it
+    // does not take) get kv heads repeated, a copy of K and V per layer that
+    // training also keeps for backward.
+    bool gqa = false;
     if (k.size(1) != q.size(1)) {
-      int64_t rep = q.size(1) / k.size(1);
-      k = k.repeat_interleave(rep, 1);
-      v = v.repeat_interleave(rep, 1);
+      gqa = !mask.defined() &&
+            at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true,
+                                  std::nullopt, /*enable_gqa=*/true) ==
+                int64_t(at::SDPBackend::flash_attention);
+      if (!gqa) {
+        int64_t rep = q.size(1) / k.size(1);
+        k = k.repeat_interleave(rep, 1);
+        v = v.repeat_interleave(rep, 1);
+      }
     }
     // Scaled dot-product attention (flash where the device has it): causal
     // when no mask is given (whole sequences), else the additive mask of
     // left-padded generation. LibTorch accumulates the softmax in fp32.
-    attn = mask.defined()
-               ? at::scaled_dot_product_attention(
-                     q, k, v,
-                     mask.scalar_type() == q.scalar_type()
-                         ? mask
-                         : mask.to(q.scalar_type()))
-               : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
-                                                  /*is_causal=*/true);
+    attn = mask.defined() ? at::scaled_dot_product_attention(
+                                q, k, v,
+                                mask.scalar_type() == q.scalar_type()
+                                    ? mask
+                                    : mask.to(q.scalar_type()))
+                          : at::scaled_dot_product_attention(q, k, v, {}, 0.0,
+                                                             /*is_causal=*/true,
+                                                             std::nullopt, gqa);
   }
   attn = attn.transpose(1, 2); // [B, positions, heads here, D]
   if (sp.ulysses)
