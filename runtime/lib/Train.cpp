@@ -205,9 +205,7 @@ void adamUpdate(const std::vector<at::Tensor> &w,
   const double bc1 = 1 - std::pow(s.beta1, double(t)),
                bc2 = 1 - std::pow(s.beta2, double(t));
   for (size_t i : single) {
-    at::Tensor gi = g[i].to(at::kFloat);
-    if (gradScale != 1.0)
-      gi = gi * gradScale;
+    at::Tensor gi = gradScale != 1.0 ? g[i] * gradScale : g[i];
     m1[i].mul_(s.beta1).add_(gi, 1 - s.beta1);
     m2[i].mul_(s.beta2).addcmul_(gi, gi, 1 - s.beta2);
     at::Tensor denom = (m2[i] / bc2).sqrt_().add_(s.eps);

@@ -136,9 +136,9 @@ struct TrainOptions {
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
   /// Leave the last minibatch's gradients of fp32 weights in their .grad
-  /// (as reduced, before clipping), for inspection. Otherwise the call frees them, as it frees bf16
-  /// weights' fp32 accumulators: a model holds gradients only while it
-  /// trains, which is what the plans count.
+  /// (as reduced, before clipping), for inspection. Otherwise the call frees
+  /// them, as it frees bf16 weights' fp32 accumulators: a model holds gradients
+  /// only while it trains, which is what the plans count.
   bool keepGradients = false;
 };
 
