@@ -70,6 +70,8 @@ const Shape k70bL2{"llama2_70b_l2",
 const Shape kSmoke{"smoke", {2, 256, 4, 4, 688, 1000, false, false}};
 // LLaMA's proportions (and vocabulary) at a width a CPU runs in seconds.
 const Shape kProbe{"probe_llama", {2, 128, 2, 2, 344, 32000, false, false}};
+// Grouped-query attention as LLaMA-3 has it: 8 query heads per KV head.
+const Shape kProbeGqa{"probe_gqa", {2, 256, 8, 1, 688, 32000, false, false}};
 
 struct Point {
   const char *category; ///< decode, inference or train
@@ -85,10 +87,11 @@ std::vector<Point> points(bool smoke, bool probe) {
             {"train", &kSmoke, 2, 16, 0}};
   if (probe)
     return {
-        {"decode", &kProbe, 1, 32, 32},    {"decode", &kProbe, 16, 64, 64},
-        {"decode", &kProbe, 16, 512, 8},   {"decode", &kProbe, 64, 256, 8},
-        {"inference", &kProbe, 4, 128, 0}, {"inference", &kProbe, 8, 256, 0},
-        {"train", &kProbe, 2, 128, 0},     {"train", &kProbe, 4, 256, 0}};
+        {"decode", &kProbe, 1, 32, 32},     {"decode", &kProbe, 16, 64, 64},
+        {"decode", &kProbe, 16, 512, 8},    {"decode", &kProbe, 64, 256, 8},
+        {"inference", &kProbe, 4, 128, 0},  {"inference", &kProbe, 8, 256, 0},
+        {"train", &kProbe, 2, 128, 0},      {"train", &kProbe, 4, 256, 0},
+        {"decode", &kProbeGqa, 64, 16, 112}};
   std::vector<Point> v;
   for (auto [batch, gen] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 128}, {16, 384}, {64, 128}, {64, 896}, {128, 384}, {256, 128}})

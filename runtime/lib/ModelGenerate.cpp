@@ -165,6 +165,7 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     at::Tensor lpOut = at::empty({B}, on(at::kFloat));
     StepGraphs graphs(device_, o.cudaGraphs && tp.size == 1);
     auto [next0, lp0] = sample(last, uniformsAt(0));
+    last = at::Tensor(); // [B, V] fp32: not to be held beside every step's
     bool finished = record(0, next0, lp0);
     for (int64_t step = 1; step < G && !finished; ++step) {
       const int64_t t = P + step - 1; // the token this step reads
@@ -196,6 +197,7 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     at::Tensor next, lp;
     if (lastStage())
       std::tie(next, lp) = sample(last, uniformsAt(step));
+    last = at::Tensor(); // freed before the next step's logits
     if (pp.stages > 1) { // the last stage's samples, on every stage
       at::Tensor both =
           lastStage() ? at::stack({next.to(at::kDouble), lp.to(at::kDouble)})

@@ -125,6 +125,7 @@ std::optional<rlhf::ModelShape> modelShape(StringRef name) {
       {"llama2_70b_l2", shape(2, 8192, 64, 8, 28672, 32000)},
       // rlhf-bench-gpu-runtime --probe: the memory model checked on a CPU.
       {"probe_llama", shape(2, 128, 2, 2, 344, 32000)},
+      {"probe_gqa", shape(2, 256, 8, 1, 688, 32000)},
   };
   auto it = models.find(name);
   if (it == models.end())
