@@ -6,9 +6,11 @@
 // that use their outputs; point-to-point exchanges run on a side stream that
 // waits for the current one, so that compute can overlap them. CUDA tensors
 // are used in place; host tensors (counters, norms) go through a device
-// copy. The host then polls the stream against the timeout and, when a peer
-// dies, aborts the communicator and throws an rlhf::Error naming the rank:
-// never a hang.
+// copy. Communicators are non-blocking (NCCL's config.blocking = 0), so
+// that set-up, splits and the connections a first operation makes return at
+// once; the host then polls them, and the stream, against the timeout and,
+// when a peer dies, aborts the communicator and throws an rlhf::Error naming
+// the rank: never a hang.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,13 +93,14 @@ public:
     std::vector<uint8_t> bytes =
         store->get("rlhf/nccl-id"); // waits, with timeout
     std::memcpy(&id, bytes.data(), sizeof(id));
-    ncclComm_t comm;
-    if (ncclResult_t r = ncclCommInitRank(&comm, cfg.worldSize, id, cfg.rank);
-        r != ncclSuccess)
-      throw Error("rank " + std::to_string(cfg.rank) +
-                  ": ncclCommInitRank failed: " + ncclGetErrorString(r));
+    ncclComm_t comm = nullptr;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r =
+        ncclCommInitRankConfig(&comm, cfg.worldSize, id, cfg.rank, &config);
     auto c = std::make_unique<NcclCommunicator>(
         cfg, comm, cfg.rank, cfg.worldSize, cfg.rank, device);
+    c->settle("ncclCommInitRank", r, c->comm);
     c->store = std::move(store);
     return c;
   }
@@ -244,8 +247,7 @@ public:
     for (size_t i = 0; i < p->rd.size(); ++i)
       ncclRecv(p->rd[i].data_ptr(), p->rd[i].numel(), ncclType(p->rd[i]),
                recvs[i].rank, comm, s);
-    if (ncclResult_t r = ncclGroupEnd(); r != ncclSuccess)
-      throw Error(where("exchange") + ncclGetErrorString(r));
+    settle("exchange", ncclGroupEnd(), comm);
     return p;
   }
 
@@ -260,16 +262,19 @@ public:
     // subgroup for every group (makeGroups does), non-members without a color.
     auto it = std::find(ranks.begin(), ranks.end(), cfg.rank);
     int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : ranks.front();
+    if (!comm)
+      throw Error(where("subgroup") + "the communicator was aborted earlier");
     ncclComm_t sub = nullptr;
-    if (ncclResult_t r = ncclCommSplit(comm, color, cfg.rank, &sub, nullptr);
-        r != ncclSuccess)
-      throw Error(where("subgroup") +
-                  "ncclCommSplit: " + ncclGetErrorString(r));
+    // The child inherits the parent's (non-blocking) configuration.
+    ncclResult_t r = ncclCommSplit(comm, color, cfg.rank, &sub, nullptr);
+    settle("ncclCommSplit", r, comm);
     if (it == ranks.end())
       return nullptr;
-    return std::make_unique<NcclCommunicator>(cfg, sub, int(it - ranks.begin()),
-                                              int(ranks.size()), globalRank,
-                                              device);
+    auto c = std::make_unique<NcclCommunicator>(
+        cfg, sub, int(it - ranks.begin()), int(ranks.size()), globalRank,
+        device);
+    c->settle("ncclCommSplit", ncclInProgress, c->comm);
+    return c;
   }
 
 private:
@@ -293,9 +298,36 @@ private:
     if (!comm)
       throw Error(where(op) + "the communicator was aborted earlier");
     cudaStream_t s = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-    if (ncclResult_t r = issue(s); r != ncclSuccess)
-      throw Error(where(op) + ncclGetErrorString(r));
+    settle(op, issue(s), comm);
     poll(op, s);
+  }
+
+  /// Waits, with the timeout, until `c` (this communicator or the one being
+  /// made) has carried out a call that returned `r`: a non-blocking one may
+  /// still be in progress. A failure or a timeout aborts `c` and throws.
+  void settle(const std::string &op, ncclResult_t r, ncclComm_t &c) {
+    auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
+    while (r == ncclInProgress && c) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (ncclCommGetAsyncError(c, &r) != ncclSuccess)
+        r = ncclInternalError;
+      if (r == ncclInProgress && std::chrono::steady_clock::now() > deadline)
+        r = ncclNumResults; // timed out
+    }
+    if (r == ncclSuccess)
+      return;
+    std::string why = r == ncclNumResults
+                          ? "timed out after " +
+                                std::to_string(cfg.timeout.count()) +
+                                " ms; a peer rank is likely dead or stuck"
+                          : ncclGetErrorString(r);
+    if (r == ncclRemoteError || r == ncclSystemError)
+      why += "; a peer rank is likely dead";
+    if (c) {
+      ncclCommAbort(c);
+      c = nullptr;
+    }
+    throw Error(where(op) + why);
   }
 
   /// Waits for stream `s` with the timeout: a dead peer leaves NCCL
@@ -310,6 +342,8 @@ private:
         throw Error(where(op) + cudaGetErrorString(e));
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm, &async);
+      if (async == ncclInProgress)
+        async = ncclSuccess;
       if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
         ncclCommAbort(comm);
         comm = nullptr;
