@@ -129,9 +129,12 @@ link_and_train() {
 
 # The stdlib's .rlhf functions (fn code evaluated by the runtime, autograd
 # through the loss) on the GPU against the same program on the CPU: ten
-# steps each give the same rewards and losses.
+# steps each give the same rewards and losses. Both in fp32 (the CPU's
+# default): bf16 would flip sampled tokens, and its reward rise is
+# tiny-grpo's step.
 fn_on_gpu() {
   link tiny_grpo || return
+  export RLHF_PRECISION=fp32
   on_gpu tiny_grpo 10 "$out/tiny_grpo-10" || return 1
   rm -rf "$out/tiny_grpo-10-cpu"
   RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
@@ -154,9 +157,11 @@ async_on_gpu() {
 }
 
 # Sequence parallelism (Ulysses and ring attention, exchanges of CUDA
-# tensors) against the same program at sp = 1 (test/E2E/sp.test).
+# tensors) against the same program at sp = 1 (test/E2E/sp.test), in fp32
+# as there (gpu.seq-parallel-on-cuda-bf16 has bf16's tolerances).
 sp_on_gpu() {
   link tiny_grpo_sp || return
+  export RLHF_PRECISION=fp32
   link tiny_grpo_nosp || return
   on_gpu tiny_grpo_sp 8 "$out/sp-run" || return 1
   on_gpu tiny_grpo_nosp 8 "$out/nosp-run" || return 1
