@@ -17,7 +17,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -121,7 +123,23 @@ bool needsGrad(const at::Tensor &a, const at::Tensor &b) {
   return at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
 }
 
+/// On CUDA, LibTorch's fused kernel: one pass over x instead of eight, and
+/// backward keeps x and the fp32 rstd, as Replayed does. It multiplies the
+/// weight in fp32 before the cast, a rounding away from HF's order. Should
+/// a build lack it, the ops (with a note, once).
 at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
+  static std::atomic<bool> noFused{false};
+  if (x.is_cuda() && !noFused.load()) {
+    try {
+      return std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, w, eps));
+    } catch (const c10::Error &e) {
+      if (!noFused.exchange(true))
+        std::fprintf(stderr,
+                     "note: fused RMSNorm unavailable (%s); using separate "
+                     "ops\n",
+                     e.what_without_backtrace());
+    }
+  }
   return needsGrad(x, w) ? Replayed<RmsNormOps>::apply(x, w, eps)
                          : rmsNormOps(x, w, eps);
 }

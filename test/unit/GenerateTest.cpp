@@ -283,3 +283,36 @@ TEST(GenerateCuda, GraphsMatchEagerSteps) {
   }
   unsetenv("RLHF_CUDA_GRAPHS");
 }
+
+// On a GPU (the gpu.model-on-cuda ctest): the CUDA kernels (fused RMSNorm,
+// attention with grouped KV heads) give the CPU's logits and gradients, in
+// fp32 to reduction order and in bf16 within its rounding.
+TEST(ModelCuda, LogitsAndGradientsMatchTheCpu) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  ModelConfig cfg = tiny();
+  const c10::Device cuda(c10::kCUDA, 0);
+  at::Tensor tokens = at::randint(0, 512, {3, 24}, at::kLong);
+  auto run = [&](c10::Device d, at::ScalarType dtype) {
+    ParamMap ps = toDevice(initParams(cfg, 11), d, dtype);
+    for (auto &[n, t] : ps)
+      t.requires_grad_(true);
+    LlamaModel m(cfg, ps, {});
+    at::Tensor logits = m.forward(tokens.to(d));
+    tokenLogprobs(logits, tokens.to(d)).sum().backward();
+    std::map<std::string, at::Tensor> out{
+        {"logits", logits.detach().to(at::kCPU, at::kFloat)}};
+    for (auto &[n, t] : m.params())
+      out[n] = t.grad().to(at::kCPU, at::kFloat);
+    return out;
+  };
+  auto relative = [](const at::Tensor &a, const at::Tensor &b) {
+    return (a - b).norm().item<double>() / b.norm().item<double>();
+  };
+  auto cpu = run(c10::kCPU, at::kFloat);
+  auto fp32 = run(cuda, at::kFloat), bf16 = run(cuda, at::kBFloat16);
+  for (auto &[n, ref] : cpu) {
+    EXPECT_LT(relative(fp32.at(n), ref), 1e-4) << n << " in fp32";
+    EXPECT_LT(relative(bf16.at(n), ref), 5e-2) << n << " in bf16";
+  }
+}
