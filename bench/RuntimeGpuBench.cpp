@@ -86,12 +86,16 @@ std::vector<Point> points(bool smoke, bool probe) {
             {"inference", &kSmoke, 2, 16, 0},
             {"train", &kSmoke, 2, 16, 0}};
   if (probe)
-    return {
-        {"decode", &kProbe, 1, 32, 32},     {"decode", &kProbe, 16, 64, 64},
-        {"decode", &kProbe, 16, 512, 8},    {"decode", &kProbe, 64, 256, 8},
-        {"inference", &kProbe, 4, 128, 0},  {"inference", &kProbe, 8, 256, 0},
-        {"train", &kProbe, 2, 128, 0},      {"train", &kProbe, 4, 256, 0},
-        {"decode", &kProbeGqa, 64, 16, 112}};
+    return {{"decode", &kProbe, 1, 32, 32},
+            {"decode", &kProbe, 16, 64, 64},
+            {"decode", &kProbe, 16, 512, 8},
+            {"decode", &kProbe, 64, 256, 8},
+            {"inference", &kProbe, 4, 128, 0},
+            {"inference", &kProbe, 8, 256, 0},
+            {"train", &kProbe, 2, 128, 0},
+            {"train", &kProbe, 4, 256, 0},
+            {"decode", &kProbeGqa, 64, 16, 112},
+            {"decode", &kProbeGqa, 16, 512, 8}};
   std::vector<Point> v;
   for (auto [batch, gen] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 128}, {16, 384}, {64, 128}, {64, 896}, {128, 384}, {256, 128}})
