@@ -534,6 +534,10 @@ int rlhf_prog_finish(rlhf_prog *p) {
                     dev / (1 << 20), pred > 0 ? 100.0 * dev / pred : 0.0,
                     rss / (1 << 20));
       }
+      if (p->weightDtype != at::kBFloat16)
+        std::printf("  (plans price bf16 weights and activations; this run "
+                    "held them in fp32, about twice that: RLHF_PRECISION=bf16 "
+                    "runs as planned)\n");
       std::fflush(stdout);
     }
     p->world->barrier();
