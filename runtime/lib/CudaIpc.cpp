@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -37,18 +38,28 @@ void check(cudaError_t e, const char *what) {
 
 } // namespace
 
-std::string ipc::deviceIdentity() {
-  if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
-    return "";
+std::string ipc::deviceUuid() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
     return "";
-  int dev = c10::cuda::current_device();
-  char bus[64] = {0};
-  check(cudaDeviceGetPCIBusId(bus, sizeof(bus), dev), "cudaDeviceGetPCIBusId");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, c10::cuda::current_device()),
+        "cudaGetDeviceProperties");
+  std::string id;
+  for (char b : prop.uuid.bytes) {
+    char hex[3];
+    std::snprintf(hex, sizeof(hex), "%02x", unsigned(uint8_t(b)));
+    id += hex;
+  }
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "/" + bus;
+  return std::string(host) + "/" + id;
+}
+
+std::string ipc::deviceIdentity() {
+  if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
+    return "";
+  return deviceUuid();
 }
 
 void ipc::exportTensor(const at::Tensor &t, uint8_t *out) {

@@ -22,9 +22,13 @@ namespace rlhf::ipc {
 /// know what to expect.
 constexpr int64_t kRecordBytes = 256;
 
-/// This process's current GPU as "host/PCI bus id", equal for exactly the
-/// ranks that share a device; empty without CUDA, or with RLHF_CUDA_IPC=0
-/// (then ranks sharing a GPU move tensors through host memory).
+/// This process's current GPU as "host/UUID", equal for exactly the ranks
+/// that share a device (MIG instances of one GPU differ); empty without a
+/// CUDA device.
+std::string deviceUuid();
+
+/// deviceUuid, for sharing memory: empty also with RLHF_CUDA_IPC=0 (then
+/// ranks sharing a GPU move tensors through host memory).
 std::string deviceIdentity();
 
 /// Writes into `record` (kRecordBytes) what a process on the same GPU needs

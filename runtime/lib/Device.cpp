@@ -1,7 +1,9 @@
 //===- Device.cpp - the device a rank computes on -------------------------===//
 
 #include "rlhf/runtime/Device.h"
+#include "CudaIpc.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
 
 #include <ATen/Context.h>
 #include <c10/core/CPUAllocator.h>
@@ -167,11 +169,21 @@ rlhf::createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device) {
     throw Error("rank " + std::to_string(cfg.rank) +
                 ": environment variable RLHF_BACKEND='" + want +
                 "' is not one of gloo, nccl");
-  if (want.empty())
-    want = device.is_cuda() && cfg.localWorldSize <= cudaDeviceCount() ? "nccl"
-                                                                       : "gloo";
-  return want == "nccl" ? createNcclCommunicator(cfg)
-                        : createGlooCommunicator(cfg);
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (want.empty() && !device.is_cuda()) {
+    want = "gloo";
+  } else if (want.empty() && cfg.localWorldSize <= cudaDeviceCount()) {
+    want = "nccl"; // cuda:LOCAL_RANK is this rank's own
+  } else if (want.empty()) {
+    // Fewer visible devices than ranks on the host: ranks share GPUs, or the
+    // launcher gave each its own (CUDA_VISIBLE_DEVICES per rank). The ranks
+    // compare their devices, so that all pick the same backend.
+    store = openStore(cfg);
+    want = ranksHaveDistinctDevices(*store, cfg, ipc::deviceUuid()) ? "nccl"
+                                                                    : "gloo";
+  }
+  return want == "nccl" ? createNcclCommunicator(cfg, store)
+                        : createGlooCommunicator(cfg, store);
 }
 
 namespace {

@@ -61,12 +61,14 @@ public:
     }
   }
 
-  GlooCommunicator(const RendezvousConfig &cfg)
-      : cfg(cfg), globalRank(cfg.rank) {
+  GlooCommunicator(const RendezvousConfig &cfg,
+                   c10::intrusive_ptr<c10d::TCPStore> opened)
+      : cfg(cfg), store(std::move(opened)), globalRank(cfg.rank) {
     for (int r = 0; r < cfg.worldSize; ++r)
       members.push_back(r);
     try {
-      store = openStore(cfg);
+      if (!store)
+        store = openStore(cfg);
       auto pgOpts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
       pgOpts->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname(deviceHost()));
@@ -298,8 +300,14 @@ private:
 } // namespace
 
 std::unique_ptr<Communicator>
-rlhf::createGlooCommunicator(const RendezvousConfig &cfg) {
+rlhf::createGlooCommunicator(const RendezvousConfig &cfg,
+                             c10::intrusive_ptr<c10d::TCPStore> store) {
   // Every worker joins its job here, so the thread policy lives here too.
   setHostThreads(cfg);
-  return std::make_unique<GlooCommunicator>(cfg);
+  return std::make_unique<GlooCommunicator>(cfg, std::move(store));
+}
+
+std::unique_ptr<Communicator>
+rlhf::createGlooCommunicator(const RendezvousConfig &cfg) {
+  return createGlooCommunicator(cfg, nullptr);
 }

@@ -68,7 +68,9 @@ public:
     this->cfg.worldSize = size;
   }
 
-  static std::unique_ptr<Communicator> create(const RendezvousConfig &cfg) {
+  static std::unique_ptr<Communicator>
+  create(const RendezvousConfig &cfg,
+         c10::intrusive_ptr<c10d::TCPStore> store) {
     setHostThreads(cfg);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
@@ -80,7 +82,8 @@ public:
       throw Error("rank " + std::to_string(cfg.rank) +
                   ": cannot select CUDA device " +
                   std::to_string(device.index()));
-    auto store = openStore(cfg);
+    if (!store)
+      store = openStore(cfg);
     ncclUniqueId id;
     if (cfg.rank == 0) {
       if (ncclGetUniqueId(&id) != ncclSuccess)
@@ -367,6 +370,12 @@ private:
 } // namespace
 
 std::unique_ptr<Communicator>
+rlhf::createNcclCommunicator(const RendezvousConfig &cfg,
+                             c10::intrusive_ptr<c10d::TCPStore> store) {
+  return NcclCommunicator::create(cfg, std::move(store));
+}
+
+std::unique_ptr<Communicator>
 rlhf::createNcclCommunicator(const RendezvousConfig &cfg) {
-  return NcclCommunicator::create(cfg);
+  return NcclCommunicator::create(cfg, nullptr);
 }

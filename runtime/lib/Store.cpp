@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -61,4 +62,20 @@ rlhf::openStore(const RendezvousConfig &cfg) {
   publishPort(cfg.portFile, store->getPort());
   store->waitForWorkers();
   return store;
+}
+
+bool rlhf::ranksHaveDistinctDevices(c10d::Store &store,
+                                    const RendezvousConfig &cfg,
+                                    const std::string &identity) {
+  const std::string key = "rlhf/device/";
+  store.set(key + std::to_string(cfg.rank),
+            std::vector<uint8_t>(identity.begin(), identity.end()));
+  std::set<std::string> seen;
+  bool distinct = true;
+  for (int r = 0; r < cfg.worldSize; ++r) {
+    std::vector<uint8_t> v = store.get(key + std::to_string(r)); // waits
+    std::string id(v.begin(), v.end());
+    distinct = distinct && !id.empty() && seen.insert(id).second;
+  }
+  return distinct;
 }

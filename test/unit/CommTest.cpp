@@ -6,7 +6,6 @@ using namespace rlhf::testing;
 
 namespace {
 
-
 TEST(GlooComm, AllReduceAcrossTwoProcesses) {
   auto ps = launch(RLHF_COMM_WORKER, 2, {});
   ASSERT_TRUE(waitAll(ps, std::chrono::seconds(60))) << "workers hung";
@@ -27,6 +26,28 @@ TEST(GlooComm, AllReduceAcrossTwoProcesses) {
     EXPECT_NE(out.find("bucketed all-reduce ok"), std::string::npos) << out;
     EXPECT_NE(out.find("bucketed reduce-scatter ok"), std::string::npos) << out;
     EXPECT_NE(out.find("posted exchange ok"), std::string::npos) << out;
+  }
+}
+
+// Ranks compare their devices over the store before a backend exists (with
+// fewer visible GPUs than ranks on a host, NCCL only if each rank has its
+// own), all with the same answer, and the world then joins on that store.
+TEST(GlooComm, RanksCompareDevicesOverTheStore) {
+  const std::pair<const char *, const char *> cases[] = {
+      {"gpu-a,gpu-b", "yes"}, {"gpu-a,gpu-a", "no"}, {"gpu-a,", "no"}};
+  for (auto [ids, want] : cases) {
+    auto ps = launch(RLHF_COMM_WORKER, 2,
+                     {std::string("RLHF_TEST_IDENTITIES=") + ids});
+    ASSERT_TRUE(waitAll(ps, std::chrono::seconds(60))) << "workers hung";
+    for (int r = 0; r < 2; ++r) {
+      std::string out = ps[r].output();
+      EXPECT_TRUE(exitedOk(ps[r])) << ids << ", rank " << r << ":\n" << out;
+      EXPECT_NE(out.find(std::string("distinct devices ") + want +
+                         ", all-reduce over the same store 2"),
+                std::string::npos)
+          << ids << ", rank " << r << ":\n"
+          << out;
+    }
   }
 }
 

@@ -7,11 +7,15 @@
 // rank r print "stalled" and sleep after the first all-reduce, so a test can
 // kill it while the others wait in the second one. Last, with two ranks,
 // an exchange posted by startExchange completes after a barrier.
+// RLHF_TEST_IDENTITIES=a,b,... instead has rank r claim device identity r of
+// the list, compare it with the others' over the store (as Device.cpp does
+// to pick a backend), then build the world on that same store.
 //
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
@@ -21,7 +25,42 @@
 #include <sstream>
 #include <unistd.h>
 
+namespace {
+
+int compareDevices(const std::string &list) {
+  std::vector<std::string> ids;
+  for (size_t at = 0;;) {
+    size_t comma = list.find(',', at);
+    ids.push_back(list.substr(at, comma - at));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  int rank = -1;
+  try {
+    rlhf::RendezvousConfig cfg = rlhf::RendezvousConfig::fromEnv();
+    rank = cfg.rank;
+    auto store = rlhf::openStore(cfg);
+    bool distinct =
+        rlhf::ranksHaveDistinctDevices(*store, cfg, ids.at(size_t(rank)));
+    auto world = rlhf::createGlooCommunicator(cfg, store);
+    at::Tensor t = at::ones({1}, at::kFloat);
+    world->allReduceSum(t);
+    std::printf("rank %d: distinct devices %s, all-reduce over the same "
+                "store %g\n",
+                rank, distinct ? "yes" : "no", t.item<double>());
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+    return 1;
+  }
+}
+
+} // namespace
+
 int main() {
+  if (const char *ids = std::getenv("RLHF_TEST_IDENTITIES"))
+    return compareDevices(ids);
   return rlhf::runGlooWorker([](rlhf::Communicator &comm) {
     const int rank = comm.rank();
     const int n = comm.size();
@@ -134,8 +173,8 @@ int main() {
         comm.barrier();
         comm.exchange(sends, recvs);
       }
-      if (!at::equal(recvs[0].tensor, at::full({4}, double(10 + peer),
-                                               at::kFloat))) {
+      if (!at::equal(recvs[0].tensor,
+                     at::full({4}, double(10 + peer), at::kFloat))) {
         std::fprintf(stderr, "rank %d: posted exchange received %f\n", rank,
                      recvs[0].tensor[0].item<double>());
         return 1;

@@ -14,11 +14,32 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <memory>
+#include <string>
+
 namespace rlhf {
+
+class Communicator;
 
 /// Opens the job's store and waits until every rank has joined it. Throws
 /// rlhf::Error when the port file does not appear within cfg.timeout.
 c10::intrusive_ptr<c10d::TCPStore> openStore(const RendezvousConfig &cfg);
+
+/// Whether every rank has a device of its own: each publishes `identity`
+/// (its device's, ipc::deviceUuid) in `store` and reads everyone's, so all
+/// ranks get the same answer. False when any identity is empty or two are
+/// equal (ranks sharing a GPU).
+bool ranksHaveDistinctDevices(c10d::Store &store, const RendezvousConfig &cfg,
+                              const std::string &identity);
+
+/// The backends of Communicator.h over a store opened already (by
+/// openStore, for the same job).
+std::unique_ptr<Communicator>
+createGlooCommunicator(const RendezvousConfig &cfg,
+                       c10::intrusive_ptr<c10d::TCPStore> store);
+std::unique_ptr<Communicator>
+createNcclCommunicator(const RendezvousConfig &cfg,
+                       c10::intrusive_ptr<c10d::TCPStore> store);
 
 } // namespace rlhf
 
