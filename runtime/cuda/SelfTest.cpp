@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace rlhf;
@@ -31,24 +32,41 @@ std::string cuda::selfTest() {
     ha[i] = float(i + 1);
   for (int i = 0; i < k * n; ++i)
     hb[i] = float(2 * i - 3);
-  float *da, *db, *dc;
-  cudaMalloc(&da, ha.size() * 4);
-  cudaMalloc(&db, hb.size() * 4);
-  cudaMalloc(&dc, hc.size() * 4);
-  cudaMemcpy(da, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(db, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice);
+  // Each step's own error, so a failure names what failed.
+  auto check = [](cudaError_t e, const char *what) {
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": " +
+                               cudaGetErrorString(e));
+  };
+  auto checkNccl = [](ncclResult_t r, const char *what) {
+    if (r != ncclSuccess)
+      throw std::runtime_error(std::string(what) + ": " +
+                               ncclGetErrorString(r));
+  };
+  float *da = nullptr, *db = nullptr, *dc = nullptr;
   std::string err;
   try {
+    check(cudaMalloc(&da, ha.size() * 4), "cudaMalloc");
+    check(cudaMalloc(&db, hb.size() * 4), "cudaMalloc");
+    check(cudaMalloc(&dc, hc.size() * 4), "cudaMalloc");
+    check(cudaMemcpy(da, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice),
+          "cudaMemcpy to the device");
+    check(cudaMemcpy(db, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice),
+          "cudaMemcpy to the device");
     gemm(da, db, dc, m, n, k);
     axpy(2.0f, dc, dc, hc.size(), nullptr); // dc = 3 * A*B
+    check(cudaGetLastError(), "the axpy kernel's launch");
+    check(cudaDeviceSynchronize(), "gemm and axpy");
     ncclComm_t comm;
     int dev = 0;
-    if (ncclCommInitAll(&comm, 1, &dev) != ncclSuccess)
-      throw std::runtime_error("ncclCommInitAll failed");
-    ncclAllReduce(dc, dc, hc.size(), ncclFloat, ncclSum, comm, nullptr);
-    cudaDeviceSynchronize();
+    checkNccl(ncclCommInitAll(&comm, 1, &dev), "ncclCommInitAll");
+    checkNccl(
+        ncclAllReduce(dc, dc, hc.size(), ncclFloat, ncclSum, comm, nullptr),
+        "ncclAllReduce");
+    check(cudaDeviceSynchronize(), "the all-reduce");
     ncclCommDestroy(comm);
-    cudaMemcpy(hc.data(), dc, hc.size() * 4, cudaMemcpyDeviceToHost);
+    check(cudaMemcpy(hc.data(), dc, hc.size() * 4, cudaMemcpyDeviceToHost),
+          "cudaMemcpy to the host");
     for (int i = 0; i < m && err.empty(); ++i)
       for (int j = 0; j < n; ++j) {
         float ref = 0;

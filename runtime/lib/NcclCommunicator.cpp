@@ -273,6 +273,11 @@ public:
     settle("ncclCommSplit", r, comm);
     if (it == ranks.end())
       return nullptr;
+    if (!sub)
+      throw Error(where("subgroup") +
+                  "ncclCommSplit gave this member no "
+                  "communicator: " +
+                  ncclGetLastError(comm));
     auto c = std::make_unique<NcclCommunicator>(
         cfg, sub, int(it - ranks.begin()), int(ranks.size()), globalRank,
         device);
