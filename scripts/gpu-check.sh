@@ -7,7 +7,8 @@
 # the node's PyTorch (python3's torch, or $RLHF_PYTHON) and CUDA, then, most
 # telling first: the GPU benchmarks (our runtime beside the cost model;
 # reallocation beside a device-to-device copy, through CUDA IPC and through
-# host memory; the fused Adam step beside separate ops), the ctest tests labelled `gpu`, tiny_grpo trained from the
+# host memory; the fused Adam step beside separate ops; grouped-query decode
+# attention shared beside repeated), the ctest tests labelled `gpu`, tiny_grpo trained from the
 # object rlhfc compiled elsewhere (also against the same program on the CPU),
 # asynchronous GRPO and sequence parallelism. Everything lands in DIR: one
 # log per step and summary.txt, a line per step with its exit status.
@@ -196,6 +197,8 @@ step realloc-ipc realloc_bench
 step realloc-host realloc_bench_host
 # The fused AdamW step beside separate ops, over 1.07B parameters.
 step adam "$build/bin/rlhf-bench-adam"
+# A decode step's attention over grouped KV heads, shared beside repeated.
+step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900
 step tiny-grpo link_and_train
 step fn-on-gpu fn_on_gpu

@@ -10,10 +10,10 @@
 #include "rlhf/runtime/Model.h"
 #include "ParallelOps.h"
 #include "RingAttention.h"
+#include "rlhf/runtime/Attention.h"
 
 #include "rlhf/runtime/Error.h"
 
-#include <ATen/SDPBackend.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -408,43 +408,8 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
         q, k, v, sp.ring,
         parallel::zigzagLayout(q.size(2) * sp.ringSize, sp.ringSize));
   } else {
-    // Grouped-query attention without a copy of K and V per query head:
-    // a decode step (one position, under a mask) folds each KV head's group
-    // of query heads into query rows, which share the key mask; flash reads
-    // each KV head for its group (whole causal sequences). Otherwise (prefill,
-    // other kernels) KV heads are repeated.
-    const int64_t group = q.size(1) / k.size(1);
-    bool gqa = false, fold = false;
-    if (group > 1) {
-      fold = mask.defined() && q.size(2) == 1;
-      gqa = !mask.defined() &&
-            at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true,
-                                  std::nullopt, /*enable_gqa=*/true) ==
-                int64_t(at::SDPBackend::flash_attention);
-      if (!gqa && !fold) {
-        k = k.repeat_interleave(group, 1);
-        v = v.repeat_interleave(group, 1);
-      }
-    }
-    // Scaled dot-product attention (flash where the device has it): causal
-    // when no mask is given (whole sequences), else the additive mask of
-    // left-padded generation. LibTorch accumulates the softmax in fp32.
-    if (mask.defined()) {
-      // [B, 1, S, T] broadcasts over heads, and over a group's rows.
-      at::Tensor m = mask.scalar_type() == q.scalar_type()
-                         ? mask
-                         : mask.to(q.scalar_type());
-      if (fold)
-        attn = at::scaled_dot_product_attention(
-                   q.reshape({B, k.size(1), group, headDim}), k, v, m)
-                   .reshape({B, q.size(1), 1, headDim});
-      else
-        attn = at::scaled_dot_product_attention(q, k, v, m);
-    } else {
-      attn = at::scaled_dot_product_attention(q, k, v, {}, 0.0,
-                                              /*is_causal=*/true, std::nullopt,
-                                              gqa);
-    }
+    // Grouped KV heads read without copies where a kernel allows.
+    attn = attention(q, k, v, mask);
   }
   attn = attn.transpose(1, 2); // [B, positions, heads here, D]
   if (sp.ulysses)
