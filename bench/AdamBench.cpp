@@ -13,18 +13,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rlhf/runtime/Device.h"
+#include "RuntimeBench.h"
+
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/ReallocPlan.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
 using namespace rlhf;
 
@@ -36,11 +35,6 @@ struct Row {
 
 Row measure(const ModelShape &shape, c10::Device device, at::ScalarType dtype,
             int reps) {
-  auto sync = [&] {
-    if (device.is_cuda())
-      c10::impl::getDeviceGuardImpl(c10::kCUDA)
-          ->synchronizeDevice(device.index());
-  };
   // Drawn on the device (a billion host draws would take longer than the
   // steps): weights of the model's shapes, and fp32 gradients, as the train
   // step's accumulators hold them. Both paths start from the same values.
@@ -62,11 +56,11 @@ Row measure(const ModelShape &shape, c10::Device device, at::ScalarType dtype,
   Adam fused(fusedSettings), separate(separateSettings);
   auto time = [&](Adam &opt, ParamMap &params) {
     opt.step(params, grads); // the first step makes the moments and masters
-    sync();
+    bench::synchronize(device);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i)
       opt.step(params, grads);
-    sync();
+    bench::synchronize(device);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                .count() /
            reps;
@@ -85,13 +79,12 @@ Row measure(const ModelShape &shape, c10::Device device, at::ScalarType dtype,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool cpu = argc > 1 && !std::strcmp(argv[1], "--cpu");
-  if (argc > 2 || (argc == 2 && !cpu)) {
-    std::fprintf(stderr, "usage: rlhf-bench-adam [--cpu]\n");
+  std::optional<c10::Device> chosen =
+      bench::deviceFromArgs(argc, argv, "rlhf-bench-adam");
+  if (!chosen)
     return 2;
-  }
-  const bool gpu = !cpu && cudaDeviceCount() > 0;
-  c10::Device device = gpu ? c10::Device(c10::kCUDA, 0) : c10::kCPU;
+  const c10::Device device = *chosen;
+  const bool gpu = device.is_cuda();
   const ModelShape shape =
       gpu ? ModelShape{4, 4096, 32, 32, 11008, 32000, false, false}
           : ModelShape{8, 512, 8, 8, 1408, 32000, false, false};

@@ -13,38 +13,31 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RuntimeBench.h"
+
 #include "rlhf/runtime/Attention.h"
-#include "rlhf/runtime/Device.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 using namespace rlhf;
 
 int main(int argc, char **argv) {
-  bool cpu = argc > 1 && !std::strcmp(argv[1], "--cpu");
-  if (argc > 2 || (argc == 2 && !cpu)) {
-    std::fprintf(stderr, "usage: rlhf-bench-gqa-decode [--cpu]\n");
+  std::optional<c10::Device> chosen =
+      bench::deviceFromArgs(argc, argv, "rlhf-bench-gqa-decode");
+  if (!chosen)
     return 2;
-  }
-  const bool gpu = !cpu && cudaDeviceCount() > 0;
-  const c10::Device device = gpu ? c10::Device(c10::kCUDA, 0) : c10::kCPU;
+  const c10::Device device = *chosen;
+  const bool gpu = device.is_cuda();
   const auto opts = at::TensorOptions().device(device).dtype(gpu ? at::kBFloat16
                                                                  : at::kFloat);
   const int64_t heads = 32, kvHeads = 8, headDim = 128;
   const int reps = gpu ? 50 : 3;
-  auto sync = [&] {
-    if (gpu)
-      c10::impl::getDeviceGuardImpl(c10::kCUDA)
-          ->synchronizeDevice(device.index());
-  };
   std::printf("decode-step attention, %lld query heads over %lld KV heads of "
               "%lld, on %s (%s), mean of %d\n",
               (long long)heads, (long long)kvHeads, (long long)headDim,
@@ -70,11 +63,11 @@ int main(int argc, char **argv) {
             .view({batch, 1, 1, cached});
     auto time = [&](GroupedKv g) {
       attention(q, k, v, mask, g);
-      sync();
+      bench::synchronize(device);
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i)
         attention(q, k, v, mask, g);
-      sync();
+      bench::synchronize(device);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                            t0)
                  .count() /

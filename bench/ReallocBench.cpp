@@ -12,11 +12,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RuntimeBench.h"
+
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Realloc.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,9 +38,7 @@ int main() {
         selectPrecision(RendezvousConfig::fromEnv(), device);
     const auto opts = at::TensorOptions().dtype(dtype).device(device);
     auto sync = [&] {
-      if (gpu)
-        c10::impl::getDeviceGuardImpl(device.type())
-            ->synchronizeDevice(device.index());
+      bench::synchronize(device);
       world.barrier();
     };
     ParamMap full = initParams(cfg, 1);

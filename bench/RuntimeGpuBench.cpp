@@ -30,13 +30,14 @@
 
 #include "../test/unit/StdlibFns.h"
 
+#include "RuntimeBench.h"
+
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Model.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
 #include <cmath>
@@ -181,11 +182,7 @@ struct Bench {
   int memoryRows = 0, memoryWithin = 0;
   bool probe = false;
 
-  void sync() const {
-    if (device.is_cuda())
-      c10::impl::getDeviceGuardImpl(c10::kCUDA)
-          ->synchronizeDevice(device.index());
-  }
+  void sync() const { bench::synchronize(device); }
   void resetPeak() const { resetPeakBytes(device); }
   /// Mean seconds of `reps` runs of `f` after one warm-up run.
   template <typename F> double time(int reps, F &&f) {

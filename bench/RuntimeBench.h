@@ -1,0 +1,44 @@
+//===- RuntimeBench.h - device handling shared by the runtime benchmarks --===//
+//
+// The runtime benchmarks time work on a device with a device synchronize
+// around it, and the single-process ones take `--cpu` to stay off a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHFC_BENCH_RUNTIMEBENCH_H
+#define RLHFC_BENCH_RUNTIMEBENCH_H
+
+#include "rlhf/runtime/Device.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+namespace rlhf::bench {
+
+/// Waits for everything queued on `device`; nothing to wait for on the CPU.
+inline void synchronize(c10::Device device) {
+  if (device.is_cuda())
+    c10::impl::getDeviceGuardImpl(c10::kCUDA)
+        ->synchronizeDevice(device.index());
+}
+
+/// The device of `name [--cpu]`: cuda:0 where one is visible, unless --cpu.
+/// Other arguments print the usage and give nothing.
+inline std::optional<c10::Device> deviceFromArgs(int argc, char **argv,
+                                                 const char *name) {
+  const bool cpu = argc > 1 && !std::strcmp(argv[1], "--cpu");
+  if (argc > 2 || (argc == 2 && !cpu)) {
+    std::fprintf(stderr, "usage: %s [--cpu]\n", name);
+    return std::nullopt;
+  }
+  if (!cpu && cudaDeviceCount() > 0)
+    return c10::Device(c10::kCUDA, 0);
+  return c10::Device(c10::kCPU);
+}
+
+} // namespace rlhf::bench
+
+#endif // RLHFC_BENCH_RUNTIMEBENCH_H
