@@ -2,6 +2,9 @@
 
 #include "rlhf/cuda/Cuda.h"
 
+#include "CudaWatch.h"
+
+#include <chrono>
 #include <cmath>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -83,5 +86,65 @@ std::string cuda::selfTest() {
   cudaFree(da);
   cudaFree(db);
   cudaFree(dc);
+  return err.empty() ? watchdogTest() : err;
+}
+
+/// What the NCCL backend relies on when a peer dies: a kernel that never
+/// ends, a host sync blocked behind it, and the watchdog (polling a CUDA
+/// event from its own thread) timing the kernel out and running the abort,
+/// which here ends the kernel as ncclCommAbort ends NCCL's.
+std::string cuda::watchdogTest() {
+  using namespace std::chrono;
+  auto check = [](cudaError_t e, const char *what) {
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("watchdog check: ") + what + ": " +
+                               cudaGetErrorString(e));
+  };
+  int *flag = nullptr, *deviceFlag = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  std::string err;
+  try {
+    check(cudaHostAlloc(reinterpret_cast<void **>(&flag), sizeof(int),
+                        cudaHostAllocMapped),
+          "cudaHostAlloc");
+    *flag = 0;
+    check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceFlag), flag,
+                                   0),
+          "cudaHostGetDevicePointer");
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+          "cudaEventCreate");
+    // At most ~10 s on any clock, so that a broken watchdog fails this
+    // check instead of hanging it.
+    spinUntil(deviceFlag, 20'000'000'000LL, stream);
+    check(cudaGetLastError(), "the spinning kernel's launch");
+    check(cudaEventRecord(event, stream), "cudaEventRecord");
+    CommWatchdog watchdog;
+    watchdog.track(
+        stream, "rank 0: spin failed: ",
+        [event](std::string &why) { return pollCudaEvent(event, why); },
+        milliseconds(200), [flag] { *static_cast<volatile int *>(flag) = 1; });
+    auto t0 = steady_clock::now();
+    check(cudaStreamSynchronize(stream), "the host sync behind the kernel");
+    double waited = duration<double>(steady_clock::now() - t0).count();
+    std::string failure = watchdog.failure();
+    if (failure != "rank 0: spin failed: timed out after 200 ms; a peer rank "
+                   "is likely dead or stuck")
+      err = "the watchdog did not time out a stuck kernel (it reported '" +
+            failure + "')";
+    else if (waited > 5.0)
+      err = "the watchdog released a host sync only after " +
+            std::to_string(waited) + " s (timeout 0.2 s)";
+  } catch (const std::exception &e) {
+    err = e.what();
+  }
+  if (event)
+    cudaEventDestroy(event);
+  if (stream)
+    cudaStreamDestroy(stream);
+  if (flag)
+    cudaFreeHost(flag);
   return err;
 }

@@ -8,11 +8,16 @@
 // are used in place; host tensors (counters, norms) go through a device
 // copy. Communicators are non-blocking (NCCL's config.blocking = 0), so
 // that set-up, splits and the connections a first operation makes return at
-// once; the host then polls them, and the stream, against the timeout and,
-// when a peer dies, aborts the communicator and throws an rlhf::Error naming
-// the rank: never a hang.
+// once; the host polls them against the timeout. The host does not wait for
+// a collective to end: CommWatchdog does, and when one fails or times out it
+// aborts every communicator of the process (so kernels stuck behind a dead
+// peer, and any host sync behind them, return) and the next call throws an
+// rlhf::Error naming the rank: never a hang. barrier() waits on the host.
 //
 //===----------------------------------------------------------------------===//
+
+#include "CommWatchdog.h"
+#include "CudaWatch.h"
 
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
@@ -23,11 +28,14 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <mutex>
 #include <nccl.h>
 #include <thread>
+#include <vector>
 
 using namespace rlhf;
 
@@ -59,11 +67,60 @@ ncclDataType_t ncclType(const at::Tensor &t) {
   }
 }
 
+/// One NCCL communicator, shared by its Communicator and the watchdog's
+/// polls of its operations: the last holder destroys it. An abort, from any
+/// thread, goes through `mu` so that no call is using it meanwhile.
+struct CommHandle {
+  std::mutex mu;
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  ~CommHandle() {
+    if (comm && !aborted)
+      ncclCommDestroy(comm);
+  }
+  /// With `mu` held.
+  void abortLocked() {
+    if (comm && !aborted)
+      ncclCommAbort(comm);
+    aborted = true;
+  }
+};
+
+/// Every live communicator of the process: a dead peer leaves its partners
+/// stuck in every group they share with it, so a failure aborts them all.
+std::mutex registryMu;
+std::vector<std::weak_ptr<CommHandle>> registry;
+
+std::shared_ptr<CommHandle> registered(ncclComm_t comm) {
+  auto h = std::make_shared<CommHandle>();
+  h->comm = comm;
+  std::lock_guard<std::mutex> lock(registryMu);
+  registry.erase(std::remove_if(registry.begin(), registry.end(),
+                                [](const auto &w) { return w.expired(); }),
+                 registry.end());
+  registry.push_back(h);
+  return h;
+}
+
+void abortAll() {
+  std::vector<std::shared_ptr<CommHandle>> live;
+  {
+    std::lock_guard<std::mutex> lock(registryMu);
+    for (const auto &w : registry)
+      if (auto h = w.lock())
+        live.push_back(std::move(h));
+  }
+  for (const auto &h : live) {
+    std::lock_guard<std::mutex> lock(h->mu);
+    h->abortLocked();
+  }
+}
+
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(const RendezvousConfig &cfg, ncclComm_t comm, int rank,
-                   int size, int globalRank, c10::Device device)
-      : cfg(cfg), comm(comm), globalRank(globalRank), device(device) {
+  NcclCommunicator(const RendezvousConfig &cfg, std::shared_ptr<CommHandle> h,
+                   int rank, int size, int globalRank, c10::Device device)
+      : cfg(cfg), h(std::move(h)), globalRank(globalRank), device(device) {
     this->cfg.rank = rank;
     this->cfg.worldSize = size;
   }
@@ -102,15 +159,23 @@ public:
     ncclResult_t r =
         ncclCommInitRankConfig(&comm, cfg.worldSize, id, cfg.rank, &config);
     auto c = std::make_unique<NcclCommunicator>(
-        cfg, comm, cfg.rank, cfg.worldSize, cfg.rank, device);
-    c->settle("ncclCommInitRank", r, c->comm);
+        cfg, registered(comm), cfg.rank, cfg.worldSize, cfg.rank, device);
+    {
+      std::lock_guard<std::mutex> lock(c->h->mu);
+      c->settle("ncclCommInitRank", r, *c->h);
+    }
     c->store = std::move(store);
     return c;
   }
 
+  /// Waits until nothing of this process is in flight: NCCL must not free
+  /// what queued kernels still use (the watchdog's polls hold the handle).
   ~NcclCommunicator() override {
-    if (comm)
-      ncclCommDestroy(comm);
+    try {
+      CommWatchdog::process().drain();
+    } catch (const std::exception &) {
+      // The failure reaches the caller at its next check.
+    }
   }
 
   int rank() const override { return cfg.rank; }
@@ -119,7 +184,7 @@ public:
 
   void allReduceSum(at::Tensor &t) override {
     at::Tensor d = onDevice(t);
-    run("all_reduce", [&](cudaStream_t s) {
+    run("all_reduce", [&](ncclComm_t comm, cudaStream_t s) {
       return ncclAllReduce(d.data_ptr(), d.data_ptr(), d.numel(), ncclType(d),
                            ncclSum, comm, s);
     });
@@ -128,7 +193,7 @@ public:
 
   void broadcast(at::Tensor &t, int root) override {
     at::Tensor d = onDevice(t);
-    run("broadcast", [&](cudaStream_t s) {
+    run("broadcast", [&](ncclComm_t comm, cudaStream_t s) {
       return ncclBroadcast(d.data_ptr(), d.data_ptr(), d.numel(), ncclType(d),
                            root, comm, s);
     });
@@ -142,11 +207,11 @@ public:
       shape.push_back(1);
     shape[0] *= cfg.worldSize;
     at::Tensor out = at::empty(shape, in.options());
-    run("all_gather", [&](cudaStream_t s) {
+    run("all_gather", [&](ncclComm_t comm, cudaStream_t s) {
       return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(),
                            ncclType(in), comm, s);
     });
-    return out.to(input.device());
+    return to(out, input.device());
   }
 
   at::Tensor reduceScatterSum(const at::Tensor &input) override {
@@ -156,11 +221,11 @@ public:
     std::vector<int64_t> shape = in.sizes().vec();
     shape[0] /= cfg.worldSize;
     at::Tensor out = at::empty(shape, in.options());
-    run("reduce_scatter", [&](cudaStream_t s) {
+    run("reduce_scatter", [&](ncclComm_t comm, cudaStream_t s) {
       return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
                                ncclType(in), ncclSum, comm, s);
     });
-    return out.to(input.device());
+    return to(out, input.device());
   }
 
   at::Tensor allToAll(const at::Tensor &input) override {
@@ -173,7 +238,7 @@ public:
     const size_t bytes = size_t(n) * in.element_size();
     // NCCL has no all-to-all primitive: one send and one receive per peer in
     // a group, as c10d's ProcessGroupNCCL::alltoall_base does.
-    run("all_to_all", [&](cudaStream_t s) {
+    run("all_to_all", [&](ncclComm_t comm, cudaStream_t s) {
       ncclGroupStart();
       for (int r = 0; r < k; ++r) {
         ncclSend(static_cast<char *>(in.data_ptr()) + r * bytes, n,
@@ -183,7 +248,7 @@ public:
       }
       return ncclGroupEnd();
     });
-    return out.to(input.device());
+    return to(out, input.device());
   }
 
   void send(const at::Tensor &t, int dst) override {
@@ -203,7 +268,8 @@ public:
 
   /// The exchange runs on a side stream that first waits for the current
   /// one (so it sees the inputs' producers); kernels queued on the current
-  /// stream meanwhile overlap it. wait() polls the side stream like `run`.
+  /// stream meanwhile overlap it. wait() makes the current stream wait for
+  /// the side one, and the watchdog watch it.
   std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
                                          std::vector<Peer> &recvs) override {
     struct Posted : Pending {
@@ -214,14 +280,15 @@ public:
       explicit Posted(NcclCommunicator *self, c10::cuda::CUDAStream side)
           : self(self), side(side) {}
       void wait() override {
-        // Done on the host, so whatever is queued next comes after it.
-        self->poll("exchange", side.stream());
+        at::cuda::CUDAEvent done;
+        done.record(side);
+        done.block(c10::cuda::getCurrentCUDAStream(self->device.index()));
+        self->watch("exchange", side);
         for (size_t i = 0; i < rd.size(); ++i)
           back(targets[i], rd[i]);
       }
     };
-    if (!comm)
-      throw Error(where("exchange") + "the communicator was aborted earlier");
+    CommWatchdog::process().check();
     c10::cuda::CUDAStream current =
         c10::cuda::getCurrentCUDAStream(device.index());
     auto p = std::make_unique<Posted>(
@@ -243,20 +310,25 @@ public:
         c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(),
                                                       p->side);
     cudaStream_t s = p->side.stream();
+    std::lock_guard<std::mutex> lock(h->mu);
+    if (h->aborted)
+      throw Error(where("exchange") + "the communicator was aborted earlier");
     ncclGroupStart();
     for (size_t i = 0; i < p->sd.size(); ++i)
       ncclSend(p->sd[i].data_ptr(), p->sd[i].numel(), ncclType(p->sd[i]),
-               sends[i].rank, comm, s);
+               sends[i].rank, h->comm, s);
     for (size_t i = 0; i < p->rd.size(); ++i)
       ncclRecv(p->rd[i].data_ptr(), p->rd[i].numel(), ncclType(p->rd[i]),
-               recvs[i].rank, comm, s);
-    settle("exchange", ncclGroupEnd(), comm);
+               recvs[i].rank, h->comm, s);
+    settle("exchange", ncclGroupEnd(), *h);
     return p;
   }
 
+  /// Waits on the host: every rank has reached it once this returns.
   void barrier() override {
     at::Tensor one = at::ones({1}, at::TensorOptions().device(device));
     allReduceSum(one);
+    waitHost("barrier");
   }
 
   std::unique_ptr<Communicator>
@@ -265,23 +337,27 @@ public:
     // subgroup for every group (makeGroups does), non-members without a color.
     auto it = std::find(ranks.begin(), ranks.end(), cfg.rank);
     int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : ranks.front();
-    if (!comm)
-      throw Error(where("subgroup") + "the communicator was aborted earlier");
+    CommWatchdog::process().check();
     ncclComm_t sub = nullptr;
-    // The child inherits the parent's (non-blocking) configuration.
-    ncclResult_t r = ncclCommSplit(comm, color, cfg.rank, &sub, nullptr);
-    settle("ncclCommSplit", r, comm);
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      if (h->aborted)
+        throw Error(where("subgroup") + "the communicator was aborted earlier");
+      // The child inherits the parent's (non-blocking) configuration.
+      ncclResult_t r = ncclCommSplit(h->comm, color, cfg.rank, &sub, nullptr);
+      settle("ncclCommSplit", r, *h);
+      if (it != ranks.end() && !sub)
+        throw Error(where("subgroup") +
+                    "ncclCommSplit gave this member no communicator: " +
+                    ncclGetLastError(h->comm));
+    }
     if (it == ranks.end())
       return nullptr;
-    if (!sub)
-      throw Error(where("subgroup") +
-                  "ncclCommSplit gave this member no "
-                  "communicator: " +
-                  ncclGetLastError(comm));
     auto c = std::make_unique<NcclCommunicator>(
-        cfg, sub, int(it - ranks.begin()), int(ranks.size()), globalRank,
-        device);
-    c->settle("ncclCommSplit", ncclInProgress, c->comm);
+        cfg, registered(sub), int(it - ranks.begin()), int(ranks.size()),
+        globalRank, device);
+    std::lock_guard<std::mutex> lock(c->h->mu);
+    c->settle("ncclCommSplit", ncclInProgress, *c->h);
     return c;
   }
 
@@ -295,29 +371,95 @@ private:
   at::Tensor onDevice(const at::Tensor &t) const {
     return t.to(device).contiguous();
   }
-  /// Copies an op's result back into `t` when it worked on a copy.
+  /// Copies an op's result back into `t` when it worked on a copy. A copy
+  /// to the host waits for the op, so a failure it outlived shows here.
   static void back(at::Tensor &t, const at::Tensor &d) {
-    if (!d.is_same(t))
-      t.copy_(d);
+    if (d.is_same(t))
+      return;
+    t.copy_(d);
+    if (!t.is_cuda())
+      CommWatchdog::process().check();
+  }
+  /// `out` on `to` (the caller's device), checked as back() does.
+  static at::Tensor to(const at::Tensor &out, c10::Device to) {
+    at::Tensor r = out.to(to);
+    if (!to.is_cuda())
+      CommWatchdog::process().check();
+    return r;
   }
 
-  /// Issues an op on the current stream, then polls it.
+  /// Issues an op on the current stream and hands it to the watchdog: the
+  /// stream orders its inputs and outputs, so the host need not wait.
   template <typename F> void run(const std::string &op, F &&issue) {
-    if (!comm)
-      throw Error(where(op) + "the communicator was aborted earlier");
+    CommWatchdog::process().check();
+    c10::cuda::CUDAStream s = c10::cuda::getCurrentCUDAStream(device.index());
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      if (h->aborted)
+        throw Error(where(op) + "the communicator was aborted earlier");
+      settle(op, issue(h->comm, s.stream()), *h);
+    }
+    watch(op, s);
+  }
+
+  /// Has the watchdog watch what `stream` has queued so far.
+  void watch(const std::string &op, c10::cuda::CUDAStream stream) {
+    auto ev = std::make_shared<at::cuda::CUDAEvent>();
+    ev->record(stream);
+    std::shared_ptr<CommHandle> handle = h;
+    CommWatchdog::process().track(
+        stream.stream(), where(op),
+        [ev, handle](std::string &why) {
+          if (auto s = pollCudaEvent(ev->event(), why);
+              s != CommWatchdog::State::Pending)
+            return s;
+          // A call holding the handle is only issuing; ask next time.
+          std::unique_lock<std::mutex> lock(handle->mu, std::try_to_lock);
+          ncclResult_t r = ncclSuccess;
+          if (lock.owns_lock() && handle->comm && !handle->aborted &&
+              ncclCommGetAsyncError(handle->comm, &r) == ncclSuccess &&
+              r != ncclSuccess && r != ncclInProgress) {
+            why = std::string(ncclGetErrorString(r)) +
+                  "; a peer rank is likely dead";
+            return CommWatchdog::State::Failed;
+          }
+          return CommWatchdog::State::Pending;
+        },
+        cfg.timeout, abortAll);
+  }
+
+  /// Waits on the host until the current stream is done, or the watchdog
+  /// reports a failure (it times the ops out, so this ends).
+  void waitHost(const std::string &op) {
     cudaStream_t s = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-    settle(op, issue(s), comm);
-    poll(op, s);
+    // Beyond the ops' own timeout, for work queued ahead of them.
+    auto deadline = std::chrono::steady_clock::now() + 2 * cfg.timeout;
+    for (;;) {
+      cudaError_t e = cudaStreamQuery(s);
+      if (e == cudaSuccess)
+        return CommWatchdog::process().check();
+      if (e != cudaErrorNotReady)
+        throw Error(where(op) + cudaGetErrorString(e));
+      CommWatchdog::process().check();
+      if (std::chrono::steady_clock::now() > deadline) {
+        abortAll();
+        throw Error(where(op) + "timed out (timeout " +
+                    std::to_string(cfg.timeout.count()) +
+                    " ms); a peer rank is likely dead or stuck");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 
   /// Waits, with the timeout, until `c` (this communicator or the one being
-  /// made) has carried out a call that returned `r`: a non-blocking one may
-  /// still be in progress. A failure or a timeout aborts `c` and throws.
-  void settle(const std::string &op, ncclResult_t r, ncclComm_t &c) {
+  /// made; its `mu` held) has carried out a call that returned `r`: a
+  /// non-blocking one may still be in progress. A failure or a timeout
+  /// aborts `c` and throws.
+  void settle(const std::string &op, ncclResult_t r, CommHandle &c) {
     auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
-    while (r == ncclInProgress && c) {
+    while (r == ncclInProgress && c.comm) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (ncclCommGetAsyncError(c, &r) != ncclSuccess)
+      if (ncclCommGetAsyncError(c.comm, &r) != ncclSuccess)
         r = ncclInternalError;
       if (r == ncclInProgress && std::chrono::steady_clock::now() > deadline)
         r = ncclNumResults; // timed out
@@ -331,43 +473,13 @@ private:
                           : ncclGetErrorString(r);
     if (r == ncclRemoteError || r == ncclSystemError)
       why += "; a peer rank is likely dead";
-    if (c) {
-      ncclCommAbort(c);
-      c = nullptr;
-    }
+    c.abortLocked();
     throw Error(where(op) + why);
-  }
-
-  /// Waits for stream `s` with the timeout: a dead peer leaves NCCL
-  /// spinning, so abort the communicator and report instead of hanging.
-  void poll(const std::string &op, cudaStream_t s) {
-    auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
-    for (;;) {
-      cudaError_t e = cudaStreamQuery(s);
-      if (e == cudaSuccess)
-        return;
-      if (e != cudaErrorNotReady)
-        throw Error(where(op) + cudaGetErrorString(e));
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm, &async);
-      if (async == ncclInProgress)
-        async = ncclSuccess;
-      if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
-        ncclCommAbort(comm);
-        comm = nullptr;
-        throw Error(
-            where(op) +
-            (async != ncclSuccess ? ncclGetErrorString(async) : "timed out") +
-            " (timeout " + std::to_string(cfg.timeout.count()) +
-            " ms); a peer rank is likely dead or stuck");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
   }
 
   RendezvousConfig cfg;
   c10::intrusive_ptr<c10d::Store> store; ///< the world's; subgroups need none
-  ncclComm_t comm = nullptr;
+  std::shared_ptr<CommHandle> h;
   int globalRank = 0;
   c10::Device device;
 };

@@ -22,6 +22,7 @@
 
 #include "rlhf/runtime/rlhf_program.h"
 
+#include "CommWatchdog.h"
 #include "rlhf/runtime/CharTokenizer.h"
 #include "rlhf/runtime/Checkpoint.h"
 #include "rlhf/runtime/Dataset.h"
@@ -39,6 +40,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -324,7 +326,12 @@ struct rlhf_prog {
 
 namespace rlhf::exec {
 
-[[noreturn]] inline void die(const rlhf_prog *p, const std::string &msg) {
+[[noreturn]] inline void die(const rlhf_prog *p, std::string msg) {
+  // A collective that failed after its call returned (the NCCL watchdog's
+  // find) is the cause of whatever this rank then tripped over.
+  if (std::string cause = asyncCommFailure();
+      !cause.empty() && msg.find(cause) == std::string::npos)
+    msg = cause + " (this rank then failed in " + msg + ")";
   std::fflush(stdout);
   std::fprintf(stderr, "rank %d: error: %s\n", p ? p->rank : -1, msg.c_str());
   std::fflush(stderr);
@@ -411,6 +418,13 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
   auto t0 = Clock::now();
   SpanPeaks::Span span(p->peaks ? &*p->peaks : nullptr);
   auto r = f();
+  // Collectives on a GPU do not wait on the host: the span ends when its
+  // work does, and a collective that failed meanwhile fails this span.
+  if (p->device.is_cuda()) {
+    c10::impl::getDeviceGuardImpl(p->device.type())
+        ->synchronizeDevice(p->device.index());
+    CommWatchdog::process().check();
+  }
   const double peak = span.close();
   auto t1 = Clock::now();
   p->record("time/" + label, std::chrono::duration<double>(t1 - t0).count(),
