@@ -10,6 +10,7 @@
 #include <nccl.h>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace rlhf;
@@ -89,9 +90,10 @@ std::string cuda::selfTest() {
   return err.empty() ? watchdogTest() : err;
 }
 
-/// What the NCCL backend relies on when a peer dies: a kernel that never
-/// ends, a host sync blocked behind it, and the watchdog (polling a CUDA
-/// event from its own thread) timing the kernel out and running the abort,
+/// What the NCCL backend relies on: the watchdog's thread polls a CUDA event
+/// while another thread captures a CUDA graph, and the capture survives;
+/// then a kernel never ends (a collective whose peer died), a host sync
+/// blocks behind it, and the watchdog times it out and runs the abort,
 /// which here ends the kernel as ncclCommAbort ends NCCL's.
 std::string cuda::watchdogTest() {
   using namespace std::chrono;
@@ -100,32 +102,60 @@ std::string cuda::watchdogTest() {
       throw std::runtime_error(std::string("watchdog check: ") + what + ": " +
                                cudaGetErrorString(e));
   };
-  int *flag = nullptr, *deviceFlag = nullptr;
-  cudaStream_t stream = nullptr;
+  int *flag = nullptr, *deviceFlag = nullptr, device = 0;
+  float *buffer = nullptr;
+  cudaStream_t stream = nullptr, capture = nullptr;
   cudaEvent_t event = nullptr;
+  cudaGraph_t graph = nullptr;
   std::string err;
-  try {
-    check(cudaHostAlloc(reinterpret_cast<void **>(&flag), sizeof(int),
-                        cudaHostAllocMapped),
-          "cudaHostAlloc");
-    *flag = 0;
-    check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceFlag), flag,
-                                   0),
-          "cudaHostGetDevicePointer");
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-          "cudaStreamCreate");
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-          "cudaEventCreate");
-    // At most ~10 s on any clock, so that a broken watchdog fails this
-    // check instead of hanging it.
+  // A kernel that spins until the abort sets the flag: at most ~10 s on any
+  // clock, so that a broken watchdog fails this check instead of hanging.
+  auto stuck = [&](CommWatchdog &watchdog, milliseconds timeout) {
+    *static_cast<volatile int *>(flag) = 0;
     spinUntil(deviceFlag, 20'000'000'000LL, stream);
     check(cudaGetLastError(), "the spinning kernel's launch");
     check(cudaEventRecord(event, stream), "cudaEventRecord");
-    CommWatchdog watchdog;
     watchdog.track(
         stream, "rank 0: spin failed: ",
-        [event](std::string &why) { return pollCudaEvent(event, why); },
-        milliseconds(200), [flag] { *static_cast<volatile int *>(flag) = 1; });
+        [event, device](std::string &why) {
+          return pollCudaEvent(event, device, why);
+        },
+        timeout, [flag] { *static_cast<volatile int *>(flag) = 1; });
+  };
+  try {
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&flag), sizeof(int),
+                        cudaHostAllocMapped),
+          "cudaHostAlloc");
+    check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceFlag), flag,
+                                   0),
+          "cudaHostGetDevicePointer");
+    check(cudaMalloc(reinterpret_cast<void **>(&buffer), 256 * sizeof(float)),
+          "cudaMalloc");
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+          "cudaEventCreate");
+    {
+      CommWatchdog watchdog;
+      stuck(watchdog, seconds(30));
+      check(cudaStreamBeginCapture(capture, cudaStreamCaptureModeGlobal),
+            "cudaStreamBeginCapture");
+      axpy(1.0f, buffer, buffer, 256, capture);
+      std::this_thread::sleep_for(milliseconds(30)); // the watchdog polls
+      cudaError_t e = cudaStreamEndCapture(capture, &graph);
+      *static_cast<volatile int *>(flag) = 1;
+      watchdog.drain();
+      if (e != cudaSuccess || !graph)
+        throw std::runtime_error(
+            std::string("watchdog check: a CUDA graph captured while the "
+                        "watchdog polled an event was invalidated: ") +
+            cudaGetErrorString(e));
+    }
+    CommWatchdog watchdog;
+    stuck(watchdog, milliseconds(200));
     auto t0 = steady_clock::now();
     check(cudaStreamSynchronize(stream), "the host sync behind the kernel");
     double waited = duration<double>(steady_clock::now() - t0).count();
@@ -140,10 +170,15 @@ std::string cuda::watchdogTest() {
   } catch (const std::exception &e) {
     err = e.what();
   }
+  (void)cudaGetLastError();
+  if (graph)
+    cudaGraphDestroy(graph);
   if (event)
     cudaEventDestroy(event);
-  if (stream)
-    cudaStreamDestroy(stream);
+  for (cudaStream_t s : {stream, capture})
+    if (s)
+      cudaStreamDestroy(s);
+  cudaFree(buffer);
   if (flag)
     cudaFreeHost(flag);
   return err;

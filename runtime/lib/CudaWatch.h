@@ -9,9 +9,21 @@
 
 namespace rlhf {
 
-/// Whether the work queued before `event` was recorded has ended. Safe on
-/// the watchdog's thread while the caller's is blocked in a sync.
-inline CommWatchdog::State pollCudaEvent(cudaEvent_t event, std::string &why) {
+/// Whether the work queued on `device` before `event` was recorded has
+/// ended. Called on the watchdog's thread, which it binds to `device` (not
+/// device 0, where a context of every rank would cost memory) and puts in
+/// thread-local capture mode: in the default global mode, its query while
+/// another thread captures a CUDA graph (decode steps) would invalidate
+/// that capture, as PyTorch's NCCL watchdog found (pytorch#148594).
+inline CommWatchdog::State pollCudaEvent(cudaEvent_t event, int device,
+                                         std::string &why) {
+  thread_local int bound = -1;
+  if (bound != device) {
+    cudaSetDevice(device);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    bound = device;
+  }
   cudaError_t e = cudaEventQuery(event);
   if (e == cudaSuccess)
     return CommWatchdog::State::Done;

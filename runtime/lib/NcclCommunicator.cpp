@@ -407,10 +407,11 @@ private:
     auto ev = std::make_shared<at::cuda::CUDAEvent>();
     ev->record(stream);
     std::shared_ptr<CommHandle> handle = h;
+    const int index = device.index();
     CommWatchdog::process().track(
         stream.stream(), where(op),
-        [ev, handle](std::string &why) {
-          if (auto s = pollCudaEvent(ev->event(), why);
+        [ev, handle, index](std::string &why) {
+          if (auto s = pollCudaEvent(ev->event(), index, why);
               s != CommWatchdog::State::Pending)
             return s;
           // A call holding the handle is only issuing; ask next time.
