@@ -163,7 +163,10 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     at::Tensor u = o.greedy ? at::Tensor() : at::empty({B}, on(at::kDouble));
     at::Tensor nextOut = at::empty({B}, on(at::kLong));
     at::Tensor lpOut = at::empty({B}, on(at::kFloat));
-    StepGraphs graphs(device_, o.cudaGraphs && tp.size == 1);
+    // Under tp, only collectives that are kernels (NCCL) can be captured.
+    const bool sharded = tp.size > 1;
+    StepGraphs graphs(device_,
+                      o.cudaGraphs && (!sharded || tp.comm->capturable()));
     auto [next0, lp0] = sample(last, uniformsAt(0));
     last = at::Tensor(); // [B, V] fp32: not to be held beside every step's
     bool finished = record(0, next0, lp0);
@@ -189,6 +192,8 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
         nextOut.copy_(n);
         lpOut.copy_(l);
       });
+      if (sharded && graphs.active())
+        tp.comm->watchQueued("decode step"); // the replay's all-reduces
       finished = record(step, nextOut, lpOut);
     }
     return {seq, logprobs, real, P};

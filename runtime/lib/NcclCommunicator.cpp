@@ -324,6 +324,13 @@ public:
     return p;
   }
 
+  bool capturable() const override { return true; }
+
+  void watchQueued(const std::string &what) override {
+    CommWatchdog::process().check();
+    watch(what, c10::cuda::getCurrentCUDAStream(device.index()));
+  }
+
   /// Waits on the host: every rank has reached it once this returns.
   void barrier() override {
     at::Tensor one = at::ones({1}, at::TensorOptions().device(device));
@@ -389,7 +396,9 @@ private:
   }
 
   /// Issues an op on the current stream and hands it to the watchdog: the
-  /// stream orders its inputs and outputs, so the host need not wait.
+  /// stream orders its inputs and outputs, so the host need not wait. An op
+  /// being captured into a CUDA graph is not watched (an event recorded in
+  /// a capture cannot be queried); whoever replays it calls watchQueued.
   template <typename F> void run(const std::string &op, F &&issue) {
     CommWatchdog::process().check();
     c10::cuda::CUDAStream s = c10::cuda::getCurrentCUDAStream(device.index());
@@ -399,7 +408,10 @@ private:
         throw Error(where(op) + "the communicator was aborted earlier");
       settle(op, issue(h->comm, s.stream()), *h);
     }
-    watch(op, s);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s.stream(), &capture) == cudaSuccess &&
+        capture == cudaStreamCaptureStatusNone)
+      watch(op, s);
   }
 
   /// Has the watchdog watch what `stream` has queued so far.

@@ -73,6 +73,14 @@ public:
   }
   virtual void barrier() = 0;
 
+  /// Whether collectives may be captured into a CUDA graph and replayed:
+  /// NCCL's are kernels on the stream; Gloo's run on the host.
+  virtual bool capturable() const { return false; }
+  /// Has the timeout watch cover what the current stream has queued so far
+  /// (collectives replayed from a CUDA graph, which it did not see issued).
+  /// Nothing to do where every call waits for itself.
+  virtual void watchQueued(const std::string &what) { (void)what; }
+
   /// Whether rank `peer` computes on this rank's GPU, so that each can map
   /// the other's device memory (CUDA IPC, ipc::deviceIdentity). Both ranks
   /// of a pair must ask at about the same time: the first question
