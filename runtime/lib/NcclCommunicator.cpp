@@ -268,8 +268,8 @@ public:
 
   /// The exchange runs on a side stream that first waits for the current
   /// one (so it sees the inputs' producers); kernels queued on the current
-  /// stream meanwhile overlap it. wait() makes the current stream wait for
-  /// the side one, and the watchdog watch it.
+  /// stream meanwhile overlap it; the watchdog watches it from the start.
+  /// wait() makes the current stream wait for the side one.
   std::unique_ptr<Pending> startExchange(const std::vector<Peer> &sends,
                                          std::vector<Peer> &recvs) override {
     struct Posted : Pending {
@@ -283,7 +283,6 @@ public:
         at::cuda::CUDAEvent done;
         done.record(side);
         done.block(c10::cuda::getCurrentCUDAStream(self->device.index()));
-        self->watch("exchange", side);
         for (size_t i = 0; i < rd.size(); ++i)
           back(targets[i], rd[i]);
       }
@@ -310,17 +309,20 @@ public:
         c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(),
                                                       p->side);
     cudaStream_t s = p->side.stream();
-    std::lock_guard<std::mutex> lock(h->mu);
-    if (h->aborted)
-      throw Error(where("exchange") + "the communicator was aborted earlier");
-    ncclGroupStart();
-    for (size_t i = 0; i < p->sd.size(); ++i)
-      ncclSend(p->sd[i].data_ptr(), p->sd[i].numel(), ncclType(p->sd[i]),
-               sends[i].rank, h->comm, s);
-    for (size_t i = 0; i < p->rd.size(); ++i)
-      ncclRecv(p->rd[i].data_ptr(), p->rd[i].numel(), ncclType(p->rd[i]),
-               recvs[i].rank, h->comm, s);
-    settle("exchange", ncclGroupEnd(), *h);
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      if (h->aborted)
+        throw Error(where("exchange") + "the communicator was aborted earlier");
+      ncclGroupStart();
+      for (size_t i = 0; i < p->sd.size(); ++i)
+        ncclSend(p->sd[i].data_ptr(), p->sd[i].numel(), ncclType(p->sd[i]),
+                 sends[i].rank, h->comm, s);
+      for (size_t i = 0; i < p->rd.size(); ++i)
+        ncclRecv(p->rd[i].data_ptr(), p->rd[i].numel(), ncclType(p->rd[i]),
+                 recvs[i].rank, h->comm, s);
+      settle("exchange", ncclGroupEnd(), *h);
+    }
+    watch("exchange", p->side);
     return p;
   }
 
