@@ -107,7 +107,17 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
       cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
       (void)cudaStreamIsCapturing(side.stream(), &status);
       if (status == cudaStreamCaptureStatusActive) {
-        graph->capture_end(); // a failed step's partial graph is dropped
+        try {
+          graph->capture_end(); // a failed step's partial graph is dropped
+        } catch (...) {
+          // Torch ends the allocators' routing to the pool only once
+          // cudaStreamEndCapture has worked, and the graph releases the pool
+          // only after that: when it failed, neither happened. When a later
+          // step failed instead, endAllocateToPool throws and this does no
+          // more.
+          abandonCapture(side.stream(), index, impl->pool);
+          throw;
+        }
       } else {
         abandonCapture(side.stream(), index, impl->pool);
         if (!failure)
