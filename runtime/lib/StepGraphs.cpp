@@ -28,6 +28,7 @@ struct StepGraphs::Impl {
   /// Every capture shares one memory pool, ours: graphs of one generation
   /// replay one after another, never concurrently.
   at::cuda::MempoolId_t pool{0, 0};
+  std::function<bool(bool)> agree;
 };
 
 namespace {
@@ -55,13 +56,16 @@ void abandonCapture(cudaStream_t stream, c10::DeviceIndex index,
 
 } // namespace
 
-StepGraphs::StepGraphs(c10::Device device, bool enabled) {
+StepGraphs::StepGraphs(c10::Device device, bool enabled,
+                       std::function<bool(bool)> agree) {
   const char *env = std::getenv("RLHF_CUDA_GRAPHS");
   if (env && !std::strcmp(env, "0"))
     enabled = false;
-  if (enabled && device.is_cuda())
+  if (enabled && device.is_cuda()) {
     impl = std::make_unique<Impl>(
         Impl{device, env && !std::strcmp(env, "require")});
+    impl->agree = std::move(agree);
+  }
 }
 
 StepGraphs::~StepGraphs() = default;
@@ -93,6 +97,7 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   if (impl->pool == at::cuda::MempoolId_t{0, 0})
     impl->pool = at::cuda::graph_pool_handle();
+  std::string why; // this rank's capture failure, if any
   {
     c10::cuda::CUDAStreamGuard guard(side);
     step();
@@ -127,22 +132,31 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
       if (failure)
         std::rethrow_exception(failure);
     } catch (const std::exception &e) {
-      impl->failed = true;
-      std::string what = e.what();
-      if (impl->require)
-        throw Error("capturing a decode step as a CUDA graph failed "
-                    "(RLHF_CUDA_GRAPHS=require): " +
-                    what.substr(0, what.find('\n')));
-      std::fprintf(stderr,
-                   "warning: capturing a decode step as a CUDA graph failed, "
-                   "decoding without graphs: %s\n",
-                   what.substr(0, what.find('\n')).c_str());
+      why = e.what();
+      why = why.substr(0, why.find('\n'));
+      if (why.empty())
+        why = "unknown error";
     }
     at::cuda::CUDAEvent done;
     done.record(side);
     done.block(current);
   }
-  if (impl->failed)
+  // Ranks whose steps share collectives replay together or not at all: NCCL
+  // pairs a captured collective only with captured ones.
+  const bool everywhere = impl->agree ? impl->agree(why.empty()) : why.empty();
+  if (why.empty() && everywhere) {
+    impl->graphs.emplace(key, std::move(graph));
     return;
-  impl->graphs.emplace(key, std::move(graph));
+  }
+  impl->failed = true;
+  if (why.empty())
+    why = "the capture failed on another rank of the group";
+  if (impl->require)
+    throw Error("capturing a decode step as a CUDA graph failed "
+                "(RLHF_CUDA_GRAPHS=require): " +
+                why);
+  std::fprintf(stderr,
+               "warning: capturing a decode step as a CUDA graph failed, "
+               "decoding without graphs: %s\n",
+               why.c_str());
 }

@@ -23,8 +23,12 @@ class StepGraphs {
 public:
   /// Graphs on a CUDA device unless `enabled` is false or RLHF_CUDA_GRAPHS=0;
   /// elsewhere every run is eager. RLHF_CUDA_GRAPHS=require makes a failed
-  /// capture an error instead of a fallback (the GPU tests set it).
-  StepGraphs(c10::Device device, bool enabled);
+  /// capture an error instead of a fallback (the GPU tests set it). When
+  /// steps hold collectives, `agree` takes whether this rank's capture
+  /// worked and returns whether every rank's did (a collective itself), so
+  /// that all replay or all fall back: none waits on a peer's other path.
+  StepGraphs(c10::Device device, bool enabled,
+             std::function<bool(bool)> agree = {});
   ~StepGraphs();
   StepGraphs(const StepGraphs &) = delete;
   StepGraphs &operator=(const StepGraphs &) = delete;

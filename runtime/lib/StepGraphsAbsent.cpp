@@ -6,7 +6,7 @@ using namespace rlhf;
 
 struct StepGraphs::Impl {};
 
-StepGraphs::StepGraphs(c10::Device, bool) {}
+StepGraphs::StepGraphs(c10::Device, bool, std::function<bool(bool)>) {}
 StepGraphs::~StepGraphs() = default;
 void StepGraphs::run(int64_t, const std::function<void()> &step) { step(); }
 bool StepGraphs::active() const { return false; }

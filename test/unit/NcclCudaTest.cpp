@@ -1,9 +1,10 @@
 //===- NcclCudaTest.cpp - NCCL collectives inside CUDA graphs -------------===//
 //
 // A one-rank NCCL world on one GPU: its collectives captured by StepGraphs
-// (as a tensor-parallel decode step's all-reduces are) replay with the
-// values of each step, and the watchdog, which must not see an event
-// recorded inside the capture, stays clean. Skipped without a GPU.
+// (as a tensor-parallel decode step's all-reduces are, with the ranks
+// agreeing on the capture over the group) replay with the values of each
+// step, and the watchdog, which must not see an event recorded inside the
+// capture, stays clean. Skipped without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,13 @@ TEST(NcclCuda, CollectivesReplayFromACudaGraph) {
   const c10::Device device(c10::kCUDA, 0);
   auto opts = at::TensorOptions().device(device).dtype(at::kFloat);
   at::Tensor in = at::zeros({4, 8}, opts), out = at::zeros({4, 8}, opts);
-  StepGraphs graphs(device, true);
+  int agreements = 0;
+  StepGraphs graphs(device, true, [&](bool captured) {
+    ++agreements; // as generate's: every rank's capture worked, or none use it
+    at::Tensor failed = at::full({1}, captured ? 0.0f : 1.0f, opts);
+    comm->allReduceSum(failed);
+    return failed.item<float>() == 0.0f;
+  });
   for (int step = 0; step < 4; ++step) {
     in.fill_(float(step + 1));
     graphs.run(0, [&] {
@@ -50,6 +57,7 @@ TEST(NcclCuda, CollectivesReplayFromACudaGraph) {
   }
   EXPECT_TRUE(graphs.active());
   EXPECT_EQ(graphs.captures(), 1);
+  EXPECT_EQ(agreements, 1);
   comm->barrier();
   EXPECT_EQ(asyncCommFailure(), "");
   unsetenv("RLHF_CUDA_GRAPHS");
