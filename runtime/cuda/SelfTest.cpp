@@ -15,6 +15,14 @@
 
 using namespace rlhf;
 
+namespace {
+/// Each step's own error, so that a failure names what failed.
+void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+} // namespace
+
 int cuda::deviceCount(std::string *whyNone) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -36,12 +44,6 @@ std::string cuda::selfTest() {
     ha[i] = float(i + 1);
   for (int i = 0; i < k * n; ++i)
     hb[i] = float(2 * i - 3);
-  // Each step's own error, so a failure names what failed.
-  auto check = [](cudaError_t e, const char *what) {
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string(what) + ": " +
-                               cudaGetErrorString(e));
-  };
   auto checkNccl = [](ncclResult_t r, const char *what) {
     if (r != ncclSuccess)
       throw std::runtime_error(std::string(what) + ": " +
@@ -97,11 +99,6 @@ std::string cuda::selfTest() {
 /// which here ends the kernel as ncclCommAbort ends NCCL's.
 std::string cuda::watchdogTest() {
   using namespace std::chrono;
-  auto check = [](cudaError_t e, const char *what) {
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("watchdog check: ") + what + ": " +
-                               cudaGetErrorString(e));
-  };
   int *flag = nullptr, *deviceFlag = nullptr, device = 0;
   float *buffer = nullptr;
   cudaStream_t stream = nullptr, capture = nullptr;
@@ -150,8 +147,8 @@ std::string cuda::watchdogTest() {
       watchdog.drain();
       if (e != cudaSuccess || !graph)
         throw std::runtime_error(
-            std::string("watchdog check: a CUDA graph captured while the "
-                        "watchdog polled an event was invalidated: ") +
+            std::string("a CUDA graph captured while the watchdog polled "
+                        "an event was invalidated: ") +
             cudaGetErrorString(e));
     }
     CommWatchdog watchdog;
@@ -168,7 +165,7 @@ std::string cuda::watchdogTest() {
       err = "the watchdog released a host sync only after " +
             std::to_string(waited) + " s (timeout 0.2 s)";
   } catch (const std::exception &e) {
-    err = e.what();
+    err = std::string("watchdog check: ") + e.what();
   }
   (void)cudaGetLastError();
   if (graph)
