@@ -165,17 +165,9 @@ LlamaModel::generate(const std::vector<std::vector<int64_t>> &prompts,
     at::Tensor lpOut = at::empty({B}, on(at::kFloat));
     // Under tp, only collectives that are kernels (NCCL) can be captured.
     const bool sharded = tp.size > 1;
-    std::function<bool(bool)> agree;
-    if (sharded)
-      agree = [&](bool captured) {
-        at::Tensor failed =
-            at::full({1}, captured ? 0.0f : 1.0f, on(at::kFloat));
-        tp.comm->allReduceSum(failed);
-        return failed.item<float>() == 0.0f;
-      };
-    StepGraphs graphs(device_,
-                      o.cudaGraphs && (!sharded || tp.comm->capturable()),
-                      std::move(agree));
+    StepGraphs graphs(
+        device_, o.cudaGraphs && (!sharded || tp.comm->capturable()),
+        sharded ? agreeOver(*tp.comm, device_) : std::function<bool(bool)>());
     auto [next0, lp0] = sample(last, uniformsAt(0));
     last = at::Tensor(); // [B, V] fp32: not to be held beside every step's
     bool finished = record(0, next0, lp0);

@@ -11,6 +11,9 @@
 #ifndef RLHF_RUNTIME_STEPGRAPHS_H
 #define RLHF_RUNTIME_STEPGRAPHS_H
 
+#include "rlhf/runtime/Communicator.h"
+
+#include <ATen/ATen.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -47,6 +50,19 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl;
 };
+
+/// StepGraphs' `agree` for steps holding collectives over `group`: an
+/// all-reduce of this rank's failure on `device`, so every rank learns
+/// whether all captures worked.
+inline std::function<bool(bool)> agreeOver(Communicator &group,
+                                           c10::Device device) {
+  return [&group, device](bool captured) {
+    at::Tensor failed = at::full({1}, captured ? 0.0f : 1.0f,
+                                 at::TensorOptions().device(device));
+    group.allReduceSum(failed);
+    return failed.item<float>() == 0.0f;
+  };
+}
 
 } // namespace rlhf
 

@@ -38,12 +38,11 @@ TEST(NcclCuda, CollectivesReplayFromACudaGraph) {
   auto opts = at::TensorOptions().device(device).dtype(at::kFloat);
   at::Tensor in = at::zeros({4, 8}, opts), out = at::zeros({4, 8}, opts);
   int agreements = 0;
-  StepGraphs graphs(device, true, [&](bool captured) {
-    ++agreements; // as generate's: every rank's capture worked, or none use it
-    at::Tensor failed = at::full({1}, captured ? 0.0f : 1.0f, opts);
-    comm->allReduceSum(failed);
-    return failed.item<float>() == 0.0f;
-  });
+  StepGraphs graphs(device, true,
+                    [&, agree = agreeOver(*comm, device)](bool captured) {
+                      ++agreements; // generate's agreement, counted
+                      return agree(captured);
+                    });
   for (int step = 0; step < 4; ++step) {
     in.fill_(float(step + 1));
     graphs.run(0, [&] {
