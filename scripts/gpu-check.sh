@@ -8,9 +8,10 @@
 # telling first: the GPU benchmarks (our runtime beside the cost model;
 # reallocation beside a device-to-device copy, through CUDA IPC and through
 # host memory; the fused Adam step beside separate ops; grouped-query decode
-# attention shared beside repeated), the ctest tests labelled `gpu`, tiny_grpo trained from the
-# object rlhfc compiled elsewhere (also against the same program on the CPU),
-# asynchronous GRPO and sequence parallelism. Everything lands in DIR: one
+# attention shared beside repeated), the ctest tests labelled `gpu`, tiny_grpo
+# trained from the object rlhfc compiled elsewhere (also against the same
+# program on the CPU), asynchronous GRPO, sequence parallelism, and ring
+# attention's fused kernel beside its explicit one. Everything lands in DIR: one
 # log per step and summary.txt, a line per step with its exit status.
 #
 #   RLHF_GPU_CHECK_BUDGET=S   stop starting steps after S seconds in all, and
@@ -204,6 +205,8 @@ step tiny-grpo link_and_train
 step fn-on-gpu fn_on_gpu
 step async-on-gpu async_on_gpu
 step sp-on-gpu sp_on_gpu
+# Ring attention's fused (flash per block) and explicit kernels, one rank.
+step ring-attention "$build/bin/rlhf-bench-ring-attention"
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
   step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 fi

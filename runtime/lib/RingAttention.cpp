@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RingAttention.h"
+#include "RingBlocks.h"
 
 #include "rlhf/runtime/Error.h"
 
@@ -25,45 +25,131 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <tuple>
 #include <vector>
 
 using namespace rlhf;
 using namespace rlhf::parallel;
+using namespace rlhf::parallel::ring;
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-namespace {
+//===----------------------------------------------------------------------===//
+// What the kernels share (RingBlocks.h)
+//===----------------------------------------------------------------------===//
 
-std::atomic<int64_t> forwardWork{0}, backwardWork{0};
-
-/// `t` on its way to the next ring rank while the previous rank's comes in:
-/// one exchange (both posted at once), so the ring cannot deadlock. The
-/// caller computes with the block it holds meanwhile (USP overlaps the ring
-/// with attention; the cost model prices max(0, comm - compute)), then
-/// takes the next one with arrived().
-class Shift {
-public:
-  Shift(Communicator *ring, const at::Tensor &t) {
-    const int r = ring->rank(), n = ring->size();
-    sends = {{t.contiguous(), (r + 1) % n}};
-    recvs = {{at::empty_like(sends[0].tensor), (r + n - 1) % n}};
-    pending = ring->startExchange(sends, recvs);
-  }
-  at::Tensor arrived() {
-    pending->wait();
-    return recvs[0].tensor;
-  }
-
-private:
-  std::vector<Communicator::Peer> sends, recvs;
-  std::unique_ptr<Communicator::Pending> pending;
-};
-
-at::Tensor shift(Communicator *ring, const at::Tensor &t) {
-  return Shift(ring, t).arrived();
+std::atomic<int64_t> &ring::workCounter(bool backward) {
+  static std::atomic<int64_t> forward{0}, backwardWork{0};
+  return backward ? backwardWork : forward;
 }
+
+Shift::Shift(Communicator *ring, const at::Tensor &t) {
+  const int r = ring->rank(), n = ring->size();
+  sends = {{t.contiguous(), (r + 1) % n}};
+  recvs = {{at::empty_like(sends[0].tensor), (r + n - 1) % n}};
+  pending = ring->startExchange(sends, recvs);
+}
+
+at::Tensor Shift::arrived() {
+  pending->wait();
+  return recvs[0].tensor;
+}
+
+std::vector<Block> ring::planBlocks(const std::vector<Span> &qs,
+                                    const std::vector<Span> &ks,
+                                    bool keepDiagonals) {
+  std::vector<Block> out;
+  int64_t qo = 0;
+  for (const Span &a : qs) {
+    int64_t ko = 0;
+    for (const Span &b : ks) {
+      // Skip a pair whose every key comes after every query.
+      if (a.size && b.size && b.first <= a.first + a.size - 1) {
+        const bool masked = b.first + b.size - 1 > a.first;
+        out.push_back({qo, a.size, ko, b.size, masked,
+                       masked && a.first == b.first && a.size == b.size});
+      }
+      ko += b.size;
+    }
+    qo += a.size;
+  }
+  // A merged rectangle is masked if a part is (the mask, from the
+  // positions, is right either way); under zigzag the rank's own block then
+  // skips the quarter the mask hides (its first chunk's queries against its
+  // second chunk's keys).
+  auto merge = [&](auto joins) {
+    std::vector<Block> merged;
+    for (const Block &x : out) {
+      const bool apart =
+          keepDiagonals &&
+          (x.masked || (!merged.empty() && merged.back().masked));
+      if (!merged.empty() && !apart && joins(merged.back(), x)) {
+        Block &m = merged.back();
+        m.rows = x.row + x.rows - m.row;
+        m.cols = x.col + x.cols - m.col;
+        m.masked |= x.masked;
+        m.diagonal = false;
+      } else {
+        merged.push_back(x);
+      }
+    }
+    out = std::move(merged);
+  };
+  merge([](const Block &m, const Block &x) {
+    return m.row == x.row && m.rows == x.rows && m.col + m.cols == x.col;
+  });
+  std::stable_sort(out.begin(), out.end(), [](const Block &x, const Block &y) {
+    return std::tie(x.col, x.cols, x.row) < std::tie(y.col, y.cols, y.row);
+  });
+  merge([](const Block &m, const Block &x) {
+    return m.col == x.col && m.cols == x.cols && m.row + m.rows == x.row;
+  });
+  return out;
+}
+
+bool ring::masksAreCausal(const RingLayout &layout, int i) {
+  for (const std::vector<Span> &ks : layout)
+    for (const Block &b : planBlocks(layout[size_t(i)], ks, true))
+      if (b.masked && !b.diagonal)
+        return false;
+  return true;
+}
+
+std::vector<int64_t> ring::flatten(const RingLayout &layout) {
+  std::vector<int64_t> flat;
+  for (const std::vector<Span> &spans : layout) {
+    flat.push_back(int64_t(spans.size()));
+    for (const Span &s : spans) {
+      flat.push_back(s.first);
+      flat.push_back(s.size);
+    }
+  }
+  return flat;
+}
+
+RingLayout ring::unflatten(const std::vector<int64_t> &flat) {
+  RingLayout layout;
+  for (size_t i = 0; i < flat.size();) {
+    std::vector<Span> &spans = layout.emplace_back();
+    for (int64_t c = flat[i++]; c > 0; --c, i += 2)
+      spans.push_back({flat[i], flat[i + 1]});
+  }
+  return layout;
+}
+
+void ring::merge(at::Tensor o, at::Tensor l, const at::Tensor &blockOut,
+                 const at::Tensor &blockLse) {
+  at::Tensor merged = at::logaddexp(l, blockLse);
+  o.mul_((l - merged).exp().unsqueeze(-1))
+      .add_(blockOut * (blockLse - merged).exp().unsqueeze(-1));
+  l.copy_(merged);
+}
+
+//===----------------------------------------------------------------------===//
+// Explicit scores
+//===----------------------------------------------------------------------===//
+
+namespace {
 
 /// The shapes of one rank's attention. Queries are handled grouped by KV
 /// head and position-major, [B, Hkv, n g, D] (row p g + gi is query head
@@ -86,92 +172,12 @@ struct Dims {
   }
 };
 
-/// What a rank's queries compute with one key/value block: local query
-/// positions [row, row + rows) against the block's keys [col, col + cols),
-/// under the causal mask of their positions when `masked`.
-struct Block {
-  int64_t row = 0, rows = 0, col = 0, cols = 0;
-  bool masked = false;
-};
-
-/// The rectangles of one block a rank computes: every pair of a query span
-/// and a key span that the causal mask does not hide entirely, masked where
-/// it straddles the diagonal. Pairs that line up (same rows and adjacent
-/// keys, then same keys and adjacent rows) merge into one matmul; a merged
-/// rectangle is masked if a part is (the mask, from the positions, is right
-/// either way). Under zigzag the rank's own block then skips the quarter the
-/// mask hides (its first chunk's queries against its second chunk's keys).
-std::vector<Block> planBlocks(const std::vector<Span> &qs,
-                              const std::vector<Span> &ks) {
-  std::vector<Block> out;
-  int64_t qo = 0;
-  for (const Span &a : qs) {
-    int64_t ko = 0;
-    for (const Span &b : ks) {
-      // Skip a pair whose every key comes after every query.
-      if (a.size && b.size && b.first <= a.first + a.size - 1)
-        out.push_back({qo, a.size, ko, b.size,
-                       /*masked=*/b.first + b.size - 1 > a.first});
-      ko += b.size;
-    }
-    qo += a.size;
-  }
-  auto merge = [&](auto joins) {
-    std::vector<Block> merged;
-    for (const Block &x : out) {
-      if (!merged.empty() && joins(merged.back(), x)) {
-        Block &m = merged.back();
-        m.rows = x.row + x.rows - m.row;
-        m.cols = x.col + x.cols - m.col;
-        m.masked |= x.masked;
-      } else {
-        merged.push_back(x);
-      }
-    }
-    out = std::move(merged);
-  };
-  merge([](const Block &m, const Block &x) {
-    return m.row == x.row && m.rows == x.rows && m.col + m.cols == x.col;
-  });
-  std::stable_sort(out.begin(), out.end(), [](const Block &x, const Block &y) {
-    return std::tie(x.col, x.cols, x.row) < std::tie(y.col, y.cols, y.row);
-  });
-  merge([](const Block &m, const Block &x) {
-    return m.col == x.col && m.cols == x.cols && m.row + m.rows == x.row;
-  });
-  return out;
-}
-
 at::Tensor positionsOf(const std::vector<Span> &spans,
                        const at::TensorOptions &o) {
   std::vector<at::Tensor> parts;
   for (const Span &s : spans)
     parts.push_back(at::arange(s.first, s.first + s.size, o));
   return at::cat(parts);
-}
-
-/// The layout as one integer list (autograd keeps it for backward): per
-/// rank its span count, then first and size of each span.
-std::vector<int64_t> flatten(const RingLayout &layout) {
-  std::vector<int64_t> flat;
-  for (const std::vector<Span> &spans : layout) {
-    flat.push_back(int64_t(spans.size()));
-    for (const Span &s : spans) {
-      flat.push_back(s.first);
-      flat.push_back(s.size);
-    }
-  }
-  return flat;
-}
-
-RingLayout unflatten(const std::vector<int64_t> &flat) {
-  RingLayout layout;
-  for (size_t i = 0; i < flat.size();) {
-    std::vector<Span> &spans = layout.emplace_back();
-    for (int64_t c = flat[i++]; c > 0; --c, i += 2)
-      spans.push_back({flat[i], flat[i + 1]});
-  }
-  return layout;
 }
 
 /// One rank's side of the ring: its grouped, pre-scaled queries, every
@@ -191,26 +197,11 @@ struct Ring {
       pos.push_back(positionsOf(spans, q.options().dtype(at::kLong)));
   }
 
-  /// Visits the blocks in ring order: at step s this rank holds block j =
-  /// (i - s) mod R, `kv`'s as it arrived, and runs `visit(j, kv, b)` for
-  /// every part b of it the mask leaves (a hidden block still moves on).
-  /// The next block's exchange is posted first, so it moves while this one
-  /// is computed, and taken after; `moved()` runs after each shift (backward
-  /// moves the block's gradients there, one exchange at a time).
+  /// ring::circulate over explicit blocks (masked rectangles merged).
   template <typename Visit, typename Moved>
   void circulate(at::Tensor kv, const Visit &visit, const Moved &moved) const {
-    for (int s = 0; s < R; ++s) {
-      const int j = (i - s + R) % R;
-      std::optional<Shift> next;
-      if (s + 1 < R)
-        next.emplace(comm, kv);
-      for (const Block &b : planBlocks(layout[size_t(i)], layout[size_t(j)]))
-        visit(j, kv, b);
-      if (next) {
-        kv = next->arrived();
-        moved();
-      }
-    }
+    ring::circulate(comm, layout, /*keepDiagonals=*/false, std::move(kv), visit,
+                    moved);
   }
   /// `t`'s rows of the block's query positions.
   at::Tensor rows(const at::Tensor &t, const Block &b) const {
@@ -254,17 +245,13 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     // Step 0 is the rank's own block, where every query sees itself, so
     // every row's log-sum-exp is finite from then on.
     auto visit = [&](int j, const at::Tensor &kv, const Block &b) {
-      at::Tensor sc = ring.scores(kv[0], j, b, forwardWork);
+      at::Tensor sc = ring.scores(kv[0], j, b, workCounter(false));
       at::Tensor blockLse = sc.logsumexp(-1);
       // A row with no key in this block: probabilities 0, not NaN.
       at::Tensor by = blockLse.masked_fill(blockLse.isneginf(), 0);
       at::Tensor blockOut = at::matmul((sc - by.unsqueeze(-1)).exp(),
                                        Ring::cols(kv[1], b).to(at::kFloat));
-      at::Tensor o = ring.rows(out, b), l = ring.rows(lse, b);
-      at::Tensor merged = at::logaddexp(l, blockLse);
-      o.mul_((l - merged).exp().unsqueeze(-1))
-          .add_(blockOut * (blockLse - merged).exp().unsqueeze(-1));
-      l.copy_(merged);
+      ring::merge(ring.rows(out, b), ring.rows(lse, b), blockOut, blockLse);
     };
     ring.circulate(kv, visit, [] {});
     at::Tensor result = d.ungrouped(out).to(q.scalar_type()).contiguous();
@@ -290,7 +277,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     // the partial sums are not rounded at every hop).
     at::Tensor dkv = at::zeros(kv.sizes(), ring.qg.options());
     auto visit = [&](int j, const at::Tensor &kv, const Block &b) {
-      at::Tensor p = (ring.scores(kv[0], j, b, backwardWork) -
+      at::Tensor p = (ring.scores(kv[0], j, b, workCounter(true)) -
                       ring.rows(lse, b).unsqueeze(-1))
                          .exp();
       at::Tensor dO = ring.rows(dOut, b);
@@ -337,7 +324,8 @@ RingLayout parallel::zigzagLayout(int64_t S, int ring) {
 
 at::Tensor parallel::ringAttention(const at::Tensor &q, const at::Tensor &k,
                                    const at::Tensor &v, Communicator *ring,
-                                   const RingLayout &layout) {
+                                   const RingLayout &layout,
+                                   RingKernel kernel) {
   if (q.dim() != 4 || k.dim() != 4 || k.sizes() != v.sizes() ||
       k.size(1) == 0 || q.size(1) % k.size(1) || q.size(2) != k.size(2))
     throw Error("ring attention needs q [B, H, n, D] and k, v [B, Hkv, n, D] "
@@ -355,8 +343,20 @@ at::Tensor parallel::ringAttention(const at::Tensor &q, const at::Tensor &k,
                 std::to_string(ring->size()) + " ring ranks " +
                 std::to_string(q.size(2)) +
                 " positions, as many as q holds; build it with zigzagLayout");
+  const bool fused = kernel != RingKernel::Explicit &&
+                     fusedRingApplies(q, k, v, layout, ring->rank());
+  if (kernel == RingKernel::Fused && !fused)
+    throw Error("ring attention's fused kernel does not apply to " +
+                std::string(q.is_cuda() ? "CUDA" : "CPU") + " " +
+                std::string(c10::toString(q.scalar_type())) +
+                " tensors of head size " + std::to_string(q.size(3)) +
+                " at this layout; use RingKernel::Auto");
+  if (fused)
+    return detail::ringAttentionFused(q, k, v, ring, layout);
   return RingAttention::apply(q, k, v, reinterpret_cast<int64_t>(ring),
                               flatten(layout));
 }
 
-RingWork parallel::ringWork() { return {forwardWork, backwardWork}; }
+RingWork parallel::ringWork() {
+  return {workCounter(false), workCounter(true)};
+}

@@ -38,6 +38,19 @@ using RingLayout = std::vector<std::vector<Span>>;
 /// 2 ring; with ring = 1 the whole sequence is one span.
 RingLayout zigzagLayout(int64_t S, int ring);
 
+/// How ring attention computes each block.
+enum class RingKernel {
+  /// Fused where fusedRingApplies, else Explicit.
+  Auto,
+  /// LibTorch's fused attention kernel per block (flash: FlashAttention-2
+  /// on CUDA, its blocked CPU kernel), which returns the block's
+  /// log-sum-exp; no score matrix is held. An error where it does not apply.
+  Fused,
+  /// Each block's scores as an fp32 matrix (matmul, mask, exp): any mask,
+  /// dtype and device.
+  Explicit,
+};
+
 /// Causal scaled dot-product attention of this ring rank's queries
 /// q [B, H, n, D] over the keys and values k, v [B, Hkv, n, D] of every
 /// ring rank, at the positions `layout` gives (layout[ring->rank()] for q,
@@ -45,16 +58,35 @@ RingLayout zigzagLayout(int64_t S, int ring);
 /// skipped, one it shows entirely runs unmasked, the rest under the mask
 /// of their positions. H must be a multiple of Hkv (GQA: query head h reads
 /// KV head h / (H / Hkv), as repeat_interleave pairs them). Returns
-/// [B, H, n, D] in q's dtype; softmax and accumulation run in fp32. An
-/// autograd function: backward runs the ring backward, so every rank gets
-/// the gradients of its own q, k and v.
+/// [B, H, n, D] in q's dtype; the blocks' outputs are merged, and key and
+/// value gradients carried around the ring, in fp32. An autograd function:
+/// backward runs the ring backward, so every rank gets the gradients of its
+/// own q, k and v.
 at::Tensor ringAttention(const at::Tensor &q, const at::Tensor &k,
                          const at::Tensor &v, Communicator *ring,
-                         const RingLayout &layout);
+                         const RingLayout &layout,
+                         RingKernel kernel = RingKernel::Auto);
+
+/// Whether RingKernel::Fused applies on ring rank `rank`: LibTorch would
+/// run its flash kernel for q, k and v (dtype, device, head size; CUDA
+/// needs bf16 or fp16), and every masked block of the layout pairs the
+/// same positions of queries and keys, so its mask is plain causal (true
+/// of zigzagLayout and of contiguous chunks).
+bool fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
+                      const at::Tensor &v, const RingLayout &layout, int rank);
+
+namespace detail {
+/// RingKernel::Fused, where fusedRingApplies (RingFused.cpp).
+at::Tensor ringAttentionFused(const at::Tensor &q, const at::Tensor &k,
+                              const at::Tensor &v, Communicator *ring,
+                              const RingLayout &layout);
+} // namespace detail
 
 /// Attention scores (query x key pairs, summed over batch rows and query
 /// heads) that ringAttention computed in this process so far, forward and
-/// backward: equal on every ring rank when the layout is balanced.
+/// backward: equal on every ring rank when the layout is balanced. A fused
+/// kernel's causal block counts the pairs its mask shows, an explicit one
+/// the whole rectangle.
 struct RingWork {
   int64_t forward = 0, backward = 0;
 };

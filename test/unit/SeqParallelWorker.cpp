@@ -12,7 +12,8 @@
 // layouts are rejected. With ring > 1: the forward of a sequence that the
 // zigzag layout pads (S/ring odd) where sp divides it, that every ring rank
 // computed as many attention scores in the model's forward and backward,
-// and ring attention alone against causal attention of the whole sequence
+// and ring attention alone (the explicit kernel in fp32, the fused one in
+// fp32 on the CPU, bf16 on CUDA) against causal attention of the whole sequence
 // with zigzag (balanced) and contiguous chunks (unbalanced). Prints one
 // line (ring ranks' work on another); exits 1 on a mismatch.
 //
@@ -35,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -107,13 +109,15 @@ bool allEqual(const at::Tensor &work) {
   return (work == work[0]).all().item<bool>() && work.min().item<int64_t>() > 0;
 }
 
-/// Ring attention alone (GQA, fp32) against causal attention of the whole
-/// sequence, with the zigzag layout and with contiguous chunks: the largest
-/// difference of output and q, k, v gradients. `balanced`: zigzag gave
-/// every ring rank the same number of scores, forward and backward, and
-/// contiguous chunks did not.
-double checkRingAttention(Communicator &ring, c10::Device dev, bool &balanced,
-                          std::string &report) {
+/// Ring attention alone (GQA) with `kernel` on inputs in `dtype`, against
+/// causal attention of the whole sequence in fp32, with the zigzag layout
+/// and with contiguous chunks: the largest difference of output and q, k,
+/// v gradients (relDiff; relNorm in bf16, where single elements flip by an
+/// ulp). `balanced`: zigzag gave every ring rank the same number of scores,
+/// forward and backward, and contiguous chunks did not.
+double checkRingAttention(Communicator &ring, c10::Device dev,
+                          parallel::RingKernel kernel, at::ScalarType dtype,
+                          bool &balanced, std::string &report) {
   const int R = ring.size(), r = ring.rank();
   const int64_t B = 2, H = 4, Hkv = 2, S = 8 * R, D = 8;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
@@ -131,6 +135,10 @@ double checkRingAttention(Communicator &ring, c10::Device dev, bool &balanced,
   parallel::RingLayout contiguous;
   for (int i = 0; i < R; ++i)
     contiguous.push_back({{i * S / R, S / R}});
+  const bool fp32 = dtype == at::kFloat;
+  auto differ = [&](const at::Tensor &a, const at::Tensor &b) {
+    return fp32 ? relDiff(a, b) : relNorm(a, b);
+  };
   double diff = 0;
   balanced = true;
   for (bool zigzag : {true, false}) {
@@ -144,21 +152,35 @@ double checkRingAttention(Communicator &ring, c10::Device dev, bool &balanced,
     };
     std::vector<at::Tensor> in;
     for (const at::Tensor &t : {q, k, v})
-      in.push_back(mine(t).requires_grad_(true));
+      in.push_back(mine(t).to(dtype).requires_grad_(true));
     const parallel::RingWork before = parallel::ringWork();
     at::Tensor out =
-        parallel::ringAttention(in[0], in[1], in[2], &ring, layout);
-    out.backward(mine(dOut));
+        parallel::ringAttention(in[0], in[1], in[2], &ring, layout, kernel);
+    out.backward(mine(dOut).to(dtype));
     at::Tensor work = ringWorkSince(before, ring, dev);
-    diff = std::max(diff, relDiff(out, mine(refOut)));
+    diff = std::max(diff, differ(out, mine(refOut)));
     for (size_t i = 0; i < in.size(); ++i)
-      diff = std::max(diff, relDiff(in[i].grad(), mine(ref[i].grad())));
+      diff = std::max(diff, differ(in[i].grad(), mine(ref[i].grad())));
     balanced &= allEqual(work.select(1, 0)) == zigzag &&
                 allEqual(work.select(1, 1)) == zigzag;
-    report += std::string(zigzag ? "ring attention zigzag" : ", contiguous") +
-              workStr(work);
+    report += std::string(zigzag ? " zigzag" : ", contiguous") + workStr(work);
   }
   return diff;
+}
+
+/// The dtype the fused ring kernel takes on `dev`: fp32 where LibTorch's
+/// flash kernel does (the CPU), else bf16 (CUDA); nullopt where neither.
+std::optional<at::ScalarType> fusedRingType(Communicator &ring,
+                                            c10::Device dev) {
+  const int R = ring.size();
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    at::Tensor q = at::zeros({1, 4, 8, 8}, at::TensorOptions(dev).dtype(t));
+    at::Tensor k = at::zeros({1, 2, 8, 8}, q.options());
+    if (parallel::fusedRingApplies(q, k, k, parallel::zigzagLayout(8 * R, R),
+                                   ring.rank()))
+      return t;
+  }
+  return std::nullopt;
 }
 
 } // namespace
@@ -305,9 +327,31 @@ int main() {
       balanced =
           allEqual(modelWork.select(1, 0)) && allEqual(modelWork.select(1, 1));
       work = "model" + workStr(modelWork) + ", ";
+      // Both kernels alone: the explicit one in fp32, the fused one in the
+      // dtype LibTorch's flash kernel takes here (on the CPU it must take
+      // fp32, which the model then runs through it).
       bool alone = false;
-      ringDiff = checkRingAttention(*ringGroup, dev, alone, work);
+      work += "ring attention alone: explicit fp32";
+      ringDiff =
+          checkRingAttention(*ringGroup, dev, parallel::RingKernel::Explicit,
+                             at::kFloat, alone, work) /
+          kFp32.forward;
       balanced &= alone;
+      const std::optional<at::ScalarType> fused =
+          fusedRingType(*ringGroup, dev);
+      if (fused) {
+        work +=
+            std::string("; fused ") + (*fused == at::kFloat ? "fp32" : "bf16");
+        ringDiff = std::max(
+            ringDiff,
+            checkRingAttention(*ringGroup, dev, parallel::RingKernel::Fused,
+                               *fused, alone, work) /
+                (*fused == at::kFloat ? kFp32.forward : kBf16.forward));
+        balanced &= alone;
+      } else {
+        work += "; fused: NOT AVAILABLE";
+        balanced &= dev.is_cuda(); // an old GPU may lack flash attention
+      }
       if (const int64_t P = S - 2; P % spSize == 0 && P / ring % 2) {
         at::NoGradGuard noGrad;
         at::Tensor mine = tokens.narrow(0, lo, rows).narrow(1, 0, P);
@@ -473,14 +517,14 @@ int main() {
         rejected ? "rejected" : "NOT REJECTED", zeroNote.c_str());
     if (ring > 1)
       std::printf("rank %d scores per ring rank (forward, backward): %s; ring "
-                  "attention alone max relative diff %.3g, %s\n",
+                  "attention alone worst diff / tolerance %.3g, %s\n",
                   rank, work.c_str(), ringDiff,
                   balanced ? "zigzag balanced, contiguous not"
                            : "BALANCE NOT AS EXPECTED");
     world.barrier();
     return fwd < tol.forward && bwd < tol.gradient && trainDiff < tol.train &&
                    lossDiff < tol.loss && rejected && balanced && zeroOk &&
-                   ringDiff < kFp32.forward
+                   ringDiff < 1
                ? 0
                : 1;
   });
