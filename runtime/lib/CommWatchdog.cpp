@@ -4,6 +4,8 @@
 
 #include "rlhf/runtime/Error.h"
 
+#include <atomic>
+
 using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
@@ -125,3 +127,11 @@ void CommWatchdog::drain() {
 std::string rlhf::asyncCommFailure() {
   return CommWatchdog::process().failure();
 }
+
+namespace {
+std::atomic<bool> anyAborted{false};
+} // namespace
+
+bool rlhf::communicatorAborted() { return anyAborted; }
+
+void rlhf::noteCommunicatorAborted() { anyAborted = true; }

@@ -94,6 +94,14 @@ private:
 /// this one as the cause.
 std::string asyncCommFailure();
 
+/// Whether any communicator of the process was aborted (by the watchdog, or
+/// by a call that failed or timed out). An aborted NCCL communicator is
+/// freed, so what still refers to it (a CUDA graph's captured collectives)
+/// must not be replayed or destroyed.
+bool communicatorAborted();
+/// Records that one was; the backend calls it as it aborts.
+void noteCommunicatorAborted();
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_COMMWATCHDOG_H

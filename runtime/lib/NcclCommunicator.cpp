@@ -80,8 +80,10 @@ struct CommHandle {
   }
   /// With `mu` held.
   void abortLocked() {
-    if (comm && !aborted)
+    if (comm && !aborted) {
+      noteCommunicatorAborted();
       ncclCommAbort(comm);
+    }
     aborted = true;
   }
 };
@@ -322,7 +324,7 @@ public:
                  recvs[i].rank, h->comm, s);
       settle("exchange", ncclGroupEnd(), *h);
     }
-    watch("exchange", p->side);
+    watchUnlessCapturing("exchange", p->side);
     return p;
   }
 
@@ -352,8 +354,11 @@ public:
       std::lock_guard<std::mutex> lock(h->mu);
       if (h->aborted)
         throw Error(where("subgroup") + "the communicator was aborted earlier");
-      // The child inherits the parent's (non-blocking) configuration.
-      ncclResult_t r = ncclCommSplit(h->comm, color, cfg.rank, &sub, nullptr);
+      // The child inherits the parent's (non-blocking) configuration. NCCL
+      // ranks a child's members by key: their index in `ranks`, the rank
+      // this communicator reports, whatever the order of `ranks`.
+      const int key = it == ranks.end() ? cfg.rank : int(it - ranks.begin());
+      ncclResult_t r = ncclCommSplit(h->comm, color, key, &sub, nullptr);
       settle("ncclCommSplit", r, *h);
       if (it != ranks.end() && !sub)
         throw Error(where("subgroup") +
@@ -410,10 +415,17 @@ private:
         throw Error(where(op) + "the communicator was aborted earlier");
       settle(op, issue(h->comm, s.stream()), *h);
     }
+    watchUnlessCapturing(op, s);
+  }
+
+  /// watch, unless `stream` is being captured: an event recorded in a
+  /// capture cannot be queried (whoever replays it calls watchQueued).
+  void watchUnlessCapturing(const std::string &op,
+                            c10::cuda::CUDAStream stream) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s.stream(), &capture) == cudaSuccess &&
+    if (cudaStreamIsCapturing(stream.stream(), &capture) == cudaSuccess &&
         capture == cudaStreamCaptureStatusNone)
-      watch(op, s);
+      watch(op, stream);
   }
 
   /// Has the watchdog watch what `stream` has queued so far.
@@ -471,9 +483,19 @@ private:
   /// non-blocking one may still be in progress. A failure or a timeout
   /// aborts `c` and throws.
   void settle(const std::string &op, ncclResult_t r, CommHandle &c) {
-    auto deadline = std::chrono::steady_clock::now() + cfg.timeout;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + cfg.timeout;
+    // A non-blocking communicator returns ncclInProgress from nearly every
+    // call: NCCL launches each group, every single collective included, on
+    // a thread of its own. That ends in tens of microseconds, less than a
+    // sleep's timer slack, so spin first: a tp all-reduce per layer would
+    // otherwise pay a sleep each.
+    const auto spinUntil = start + std::chrono::microseconds(300);
     while (r == ncclInProgress && c.comm) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (std::chrono::steady_clock::now() < spinUntil)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
       if (ncclCommGetAsyncError(c.comm, &r) != ncclSuccess)
         r = ncclInternalError;
       if (r == ncclInProgress && std::chrono::steady_clock::now() > deadline)

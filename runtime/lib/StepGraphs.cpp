@@ -2,6 +2,8 @@
 
 #include "StepGraphs.h"
 
+#include "CommWatchdog.h"
+
 #include "rlhf/runtime/Error.h"
 
 #include <ATen/core/CachingHostAllocator.h>
@@ -68,7 +70,14 @@ StepGraphs::StepGraphs(c10::Device device, bool enabled,
   }
 }
 
-StepGraphs::~StepGraphs() = default;
+StepGraphs::~StepGraphs() {
+  // After a communicator was aborted, graphs holding its captured
+  // collectives must not be destroyed: NCCL's cleanup of their plans would
+  // write into the freed communicator. The process is failing; leak them.
+  if (impl && communicatorAborted())
+    for (auto &[key, graph] : impl->graphs)
+      (void)graph.release();
+}
 
 bool StepGraphs::active() const { return impl && !impl->failed; }
 
@@ -82,6 +91,13 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
     return;
   }
   if (auto it = impl->graphs.find(key); it != impl->graphs.end()) {
+    // A replay after an abort would run collectives on a freed communicator
+    // and bury the failure under an illegal memory access: report it first.
+    if (communicatorAborted()) {
+      CommWatchdog::process().check(); // the watchdog's error, if it was one
+      throw Error("a communicator of this process was aborted earlier; "
+                  "decode steps cannot replay their collectives");
+    }
     it->second->replay();
     return;
   }
@@ -143,7 +159,18 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
   }
   // Ranks whose steps share collectives replay together or not at all: NCCL
   // pairs a captured collective only with captured ones.
-  const bool everywhere = impl->agree ? impl->agree(why.empty()) : why.empty();
+  bool everywhere = why.empty();
+  if (impl->agree) {
+    try {
+      everywhere = impl->agree(why.empty());
+    } catch (...) {
+      // The agreement's all-reduce failed: the communicator may be freed
+      // (see ~StepGraphs), so the new graph must not be destroyed either.
+      if (communicatorAborted())
+        (void)graph.release();
+      throw;
+    }
+  }
   if (why.empty() && everywhere) {
     impl->graphs.emplace(key, std::move(graph));
     return;
