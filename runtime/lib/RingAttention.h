@@ -71,7 +71,8 @@ at::Tensor ringAttention(const at::Tensor &q, const at::Tensor &k,
 /// run its flash kernel for q, k and v (dtype, device, head size; CUDA
 /// needs bf16 or fp16), and every masked block of the layout pairs the
 /// same positions of queries and keys, so its mask is plain causal (true
-/// of zigzagLayout and of contiguous chunks).
+/// of every layout whose spans partition the sequence: two disjoint spans
+/// never straddle each other's diagonal).
 bool fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
                       const at::Tensor &v, const RingLayout &layout, int rank);
 

@@ -40,7 +40,8 @@ std::vector<Block> planBlocks(const std::vector<Span> &qs,
                               const std::vector<Span> &ks, bool keepDiagonals);
 
 /// Whether every masked rectangle rank `i` computes (against every rank's
-/// block) is a diagonal pair, as under the zigzag and contiguous layouts.
+/// block) is a diagonal pair, as in every layout whose spans partition the
+/// sequence (disjoint spans are wholly before or after each other).
 bool masksAreCausal(const RingLayout &layout, int i);
 
 /// The layout as one integer list (autograd keeps it for backward): per
