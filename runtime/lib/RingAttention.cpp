@@ -186,12 +186,12 @@ struct Ring {
   Communicator *comm;
   const Dims &d;
   RingLayout layout;
-  int i, R;
+  int i;
   at::Tensor qg;
   std::vector<at::Tensor> pos; ///< each ring rank's positions
 
   Ring(Communicator *c, const Dims &dims, RingLayout l, const at::Tensor &q)
-      : comm(c), d(dims), layout(std::move(l)), i(c->rank()), R(c->size()),
+      : comm(c), d(dims), layout(std::move(l)), i(c->rank()),
         qg(d.grouped(q) / std::sqrt(double(d.D))) {
     for (const std::vector<Span> &spans : layout)
       pos.push_back(positionsOf(spans, q.options().dtype(at::kLong)));
@@ -207,15 +207,11 @@ struct Ring {
   at::Tensor rows(const at::Tensor &t, const Block &b) const {
     return t.narrow(2, b.row * d.g, b.rows * d.g);
   }
-  /// The block's keys (or values, or their gradients) of `t` [..., n, D].
-  static at::Tensor cols(const at::Tensor &t, const Block &b) {
-    return t.narrow(-2, b.col, b.cols);
-  }
   /// Scores of block j's keys k, masked where a key comes after its query.
   at::Tensor scores(const at::Tensor &k, int j, const Block &b,
                     std::atomic<int64_t> &work) const {
     at::Tensor s =
-        at::matmul(rows(qg, b), cols(k, b).to(at::kFloat).transpose(-1, -2));
+        at::matmul(rows(qg, b), colsOf(k, b).to(at::kFloat).transpose(-1, -2));
     if (b.masked) {
       at::Tensor after = pos[size_t(j)].narrow(0, b.col, b.cols).unsqueeze(0) >
                          pos[size_t(i)]
@@ -250,7 +246,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       // A row with no key in this block: probabilities 0, not NaN.
       at::Tensor by = blockLse.masked_fill(blockLse.isneginf(), 0);
       at::Tensor blockOut = at::matmul((sc - by.unsqueeze(-1)).exp(),
-                                       Ring::cols(kv[1], b).to(at::kFloat));
+                                       colsOf(kv[1], b).to(at::kFloat));
       ring::merge(ring.rows(out, b), ring.rows(lse, b), blockOut, blockLse);
     };
     ring.circulate(kv, visit, [] {});
@@ -272,30 +268,24 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     // The softmax backward's row term, sum_k P dP = dOut . out.
     at::Tensor delta = (dOut * d.grouped(saved[3])).sum(-1, /*keepdim=*/true);
     at::Tensor dq = at::zeros_like(ring.qg);
-    at::Tensor kv = at::stack({k, v}).contiguous();
-    // The held block's key and value gradients travel with it (in fp32, so
-    // the partial sums are not rounded at every hop).
-    at::Tensor dkv = at::zeros(kv.sizes(), ring.qg.options());
-    auto visit = [&](int j, const at::Tensor &kv, const Block &b) {
+    auto visit = [&](int j, const at::Tensor &kv, at::Tensor &dkv,
+                     const Block &b) {
       at::Tensor p = (ring.scores(kv[0], j, b, workCounter(true)) -
                       ring.rows(lse, b).unsqueeze(-1))
                          .exp();
       at::Tensor dO = ring.rows(dOut, b);
-      at::Tensor kf = Ring::cols(kv[0], b).to(at::kFloat),
-                 vf = Ring::cols(kv[1], b).to(at::kFloat);
-      Ring::cols(dkv[1], b).add_(at::matmul(p.transpose(-1, -2), dO));
+      at::Tensor kf = colsOf(kv[0], b).to(at::kFloat),
+                 vf = colsOf(kv[1], b).to(at::kFloat);
+      colsOf(dkv[1], b).add_(at::matmul(p.transpose(-1, -2), dO));
       at::Tensor ds =
           p * (at::matmul(dO, vf.transpose(-1, -2)) - ring.rows(delta, b));
       ring.rows(dq, b).add_(at::matmul(ds, kf));
-      Ring::cols(dkv[0], b).add_(
+      colsOf(dkv[0], b).add_(
           at::matmul(ds.transpose(-1, -2), ring.rows(ring.qg, b)));
     };
-    // A block's gradients move after it (they are still being summed).
-    ring.circulate(kv, visit, [&] { dkv = shift(ring.comm, dkv); });
-    // After R - 1 shifts this rank holds block i + 1; one more brings every
-    // block's finished gradients home.
-    if (ring.R > 1)
-      dkv = shift(ring.comm, dkv);
+    const at::Tensor dkv =
+        circulateGradients(ring.comm, ring.layout, /*keepDiagonals=*/false,
+                           at::stack({k, v}).contiguous(), visit);
     const double scale = 1.0 / std::sqrt(double(d.D));
     return {d.ungrouped(dq * scale).to(q.scalar_type()),
             dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),

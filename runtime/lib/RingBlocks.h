@@ -14,6 +14,8 @@
 
 #include "RingAttention.h"
 
+#include <ATen/ATen.h>
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -94,6 +96,34 @@ void circulate(Communicator *comm, const RingLayout &layout, bool keepDiagonals,
       moved();
     }
   }
+}
+
+/// Backward's ring: the blocks of `kv` [2, B, Hkv, n, D] circulate as in
+/// forward, each followed by its key and value gradients, fp32 so that the
+/// partial sums are not rounded at every hop; `visit(j, kv, dkv, b)` adds
+/// rectangle b's share to the held block's `dkv`. A block's gradients move
+/// after it (they are still being summed), and after R - 1 shifts this rank
+/// holds block i + 1's: one more brings every block's finished gradients
+/// home. Returns this rank's [dK; dV] in fp32.
+template <typename Visit>
+at::Tensor circulateGradients(Communicator *comm, const RingLayout &layout,
+                              bool keepDiagonals, const at::Tensor &kv,
+                              const Visit &visit) {
+  at::Tensor dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
+  circulate(
+      comm, layout, keepDiagonals, kv,
+      [&](int j, const at::Tensor &held, const Block &b) {
+        visit(j, held, dkv, b);
+      },
+      [&] { dkv = shift(comm, dkv); });
+  if (comm->size() > 1)
+    dkv = shift(comm, dkv);
+  return dkv;
+}
+
+/// The block's keys (or values, or their gradients) of `t` [..., n, D].
+inline at::Tensor colsOf(const at::Tensor &t, const Block &b) {
+  return t.narrow(-2, b.col, b.cols);
 }
 
 /// Folds a block's attention (output `blockOut` and log-sum-exp `blockLse`

@@ -54,10 +54,6 @@ at::Tensor rowsOf(const at::Tensor &t, const Block &b) {
   return t.narrow(2, b.row, b.rows).contiguous();
 }
 
-at::Tensor colsOf(const at::Tensor &t, const Block &b) {
-  return t.narrow(-2, b.col, b.cols);
-}
-
 /// The query x key pairs a rectangle shows: a causal one its lower
 /// triangle, as the fused kernel skips the rest.
 int64_t pairs(const at::Tensor &q, const Block &b) {
@@ -147,12 +143,9 @@ struct RingFused : torch::autograd::Function<RingFused> {
                         ctx->saved_data["rng"].toTensorVector()};
     at::Tensor dOut = grads[0].to(q.scalar_type()).contiguous();
     at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-    // The held block's key and value gradients travel with it (in fp32, so
-    // the partial sums are not rounded at every hop).
-    at::Tensor dkv = at::zeros({2, k.size(0), k.size(1), k.size(2), k.size(3)},
-                               dq.options());
     size_t index = 0; // rectangles in the forward's order
-    auto visit = [&](int, const at::Tensor &kv, const Block &b) {
+    auto visit = [&](int, const at::Tensor &kv, at::Tensor &dkv,
+                     const Block &b) {
       auto [dqb, dkb, dvb] = kernel.backward(
           rowsOf(dOut, b), rowsOf(q, b), perQueryHead(colsOf(kv[0], b), g),
           perQueryHead(colsOf(kv[1], b), g), rowsOf(result, b), rowsOf(lse, b),
@@ -162,14 +155,9 @@ struct RingFused : torch::autograd::Function<RingFused> {
       colsOf(dkv[1], b).add_(perKvHead(dvb, g));
       workCounter(true) += pairs(q, b);
     };
-    // A block's gradients move after it (they are still being summed).
-    circulate(comm, layout, /*keepDiagonals=*/true,
-              at::stack({k, v}).contiguous(), visit,
-              [&] { dkv = shift(comm, dkv); });
-    // After R - 1 shifts this rank holds block i + 1; one more brings every
-    // block's finished gradients home.
-    if (comm->size() > 1)
-      dkv = shift(comm, dkv);
+    const at::Tensor dkv =
+        circulateGradients(comm, layout, /*keepDiagonals=*/true,
+                           at::stack({k, v}).contiguous(), visit);
     return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()),
             dkv[1].to(v.scalar_type()), at::Tensor(), at::Tensor()};
   }
@@ -190,12 +178,13 @@ bool parallel::fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
     return false;
   if (!masksAreCausal(layout, rank))
     return false;
-  // LibTorch's own choice for a one-position slice decides dtype, device,
-  // head size and the user's torch.backends settings.
-  const int64_t g = q.size(1) / k.size(1);
-  auto one = [](const at::Tensor &t) { return t.narrow(2, 0, 1); };
-  return at::_fused_sdp_choice(one(q), perQueryHead(one(k), g),
-                               perQueryHead(one(v), g), std::nullopt, 0.0,
+  // LibTorch's own choice for one position decides dtype, device, head size
+  // and the user's torch.backends settings. The keys stand in uninitialised,
+  // shaped as the kernel gets them (per query head): the choice reads no
+  // values, and this runs per layer, so it launches no copy.
+  const at::Tensor one = q.narrow(2, 0, 1);
+  const at::Tensor keys = at::empty(one.sizes(), k.options());
+  return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
                                /*is_causal=*/true) ==
          int64_t(at::SDPBackend::flash_attention);
 }
