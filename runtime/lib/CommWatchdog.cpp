@@ -4,12 +4,18 @@
 
 #include "rlhf/runtime/Error.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
-CommWatchdog::CommWatchdog(std::chrono::microseconds tick) : tick(tick) {}
+CommWatchdog::CommWatchdog(std::chrono::microseconds tick,
+                           std::chrono::milliseconds stallLimit,
+                           OnStall onStall)
+    : tick(tick), stallLimit(stallLimit), onStall(std::move(onStall)) {}
 
 CommWatchdog::~CommWatchdog() {
   {
@@ -17,8 +23,17 @@ CommWatchdog::~CommWatchdog() {
     stop = true;
   }
   cv.notify_all();
+  // The monitor stops last: the join waits for a poll or abort in progress,
+  // and a stuck one must still end the process.
   if (thread.joinable())
     thread.join();
+  {
+    std::lock_guard<std::mutex> lock(monMu);
+    monStop = true;
+  }
+  monCv.notify_all();
+  if (monitor.joinable())
+    monitor.join();
 }
 
 CommWatchdog &CommWatchdog::process() {
@@ -52,7 +67,11 @@ std::function<void()> CommWatchdog::sweep(std::vector<Op> &ended) {
     while (!ops.empty()) {
       Op &op = ops.front();
       std::string why;
-      State s = op.poll(why);
+      State s;
+      {
+        Section watched(*this, op.what + "the watchdog's poll of it");
+        s = op.poll(why);
+      }
       if (s == State::Pending && now > op.deadline) {
         s = State::Failed;
         why = "timed out after " + std::to_string(op.timeout.count()) +
@@ -93,8 +112,10 @@ void CommWatchdog::loop() {
     // Outside the lock, so that the calling thread can go on queueing: the
     // abort may wait for it, and dropping an op frees its event (and maybe
     // the last hold on its communicator).
-    if (abort)
+    if (abort) {
+      Section watched(*this, failure() + "; then aborting every communicator");
       abort();
+    }
     ended.clear();
     std::this_thread::sleep_for(tick);
     lock.lock();
@@ -122,6 +143,62 @@ void CommWatchdog::drain() {
   cv.wait(lock, [&] { return pending == 0 || !failed.empty() || stop; });
   if (!failed.empty())
     throw Error(failed);
+}
+
+CommWatchdog::Section::Section(CommWatchdog &w, std::string subject) : w(w) {
+  std::lock_guard<std::mutex> lock(w.monMu);
+  id = w.nextSection++;
+  w.sections.emplace(id, Open{Clock::now(), std::move(subject)});
+  if (!w.monitor.joinable() && !w.monStop)
+    w.monitor = std::thread([&w] { w.monitorLoop(); });
+}
+
+CommWatchdog::Section::~Section() {
+  std::lock_guard<std::mutex> lock(w.monMu);
+  w.sections.erase(id);
+}
+
+void CommWatchdog::setStallLimit(std::chrono::milliseconds limit) {
+  {
+    std::lock_guard<std::mutex> lock(monMu);
+    stallLimit = limit;
+  }
+  monCv.notify_all();
+}
+
+void CommWatchdog::monitorLoop() {
+  using std::chrono::milliseconds;
+  std::unique_lock<std::mutex> lock(monMu);
+  while (!monStop) {
+    // A stall is seen within an eighth of the limit, and at most a second.
+    monCv.wait_for(
+        lock, std::clamp(stallLimit / 8, milliseconds(1), milliseconds(1000)));
+    const auto now = Clock::now();
+    for (auto &[id, open] : sections) {
+      if (monStop || open.reported || now - open.since < stallLimit)
+        continue;
+      open.reported = true;
+      const int64_t ms = stallLimit.count();
+      std::string message =
+          open.subject + " has not returned for " +
+          (ms % 1000 ? std::to_string(ms) + " ms"
+                     : std::to_string(ms / 1000) + " s") +
+          "; ending this process so that the job stops instead of hanging "
+          "(RLHF_WATCHDOG_STALL_S sets this limit)";
+      OnStall tell = onStall;
+      lock.unlock();
+      tell(message);
+      lock.lock();
+      break; // sections may have changed meanwhile
+    }
+  }
+}
+
+void CommWatchdog::endProcess(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 std::string rlhf::asyncCommFailure() {

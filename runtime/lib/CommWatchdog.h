@@ -12,6 +12,12 @@
 // host sync behind them) return. The calling thread then throws the
 // recorded error at its next communicator call (check()).
 //
+// The watchdog's own calls can stick too: ncclCommAbort has hung in NCCL
+// releases, and a poll can block behind a driver lock. A monitor thread, as
+// ProcessGroupNCCL's heartbeat monitor, times every Section (a poll, an
+// abort, on any thread) and ends the process when one outlives the stall
+// limit, so that the launcher sees a rank die rather than a job hang.
+//
 // CUDA-free, so that the logic is tested on the CPU; the NCCL backend
 // supplies polls over CUDA events and an abort over its communicators.
 //
@@ -19,6 +25,8 @@
 
 #ifndef RLHF_RUNTIME_COMMWATCHDOG_H
 #define RLHF_RUNTIME_COMMWATCHDOG_H
+
+#include "rlhf/runtime/Rendezvous.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -39,9 +47,13 @@ public:
   /// Asks whether an operation has finished; on Failed, says why in `why`.
   /// Called on the watchdog's thread.
   using Poll = std::function<State(std::string &why)>;
+  /// Told, on the monitor's thread, that a Section outlived the stall limit.
+  using OnStall = std::function<void(const std::string &message)>;
 
   explicit CommWatchdog(
-      std::chrono::microseconds tick = std::chrono::milliseconds(2));
+      std::chrono::microseconds tick = std::chrono::milliseconds(2),
+      std::chrono::milliseconds stallLimit = RendezvousConfig{}.watchdogStall,
+      OnStall onStall = endProcess);
   ~CommWatchdog();
   CommWatchdog(const CommWatchdog &) = delete;
   CommWatchdog &operator=(const CommWatchdog &) = delete;
@@ -66,6 +78,26 @@ public:
   /// The process's watchdog, which the NCCL backend uses.
   static CommWatchdog &process();
 
+  /// A call that must return for a failed job to end: a poll, or the abort
+  /// of a communicator, on any thread. While one outlives the stall limit,
+  /// onStall is told `subject` "has not returned for ..." (once).
+  class Section {
+  public:
+    Section(CommWatchdog &w, std::string subject);
+    ~Section();
+    Section(const Section &) = delete;
+    Section &operator=(const Section &) = delete;
+
+  private:
+    CommWatchdog &w;
+    uint64_t id;
+  };
+  void setStallLimit(std::chrono::milliseconds limit);
+
+  /// The default OnStall: prints `message` and ends the process with status
+  /// 1 at once; the stuck thread can be neither joined nor interrupted.
+  [[noreturn]] static void endProcess(const std::string &message);
+
 private:
   struct Op {
     std::string what;
@@ -87,6 +119,22 @@ private:
   std::string failed;
   bool stop = false;
   std::thread thread; ///< started by the first track()
+
+  // The monitor, apart from `mu`: a stuck poll runs with `mu` held.
+  struct Open {
+    std::chrono::steady_clock::time_point since;
+    std::string subject;
+    bool reported = false;
+  };
+  void monitorLoop();
+  std::mutex monMu;
+  std::condition_variable monCv;
+  std::map<uint64_t, Open> sections;
+  uint64_t nextSection = 0;
+  std::chrono::milliseconds stallLimit;
+  OnStall onStall;
+  bool monStop = false;
+  std::thread monitor; ///< started by the first Section
 };
 
 /// The first failure a backend recorded away from its caller's thread (the

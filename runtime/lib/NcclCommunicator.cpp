@@ -141,6 +141,7 @@ public:
       throw Error("rank " + std::to_string(cfg.rank) +
                   ": cannot select CUDA device " +
                   std::to_string(device.index()));
+    CommWatchdog::process().setStallLimit(cfg.watchdogStall);
     if (!store)
       store = openStore(cfg);
     ncclUniqueId id;
@@ -469,10 +470,16 @@ private:
         throw Error(where(op) + cudaGetErrorString(e));
       CommWatchdog::process().check();
       if (std::chrono::steady_clock::now() > deadline) {
-        abortAll();
-        throw Error(where(op) + "timed out (timeout " +
-                    std::to_string(cfg.timeout.count()) +
-                    " ms); a peer rank is likely dead or stuck");
+        std::string why = where(op) + "timed out (timeout " +
+                          std::to_string(cfg.timeout.count()) +
+                          " ms); a peer rank is likely dead or stuck";
+        {
+          CommWatchdog::Section aborting(
+              CommWatchdog::process(),
+              why + "; then aborting every communicator");
+          abortAll();
+        }
+        throw Error(why);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -510,7 +517,12 @@ private:
                           : ncclGetErrorString(r);
     if (r == ncclRemoteError || r == ncclSystemError)
       why += "; a peer rank is likely dead";
-    c.abortLocked();
+    {
+      CommWatchdog::Section aborting(CommWatchdog::process(),
+                                     where(op) + why +
+                                         "; then aborting its communicator");
+      c.abortLocked();
+    }
     throw Error(where(op) + why);
   }
 

@@ -60,6 +60,9 @@ RendezvousConfig RendezvousConfig::fromEnv() {
   c.timeout = std::chrono::milliseconds(
       readIntEnv("RLHF_COMM_TIMEOUT_MS", c.timeout.count(), false, 1,
                  std::numeric_limits<int>::max()));
+  c.watchdogStall = std::chrono::seconds(
+      readIntEnv("RLHF_WATCHDOG_STALL_S", c.watchdogStall.count() / 1000, false,
+                 1, 1 << 20));
   return c;
 }
 

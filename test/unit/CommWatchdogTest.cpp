@@ -15,6 +15,9 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 using namespace rlhf;
 using namespace std::chrono_literals;
@@ -168,4 +171,141 @@ TEST(CommWatchdog, DestroyingItWithOperationsInFlightReturns) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(aborts, 0);
+}
+
+namespace {
+
+/// An OnStall that records the message and then releases what was stuck.
+struct StallRecorder {
+  std::mutex mu;
+  std::vector<std::string> messages;
+  std::promise<void> told;
+  std::atomic<bool> release{false};
+  CommWatchdog::OnStall hook() {
+    return [this](const std::string &m) {
+      std::lock_guard<std::mutex> lock(mu);
+      messages.push_back(m);
+      if (messages.size() == 1)
+        told.set_value();
+      release = true;
+    };
+  }
+};
+
+/// Blocks until `release` is set, as a call stuck in a driver would.
+void stuckUntil(const std::atomic<bool> &release) {
+  while (!release)
+    std::this_thread::sleep_for(1ms);
+}
+
+} // namespace
+
+// The watchdog's own poll can block (a driver lock); the monitor reports it
+// with the operation it was polling.
+TEST(CommWatchdog, AStuckPollIsReportedAsAStall) {
+  StallRecorder r;
+  CommWatchdog w(2ms, 100ms, r.hook());
+  int lane = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  w.track(
+      &lane, "rank 5: all_reduce failed: ",
+      [&](std::string &) {
+        stuckUntil(r.release);
+        return State::Done;
+      },
+      1h, [] {});
+  ASSERT_EQ(r.told.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms);
+  w.drain();
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0],
+            "rank 5: all_reduce failed: the watchdog's poll of it has not "
+            "returned for 100 ms; ending this process so that the job stops "
+            "instead of hanging (RLHF_WATCHDOG_STALL_S sets this limit)");
+}
+
+// An abort that never returns (ncclCommAbort has hung in NCCL releases)
+// would leave the calling thread stuck behind the dead peer for ever.
+TEST(CommWatchdog, AStuckAbortIsReportedWithTheFailure) {
+  StallRecorder r;
+  CommWatchdog w(2ms, 100ms, r.hook());
+  int lane = 0;
+  w.track(
+      &lane, "rank 1: broadcast failed: ",
+      [](std::string &why) {
+        why = "remote process exited";
+        return State::Failed;
+      },
+      1h, [&] { stuckUntil(r.release); });
+  ASSERT_EQ(r.told.get_future().wait_for(10s), std::future_status::ready);
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].rfind("rank 1: broadcast failed: remote process "
+                                "exited; then aborting every communicator "
+                                "has not returned for 100 ms; ending this "
+                                "process",
+                                0),
+            0u)
+      << r.messages[0];
+}
+
+// Sections on other threads (an abort on the calling thread) are timed too,
+// and calls that return within the limit, or a watchdog with nothing in
+// flight, never count as stalls.
+TEST(CommWatchdog, OnlyCallsOutlivingTheLimitAreStalls) {
+  StallRecorder r;
+  CommWatchdog w(2ms, 1s, r.hook());
+  std::atomic<bool> done{false};
+  int lane = 0;
+  w.track(
+      &lane, "rank 0: all_gather failed: ",
+      [&](std::string &) {
+        std::this_thread::sleep_for(50ms); // slow, but returns
+        return done ? State::Done : State::Pending;
+      },
+      1h, [] {});
+  {
+    CommWatchdog::Section quick(w, "rank 0: x failed: y; then aborting");
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(1200ms); // polls keep returning
+  done = true;
+  w.drain();
+  std::this_thread::sleep_for(1200ms); // idle
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    EXPECT_TRUE(r.messages.empty()) << r.messages.front();
+  }
+  std::thread caller([&] {
+    CommWatchdog::Section stuck(
+        w, "rank 0: send failed: timed out; then aborting its communicator");
+    stuckUntil(r.release);
+  });
+  ASSERT_EQ(r.told.get_future().wait_for(10s), std::future_status::ready);
+  caller.join();
+  std::lock_guard<std::mutex> lock(r.mu);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].rfind("rank 0: send failed: timed out; then "
+                                "aborting its communicator has not returned "
+                                "for 1 s",
+                                0),
+            0u)
+      << r.messages[0];
+}
+
+// The default reaction ends the process with status 1 and the message, so
+// that the launcher names the rank and stops the job.
+TEST(CommWatchdogDeathTest, AStallEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        CommWatchdog w(2ms, 50ms);
+        CommWatchdog::Section stuck(
+            w, "rank 7: all_gather failed: boom; then aborting");
+        std::this_thread::sleep_for(30s);
+      },
+      testing::ExitedWithCode(1),
+      "rank 7: all_gather failed: boom; then aborting has not returned for "
+      "50 ms; ending this process so that the job stops instead of hanging");
 }

@@ -1,7 +1,7 @@
 //===- RendezvousTest.cpp - env var parsing -------------------------------===//
 
-#include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Rendezvous.h"
+#include "rlhf/runtime/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 namespace {
 
 void clearRendezvousEnv() {
-  for (const char *v :
-       {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-        "RLHF_COMM_TIMEOUT_MS", "RLHF_RENDEZVOUS_FILE"})
+  for (const char *v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
+                        "LOCAL_RANK", "RLHF_COMM_TIMEOUT_MS",
+                        "RLHF_WATCHDOG_STALL_S", "RLHF_RENDEZVOUS_FILE"})
     unsetenv(v);
 }
 
@@ -55,6 +55,7 @@ TEST(Rendezvous, ReadsTorchrunVariables) {
   setJob("10.0.0.7", "31337", "8", "5");
   setenv("LOCAL_RANK", "1", 1);
   setenv("RLHF_COMM_TIMEOUT_MS", "1500", 1);
+  setenv("RLHF_WATCHDOG_STALL_S", "30", 1);
   auto c = rlhf::RendezvousConfig::fromEnv();
   EXPECT_EQ(c.masterAddr, "10.0.0.7");
   EXPECT_EQ(c.masterPort, 31337);
@@ -62,6 +63,17 @@ TEST(Rendezvous, ReadsTorchrunVariables) {
   EXPECT_EQ(c.rank, 5);
   EXPECT_EQ(c.localRank, 1);
   EXPECT_EQ(c.timeout.count(), 1500);
+  EXPECT_EQ(c.watchdogStall.count(), 30000);
+}
+
+TEST(Rendezvous, AStallLimitOfZeroNamesTheVariable) {
+  EnvGuard g;
+  EXPECT_EQ(rlhf::RendezvousConfig::fromEnv().watchdogStall.count(), 120000);
+  setenv("RLHF_WATCHDOG_STALL_S", "0", 1);
+  std::string err = fromEnvError();
+  EXPECT_NE(err.find("RLHF_WATCHDOG_STALL_S='0' is not an integer in [1, "),
+            std::string::npos)
+      << err;
 }
 
 TEST(Rendezvous, RankOutOfRangeNamesTheVariable) {

@@ -28,13 +28,17 @@ struct RendezvousConfig {
   bool agentStore = false;
   /// Every collective and store wait gives up after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// A process whose poll or abort of a communicator has not returned after
+  /// this long ends itself rather than hang (RLHF_WATCHDOG_STALL_S).
+  std::chrono::milliseconds watchdogStall{std::chrono::seconds(120)};
 
   /// Ranks on this host (LOCAL_WORLD_SIZE, else WORLD_SIZE).
   int localWorldSize = 1;
 
   /// Builds the config from the environment. Throws rlhf::Error naming the
-  /// variable when one is missing or malformed. RLHF_COMM_TIMEOUT_MS, when
-  /// set, overrides the timeout. MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE.
+  /// variable when one is missing or malformed. RLHF_COMM_TIMEOUT_MS and
+  /// RLHF_WATCHDOG_STALL_S, when set, override the timeout and the stall
+  /// limit. MASTER_PORT=0 needs RLHF_RENDEZVOUS_FILE.
   static RendezvousConfig fromEnv();
 };
 
