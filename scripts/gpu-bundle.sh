@@ -12,6 +12,13 @@
 # predictions for the GPU benchmark's points (predicted-h100.csv: a GPU node
 # has no LLVM to run the cost model). Not carried: sentencepiece
 # (optional there), LLVM (so no rlhf-run; torchrun launches the workers).
+#
+# Also the runtime built here (prebuilt/: runtime-only, Release, stripped;
+# without BPE or sentencepiece, whose libraries a node lacks), against the
+# same torch wheel as the node's. gpu-check.sh runs it where it loads and
+# builds from source otherwise: the build takes minutes of a short window.
+# It keeps this checkout's absolute paths (test inputs, run paths), which
+# gpu-check.sh maps onto the node's checkout. RLHF_GPU_PREBUILT=0: none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.gpu-deps}
@@ -39,5 +46,33 @@ rm -f "$nospsrc"
 build/bin/rlhf-bench-gpu-runtime --list-points >"$dir/points-h100.csv"
 build/bin/rlhf-cost-validate "$dir/points-h100.csv" \
   --emit-predictions "$dir/predicted-h100.csv" >/dev/null
+if [ "${RLHF_GPU_PREBUILT:-1}" = 1 ]; then
+  pre=build-gpu-pre
+  echo "gpu-bundle: building the runtime for GPU nodes in $pre (minutes the first time)"
+  cmake -S . -B "$pre" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLHF_RUNTIME_ONLY=ON \
+    -DCMAKE_DISABLE_FIND_PACKAGE_ICU=ON \
+    -DRLHF_SENTENCEPIECE=OFF >"$dir/prebuilt.log" 2>&1 &&
+    cmake --build "$pre" -j2 >>"$dir/prebuilt.log" 2>&1 || {
+    tail -n 30 "$dir/prebuilt.log" >&2
+    echo "gpu-bundle: the runtime-only build failed (log: $dir/prebuilt.log)" >&2
+    exit 1
+  }
+  # What ctest and the programs read: test lists, and the binaries and
+  # shared libraries the build now has (ninja's targets, not leftovers of an
+  # earlier configuration); not objects or the toolkit's links.
+  mkdir -p "$dir/prebuilt/tree"
+  (cd "$pre" && {
+    find . \( -name CMakeFiles -o -name Testing -o -name cuda-toolkit \) -prune \
+      -o -type f -name '*.cmake' -print
+    ninja -t targets all | cut -d: -f1 | grep -E '^(bin/|lib/[^/]*\.so$)'
+  } | tar -T - -cf -) | tar -xf - -C "$dir/prebuilt/tree"
+  find "$dir/prebuilt/tree/bin" "$dir/prebuilt/tree/lib" -type f -exec strip --strip-unneeded {} +
+  pwd -P >"$dir/prebuilt/source-dir"
+  # What the build compiled, as it stood: a node whose checkout differs
+  # builds from source rather than test stale binaries.
+  git ls-files -z CMakeLists.txt cmake runtime test/unit bench | xargs -0 sha256sum \
+    >"$dir/prebuilt/sources.sha256"
+  echo "$pre" >"$dir/prebuilt/build-dir"
+fi
 git rev-parse HEAD >"$dir/commit"
 echo "gpu-bundle: wrote $dir ($(du -sh "$dir" | cut -f1)); carry it to the GPU node"

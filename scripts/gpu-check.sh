@@ -3,8 +3,10 @@
 #
 #   scripts/gpu-check.sh DIR
 #
-# builds the runtime alone (RLHF_RUNTIME_ONLY: no MLIR, LLVM or ANTLR) against
-# the node's PyTorch (python3's torch, or $RLHF_PYTHON) and CUDA, then, most
+# takes the runtime scripts/gpu-bundle.sh built (against the same torch wheel)
+# where it loads, else builds the runtime alone (RLHF_RUNTIME_ONLY: no MLIR,
+# LLVM or ANTLR) against the node's PyTorch (python3's torch, or
+# $RLHF_PYTHON) and CUDA, then, most
 # telling first: the GPU benchmarks (our runtime beside the cost model;
 # reallocation beside a device-to-device copy, through CUDA IPC and through
 # host memory; the fused Adam step beside separate ops; grouped-query decode
@@ -21,6 +23,8 @@
 #                             run cut short still hands its results back)
 #   RLHF_GPU_CHECK_CPU_TESTS=1  also the runtime's CPU tests (CI runs them on
 #                             the same LibTorch; off by default to save time)
+#   RLHF_GPU_PREBUILT=0       build from source even where a prebuilt runtime
+#                             would load
 #
 # What a node without Debian packages lacks comes from scripts/gpu-bundle.sh,
 # run on a build machine first ($RLHF_GPU_DEPS, default .gpu-deps).
@@ -88,11 +92,64 @@ step() {
   command -v nvcc && nvcc --version | tail -n 2
 } >"$out/env.txt" 2>&1
 
+# prebuilt: puts the bundle's runtime where its absolute paths expect it:
+# at the build machine's checkout path, linked to this checkout if that path
+# is free. Its run paths name the build machine's torch, so the node's
+# torch and NVIDIA libraries come first on LD_LIBRARY_PATH. 77 (skipped):
+# not usable here; the runtime is then built from source.
+prebuilt() {
+  local pre=$deps/prebuilt src here
+  if [ ! -f "$pre/source-dir" ] || [ "${RLHF_GPU_PREBUILT:-1}" != 1 ]; then
+    echo "no prebuilt runtime (or RLHF_GPU_PREBUILT=0)"
+    return 77
+  fi
+  if ! sha256sum --quiet -c "$pre/sources.sha256" >"$out/prebuilt-sources.txt" 2>&1; then
+    echo "this checkout's sources differ from those the prebuilt runtime was built from:"
+    head -n 5 "$out/prebuilt-sources.txt"
+    return 77
+  fi
+  src=$(cat "$pre/source-dir")
+  here=$(pwd -P)
+  if [ "$src" != "$here" ]; then
+    if [ -e "$src" ] || [ -L "$src" ]; then
+      if [ "$(cd "$src" 2>/dev/null && pwd -P)" != "$here" ]; then
+        echo "$src, where the prebuilt runtime looks for its sources, is another folder here"
+        return 77
+      fi
+    elif ! mkdir -p "$(dirname "$src")" || ! ln -s "$here" "$src"; then
+      echo "cannot link $src to this checkout"
+      return 77
+    fi
+  fi
+  # The build machine itself keeps its own build folder as it is.
+  if [ "$src" != "$here" ] || [ ! -f "$build/build.ninja" ]; then
+    rm -rf "$build" && cp -a "$pre/tree" "$build" || return 77
+  fi
+  # Every library resolves, and ctest finds the tests.
+  "$build/bin/runtime-tests" --gtest_list_tests >/dev/null || return 77
+  ctest --test-dir "$build" -N -L gpu | tail -n 1
+  echo "using the runtime prebuilt at $src/$build (bundle commit $(cat "$deps/commit"))"
+}
+# The node's torch/lib and nvidia/*/lib folders.
+node_libs=$("$py" -c 'import glob, os, importlib.util as u
+t = u.find_spec("torch").submodule_search_locations[0]
+print(":".join([t + "/lib"] + sorted(glob.glob(os.path.dirname(t) + "/nvidia/*/lib"))))' 2>/dev/null)
+
 export out deps py build
-step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DRLHF_RUNTIME_ONLY=ON -DRLHF_PYTHON="$py" -DCMAKE_PREFIX_PATH="$deps" \
-  -DGLOO_INCLUDE_DIR="$deps/include" || { cat "$summary"; exit 1; }
-step build cmake --build "$build" -j"$jobs" || { cat "$summary"; exit 1; }
+export -f prebuilt
+if [ -f "$deps/prebuilt/build-dir" ]; then
+  build=$(cat "$deps/prebuilt/build-dir")
+fi
+if [ -f "$deps/prebuilt/build-dir" ] &&
+  LD_LIBRARY_PATH=$node_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} step prebuilt prebuilt; then
+  export LD_LIBRARY_PATH=$node_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+  build=${RLHF_GPU_BUILD:-build-gpu}
+  step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DRLHF_RUNTIME_ONLY=ON -DRLHF_PYTHON="$py" -DCMAKE_PREFIX_PATH="$deps" \
+    -DGLOO_INCLUDE_DIR="$deps/include" || { cat "$summary"; exit 1; }
+  step build cmake --build "$build" -j"$jobs" || { cat "$summary"; exit 1; }
+fi
 
 
 # link PROG: links $deps/obj/PROG.o against the runtime as $build/PROG;

@@ -1,7 +1,7 @@
 //===- SafeTensorsTest.cpp - weights files and the tokenizer --------------===//
 
-#include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/SafeTensors.h"
+#include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -47,7 +47,8 @@ TEST(SafeTensors, RoundTripsHuggingFaceNamedTensors) {
   saveSafetensors(path, p, {}, /*bf16=*/true);
   ParamMap r = loadSafetensors(path);
   const at::Tensor &w = p.at("lm_head.weight");
-  EXPECT_TRUE(at::equal(r.at("lm_head.weight"), w.to(at::kBFloat16).to(at::kFloat)));
+  EXPECT_TRUE(
+      at::equal(r.at("lm_head.weight"), w.to(at::kBFloat16).to(at::kFloat)));
 }
 
 // Token ids and masks (the samples an asynchronous generator made ahead,
@@ -56,7 +57,8 @@ TEST(SafeTensors, KeepsTokenIdsAndMasks) {
   std::string path = tmpPath("ahead.safetensors");
   ParamMap p;
   p["seq"] = at::arange(1 << 20, (1 << 20) + 12, at::kLong).view({3, 4});
-  p["mask"] = at::tensor({1, 0, 1, 1, 0, 0}, at::kLong).to(at::kBool).view({2, 3});
+  p["mask"] =
+      at::tensor({1, 0, 1, 1, 0, 0}, at::kLong).to(at::kBool).view({2, 3});
   p["logprobs"] = at::randn({2, 3});
   saveSafetensors(path, p);
   ParamMap q = loadSafetensors(path);
@@ -75,8 +77,10 @@ TEST(SafeTensors, MalformedFilesAreClearErrors) {
       loadSafetensors(path);
       ADD_FAILURE() << "expected an error containing: " << want;
     } catch (const Error &e) {
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos)
+          << e.what();
     }
   };
   expectError("abc", "shorter than the 8-byte header length");
@@ -84,26 +88,36 @@ TEST(SafeTensors, MalformedFilesAreClearErrors) {
   big[7] = 0x7f;
   expectError(big + "{}", "exceeds the file size");
   expectError(header("{not json"), "header is not valid JSON");
-  expectError(header("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}") +
-                  std::string(12, '\0'),
-              "data_offsets that do not match its shape");
-  expectError(header("{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}") +
-                  std::string(2, '\0'),
-              "unsupported dtype I8");
-  expectError(header("{\"w\":{\"shape\":[2]}}"), "lacks dtype, shape or data_offsets");
+  expectError(
+      header(
+          "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}") +
+          std::string(12, '\0'),
+      "data_offsets that do not match its shape");
+  expectError(
+      header(
+          "{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}") +
+          std::string(2, '\0'),
+      "unsupported dtype I8");
+  expectError(header("{\"w\":{\"shape\":[2]}}"),
+              "lacks dtype, shape or data_offsets");
   EXPECT_THROW(loadSafetensors(tmpPath("does-not-exist.safetensors")), Error);
 }
 
 TEST(Tokenizer, TrainsLoadsAndRoundTrips) {
+#ifndef RLHF_HAVE_SPM
+  GTEST_SKIP() << "this runtime was built without sentencepiece";
+#endif
   std::string corpus = tmpPath("corpus.txt"), prefix = tmpPath("spm");
   {
     std::ofstream out(corpus);
     for (int a = 0; a < 40; ++a)
-      out << a << " plus " << (a * 7) % 40 << " equals " << a + (a * 7) % 40 << "\n";
+      out << a << " plus " << (a * 7) % 40 << " equals " << a + (a * 7) % 40
+          << "\n";
   }
-  std::string cmd = "spm_train --input=" + corpus + " --model_prefix=" + prefix +
-                    " --vocab_size=64 --model_type=bpe --character_coverage=1.0 "
-                    "--pad_id=3 > /dev/null 2>&1";
+  std::string cmd =
+      "spm_train --input=" + corpus + " --model_prefix=" + prefix +
+      " --vocab_size=64 --model_type=bpe --character_coverage=1.0 "
+      "--pad_id=3 > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   Tokenizer tok(prefix + ".model");
   EXPECT_EQ(tok.vocabSize(), 64);
@@ -157,13 +171,17 @@ TEST(Dataset, BadLinesNameTheLine) {
       rlhf::JsonlDataset ds(path, {"prompt"});
       ADD_FAILURE() << "expected: " << want;
     } catch (const rlhf::Error &e) {
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos)
+          << e.what();
     }
   };
-  expectError("{\"prompt\": \"a\"}\n{\"prompt\": oops}\n", "bad.jsonl:2: not a JSON object");
-  expectError("{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n", "bad.jsonl:3: missing field \"prompt\"");
+  expectError("{\"prompt\": \"a\"}\n{\"prompt\": oops}\n",
+              "bad.jsonl:2: not a JSON object");
+  expectError("{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n",
+              "bad.jsonl:3: missing field \"prompt\"");
   expectError("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got array");
-  expectError("{\"prompt\": [1]}\n", "field \"prompt\" must be a string or a number, got array");
+  expectError("{\"prompt\": [1]}\n",
+              "field \"prompt\" must be a string or a number, got array");
   expectError("", "has no examples");
 }
 
