@@ -99,8 +99,8 @@ step() {
 # not usable here; the runtime is then built from source.
 prebuilt() {
   local pre=$deps/prebuilt src here
-  if [ ! -f "$pre/source-dir" ] || [ "${RLHF_GPU_PREBUILT:-1}" != 1 ]; then
-    echo "no prebuilt runtime (or RLHF_GPU_PREBUILT=0)"
+  if [ "${RLHF_GPU_PREBUILT:-1}" != 1 ]; then
+    echo "RLHF_GPU_PREBUILT=0: building from source"
     return 77
   fi
   if ! sha256sum --quiet -c "$pre/sources.sha256" >"$out/prebuilt-sources.txt" 2>&1; then
@@ -137,13 +137,16 @@ print(":".join([t + "/lib"] + sorted(glob.glob(os.path.dirname(t) + "/nvidia/*/l
 
 export out deps py build
 export -f prebuilt
+use_prebuilt=0
 if [ -f "$deps/prebuilt/build-dir" ]; then
   build=$(cat "$deps/prebuilt/build-dir")
+  libs=$node_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  if LD_LIBRARY_PATH=$libs step prebuilt prebuilt; then
+    export LD_LIBRARY_PATH=$libs
+    use_prebuilt=1
+  fi
 fi
-if [ -f "$deps/prebuilt/build-dir" ] &&
-  LD_LIBRARY_PATH=$node_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} step prebuilt prebuilt; then
-  export LD_LIBRARY_PATH=$node_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-else
+if [ $use_prebuilt = 0 ]; then
   build=${RLHF_GPU_BUILD:-build-gpu}
   step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DRLHF_RUNTIME_ONLY=ON -DRLHF_PYTHON="$py" -DCMAKE_PREFIX_PATH="$deps" \
