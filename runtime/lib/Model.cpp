@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -179,18 +180,33 @@ at::Tensor rotateHalf(const at::Tensor &x) {
 
 } // namespace
 
-ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed) {
+ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed,
+                          at::TensorOptions options) {
+  const bool host = options.device().is_cpu();
+  at::Generator device =
+      host ? at::Generator()
+           : at::globalContext().defaultGenerator(options.device());
   ParamMap out;
   for (const ParamSpec &p : llamaParams(cfg.shape)) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(
-        seed ^ (std::hash<std::string>{}(p.name) * 0x9E3779B97F4A7C15ull));
+    const uint64_t s =
+        seed ^ (std::hash<std::string>{}(p.name) * 0x9E3779B97F4A7C15ull);
+    std::vector<int64_t> sizes{p.rows};
+    if (!p.vector())
+      sizes.push_back(p.cols);
     at::Tensor t;
-    if (p.name.find("norm") != std::string::npos)
-      t = at::ones({p.rows}, at::kFloat);
-    else if (p.vector()) // biases
-      t = at::normal(0.0, 0.02, {p.rows}, gen, at::kFloat);
-    else
-      t = at::normal(0.0, 0.02, {p.rows, p.cols}, gen, at::kFloat);
+    if (p.name.find("norm") != std::string::npos) {
+      t = at::ones({p.rows}, options);
+    } else if (host) {
+      t = at::empty(sizes, at::kFloat)
+              .normal_(0.0, 0.02, at::make_generator<at::CPUGeneratorImpl>(s))
+              .to(options.dtype().toScalarType());
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(device.mutex());
+        device.set_current_seed(s);
+      }
+      t = at::empty(sizes, options).normal_(0.0, 0.02, device);
+    }
     out[p.name] = t;
   }
   return out;

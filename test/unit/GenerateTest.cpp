@@ -316,3 +316,46 @@ TEST(ModelCuda, LogitsAndGradientsMatchTheCpu) {
     EXPECT_LT(relative(bf16.at(n), ref), 5e-2) << n << " in bf16";
   }
 }
+
+// On the CPU every dtype starts from the same fp32 draw, so a bf16 model is
+// the fp32 one cast, whatever layout or precision a test builds.
+TEST(InitParams, CpuDrawsFp32ThenCasts) {
+  ModelConfig cfg = tiny();
+  ParamMap fp32 = initParams(cfg, 3), bf16 = initParams(cfg, 3, at::kBFloat16);
+  ASSERT_EQ(bf16.size(), fp32.size());
+  for (auto &[n, t] : fp32) {
+    EXPECT_EQ(t.scalar_type(), at::kFloat) << n;
+    EXPECT_TRUE(at::equal(bf16.at(n), t.to(at::kBFloat16))) << n;
+  }
+}
+
+// The GPU benchmarks draw their models on the device: the CPU's names and
+// shapes, in the dtype asked for, the same numbers for the same seed and
+// parameter, N(0, 0.02) with ones for the norms.
+TEST(ModelCuda, InitParamsDrawOnTheDevice) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  ModelConfig cfg = tiny();
+  const auto on =
+      at::TensorOptions().device(c10::kCUDA, 0).dtype(at::kBFloat16);
+  ParamMap cpu = initParams(cfg, 3), a = initParams(cfg, 3, on),
+           b = initParams(cfg, 3, on), other = initParams(cfg, 4, on);
+  ASSERT_EQ(a.size(), cpu.size());
+  for (auto &[n, ref] : cpu) {
+    const at::Tensor &t = a.at(n);
+    EXPECT_TRUE(t.is_cuda()) << n;
+    EXPECT_EQ(t.scalar_type(), at::kBFloat16) << n;
+    EXPECT_EQ(t.sizes(), ref.sizes()) << n;
+    EXPECT_TRUE(at::equal(t, b.at(n))) << n << ": one seed, two draws";
+    if (n.find("norm") != std::string::npos) {
+      EXPECT_TRUE(at::equal(t.to(at::kCPU, at::kFloat), ref)) << n;
+      continue;
+    }
+    EXPECT_FALSE(at::equal(t, other.at(n))) << n << ": another seed";
+    if (t.numel() >= 4096)
+      EXPECT_NEAR(t.to(at::kFloat).std().item<double>(), 0.02, 0.002) << n;
+  }
+  // Reseeded per parameter, not once: two layers' projections differ.
+  EXPECT_FALSE(at::equal(a.at("model.layers.0.mlp.gate_proj.weight"),
+                         a.at("model.layers.1.mlp.gate_proj.weight")));
+}

@@ -143,8 +143,13 @@ struct TokenStats {
 
 /// Full (unsharded) parameters with a deterministic random init: every
 /// parameter draws from a generator seeded by `seed` and its name, so any
-/// layout can be built from the same numbers.
-ParamMap initParams(const ModelConfig &cfg, uint64_t seed);
+/// layout can be built from the same numbers. On the CPU they are drawn in
+/// fp32 and cast to `options`' dtype. On another device its default
+/// generator, reseeded per parameter, draws them there in that dtype: no
+/// host copy, so a 7B model takes milliseconds rather than seconds (the GPU
+/// benchmarks), but the numbers differ from the CPU's.
+ParamMap initParams(const ModelConfig &cfg, uint64_t seed,
+                    at::TensorOptions options = at::kFloat);
 
 /// `params` with every tensor on `device`, and of `dtype` when given (the
 /// same tensors when they already are).
