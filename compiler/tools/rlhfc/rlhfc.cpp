@@ -53,7 +53,9 @@ cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<input .rlhf file, or - for stdin>"),
                                cl::init("-"), cl::cat(rlhfcCat));
 cl::opt<Emit>
-    emit("emit", cl::desc("What to produce (default: check the program only)"),
+    emit("emit",
+         cl::desc("What to produce (default: check the program only; with "
+                  "-o alone, an executable)"),
          cl::init(Emit::Check),
          cl::values(clEnumValN(Emit::Check, "check",
                                "parse and check; print only diagnostics"),
@@ -86,7 +88,9 @@ cl::opt<Emit>
                                "run it with rlhf-run -n GPUS")),
          cl::cat(rlhfcCat));
 cl::opt<std::string>
-    outputFile("o", cl::desc("Write the output here (default: stdout)"),
+    outputFile("o",
+               cl::desc("Write the output here (default: stdout); without "
+                        "--emit or --estimate, build the executable FILE"),
                cl::value_desc("file"), cl::init("-"), cl::cat(rlhfcCat));
 cl::list<std::string>
     includeDirs("I", cl::desc("Add a folder to the import search path"),
@@ -140,7 +144,7 @@ const char *kOverview =
     "timeline\n"
     "  rlhfc examples/ppo_llama2_7b.rlhf --emit=plan --planner=heuristic   a "
     "baseline\n"
-    "  rlhfc examples/tiny_grpo.rlhf --emit=exe -o tiny_grpo   compile to an "
+    "  rlhfc examples/tiny_grpo.rlhf -o tiny_grpo    compile to an "
     "executable\n"
     "  rlhf-run -n 4 ./tiny_grpo --steps 100         ...and train with 4 CPU "
     "workers\n"
@@ -288,6 +292,11 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(rlhfcCat);
   cl::ParseCommandLineOptions(argc, argv, kOverview);
 
+  // `rlhfc prog.rlhf -o prog` builds prog, as a C compiler would: checking
+  // alone writes nothing, so -o would otherwise leave an empty file.
+  if (!emit.getNumOccurrences() && outputFile.getNumOccurrences() &&
+      !estimate && !verifyDiagnostics)
+    emit = Emit::Exe;
   programName = argv[0];
   mlir::DialectRegistry registry;
   rlhfc::codegen::registerCodegenDialects(registry);
