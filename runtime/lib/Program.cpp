@@ -4,131 +4,18 @@
 // line, start (rendezvous, device, datasets, initial or resumed models),
 // each step's begin and end (metrics, progress, traces, checkpoints), the
 // datasets' batches, and the finish (--export-hf, memory against the plan).
-// Values live in ProgramValues.cpp, the calls in ProgramCalls.cpp
-// (ProgramState.h).
+// Values live in ProgramValues.cpp, the calls in ProgramCalls.cpp, the
+// checkpoints and exports in ProgramCheckpoint.cpp (ProgramState.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ProgramState.h"
-
-#include "rlhf/runtime/HfCheckpoint.h"
 
 using namespace rlhf;
 using namespace rlhf::exec;
 namespace fs = std::filesystem;
 
 namespace {
-
-void saveAll(rlhf_prog *p, int64_t step) {
-  fs::path dir =
-      fs::path(p->outDir) / "checkpoints" / ("step-" + std::to_string(step));
-  for (ModelState &m : p->models) {
-    if (!m.changed)
-      continue;
-    // Optimizer moments live in the train layout, sliced over dp under
-    // ZeRO; bring them whole to the parameters' layout so the checkpoint
-    // is consistent.
-    if (m.opt)
-      m.opt->unshard();
-    moveMoments(p, m, m.layout);
-    fs::create_directories(dir / m.name);
-    saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
-                   m.layout, *p->world, step);
-  }
-  saveAhead(p, dir, step);
-  p->world->barrier();
-  if (p->rank == 0) {
-    // The marker moves only after every model is on disk.
-    fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
-    std::ofstream(tmp) << step << "\n";
-    fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
-  }
-  p->world->barrier();
-}
-
-/// The config.json of model `m` as exported: an imported checkpoint's own
-/// (its model_type, max_position_embeddings, sliding window) with the
-/// numbers the run computed with; a plain arch as LLaMA, or as Qwen2 when it
-/// has q/k/v biases (LLaMA's attention_bias would add an o_proj bias too).
-HfArch exportArch(const ModelState &m) {
-  HfArch a;
-  HfConfigError ignored;
-  if (isHfCheckpoint(m.checkpoint))
-    if (std::optional<HfArch> read = readHfConfig(m.checkpoint, ignored))
-      a = *read;
-  if (a.modelType.empty())
-    a.modelType = m.cfg.shape.qkvBias ? "qwen2" : "llama";
-  if (a.maxPositions <= 0)
-    a.maxPositions = m.cfg.maxSeq;
-  a.shape = m.cfg.shape;
-  a.ropeTheta = m.cfg.ropeTheta;
-  a.normEps = m.cfg.normEps;
-  a.rope = m.cfg.rope;
-  return a;
-}
-
-/// --export-hf: every trainable model's final weights, gathered whole to
-/// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the
-/// files of the tokenizer the run used (else of its checkpoint directory).
-void exportHf(rlhf_prog *p) {
-  const fs::path root(p->exportHfDir);
-  std::string programTokenizer;
-  if (!p->tokenizerPath.empty())
-    programTokenizer = fs::is_directory(p->tokenizerPath)
-                           ? p->tokenizerPath
-                           : fs::path(p->tokenizerPath).parent_path().string();
-  for (ModelState &m : p->models) {
-    if (!m.trainable)
-      continue;
-    if (m.cfg.shape.valueHead) {
-      if (p->rank == 0)
-        std::printf("export-hf: skipping '%s': transformers has no causal LM "
-                    "with a value head\n",
-                    m.name.c_str());
-      continue;
-    }
-    // Master weights live in the optimizer's layout; bring them to the
-    // parameters' as a checkpoint does.
-    if (m.opt)
-      m.opt->unshard();
-    moveMoments(p, m, m.layout);
-    ParamMap full = gatherWeights(m.cfg, m.offloaded ? m.host : m.params,
-                                  m.opt.get(), m.layout, *p->world);
-    if (p->rank == 0) {
-      std::string tokenizerDir = !programTokenizer.empty() ? programTokenizer
-                                 : isHfCheckpoint(m.checkpoint) ? m.checkpoint
-                                                                : "";
-      fs::path dir = root / m.name;
-      try {
-        saveHfCheckpoint(dir.string(), exportArch(m), full,
-                         /*maxShardBytes=*/int64_t(5) << 30, /*bf16=*/false,
-                         tokenizerDir);
-        // An imported checkpoint's generation settings (bos, eos, pad ids)
-        // still hold.
-        fs::path gen = fs::path(m.checkpoint) / "generation_config.json";
-        if (isHfCheckpoint(m.checkpoint) && fs::exists(gen))
-          fs::copy_file(gen, dir / gen.filename(),
-                        fs::copy_options::overwrite_existing);
-      } catch (const fs::filesystem_error &e) {
-        throw Error("--export-hf: cannot write '" + dir.string() +
-                    "': " + e.code().message() +
-                    "; the run's checkpoints in --out still hold the weights");
-      }
-      std::printf("export-hf: %s -> %s\n", m.name.c_str(),
-                  dir.string().c_str());
-      std::fflush(stdout);
-    }
-  }
-  p->world->barrier();
-}
-
-int64_t latestCheckpoint(const rlhf_prog *p) {
-  std::ifstream in(fs::path(p->outDir) / "checkpoints" / "latest");
-  int64_t step = -1;
-  if (!(in >> step))
-    return -1;
-  return step;
-}
 
 void usage(const char *argv0, const rlhf_prog *p) {
   std::printf(
@@ -150,7 +37,21 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                   transfers, host functions) as a Chrome trace,\n"
       "                   extended as each step ends; open it in Perfetto\n"
       "                   beside the plan's `rlhfc --emit=trace`\n"
-      "  --help           this text\n",
+      "  --help           this text\n\n"
+      "environment (docs/runtime.md):\n"
+      "  RLHF_DEVICE=cpu|cuda|auto    where workers run (default: a visible\n"
+      "                               GPU, each rank cuda:LOCAL_RANK)\n"
+      "  RLHF_PRECISION=bf16|fp32     weights and activations (default bf16\n"
+      "                               on CUDA, fp32 on the CPU)\n"
+      "  RLHF_BACKEND=gloo|nccl       collectives (default NCCL when every\n"
+      "                               rank owns a GPU, else Gloo)\n"
+      "  RLHF_COMM_TIMEOUT_MS=N       a collective waiting longer fails the\n"
+      "                               job, naming the rank (default 300000)\n"
+      "  RLHF_CUDA_GRAPHS=0|require   decode steps eagerly, or fail when a\n"
+      "                               step cannot be captured\n"
+      "  RLHF_CUDA_IPC=0              ranks sharing a GPU reallocate through\n"
+      "                               host memory\n"
+      "  RLHF_HOST_FNS=cpu            host functions on the CPU, not the GPU\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }

@@ -451,6 +451,18 @@ GeneratedBatch generateRows(rlhf_prog *p, LlamaModel *model, const Layout &l,
 rlhf_value *generatedValue(rlhf_prog *p, const GeneratedBatch &b,
                            const Layout &l);
 
+/// Checkpoints every model that changed to OUT/checkpoints/step-`step`
+/// (collective), then moves OUT/checkpoints/latest to it.
+void saveAll(rlhf_prog *p, int64_t step);
+
+/// The step of the last complete checkpoint under OUT, or -1.
+int64_t latestCheckpoint(const rlhf_prog *p);
+
+/// --export-hf: every trainable model's final weights, gathered whole to
+/// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the
+/// files of the tokenizer the run used (else of its checkpoint directory).
+void exportHf(rlhf_prog *p);
+
 /// Writes the samples that asynchronous generators made ahead of `step`
 /// into checkpoint folder `dir`, and reads them back on resume.
 void saveAhead(rlhf_prog *p, const std::filesystem::path &dir, int64_t step);

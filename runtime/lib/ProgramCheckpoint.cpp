@@ -1,0 +1,127 @@
+//===- ProgramCheckpoint.cpp - a run's checkpoints and exports ------------===//
+//
+// The checkpoints a run writes every save_interval steps and reads on
+// --resume, and --export-hf's Hugging Face checkpoints at the end
+// (ProgramState.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+#include "rlhf/runtime/HfCheckpoint.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The config.json of model `m` as exported: an imported checkpoint's own
+/// (its model_type, max_position_embeddings, sliding window) with the
+/// numbers the run computed with; a plain arch as LLaMA, or as Qwen2 when it
+/// has q/k/v biases (LLaMA's attention_bias would add an o_proj bias too).
+HfArch exportArch(const ModelState &m) {
+  HfArch a;
+  HfConfigError ignored;
+  if (isHfCheckpoint(m.checkpoint))
+    if (std::optional<HfArch> read = readHfConfig(m.checkpoint, ignored))
+      a = *read;
+  if (a.modelType.empty())
+    a.modelType = m.cfg.shape.qkvBias ? "qwen2" : "llama";
+  if (a.maxPositions <= 0)
+    a.maxPositions = m.cfg.maxSeq;
+  a.shape = m.cfg.shape;
+  a.ropeTheta = m.cfg.ropeTheta;
+  a.normEps = m.cfg.normEps;
+  a.rope = m.cfg.rope;
+  return a;
+}
+
+} // namespace
+
+void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
+  fs::path dir =
+      fs::path(p->outDir) / "checkpoints" / ("step-" + std::to_string(step));
+  for (ModelState &m : p->models) {
+    if (!m.changed)
+      continue;
+    // Optimizer moments live in the train layout, sliced over dp under
+    // ZeRO; bring them whole to the parameters' layout so the checkpoint
+    // is consistent.
+    if (m.opt)
+      m.opt->unshard();
+    moveMoments(p, m, m.layout);
+    fs::create_directories(dir / m.name);
+    saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
+                   m.layout, *p->world, step);
+  }
+  saveAhead(p, dir, step);
+  p->world->barrier();
+  if (p->rank == 0) {
+    // The marker moves only after every model is on disk.
+    fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
+    std::ofstream(tmp) << step << "\n";
+    fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
+  }
+  p->world->barrier();
+}
+
+void rlhf::exec::exportHf(rlhf_prog *p) {
+  const fs::path root(p->exportHfDir);
+  std::string programTokenizer;
+  if (!p->tokenizerPath.empty())
+    programTokenizer = fs::is_directory(p->tokenizerPath)
+                           ? p->tokenizerPath
+                           : fs::path(p->tokenizerPath).parent_path().string();
+  for (ModelState &m : p->models) {
+    if (!m.trainable)
+      continue;
+    if (m.cfg.shape.valueHead) {
+      if (p->rank == 0)
+        std::printf("export-hf: skipping '%s': transformers has no causal LM "
+                    "with a value head\n",
+                    m.name.c_str());
+      continue;
+    }
+    // Master weights live in the optimizer's layout; bring them to the
+    // parameters' as a checkpoint does.
+    if (m.opt)
+      m.opt->unshard();
+    moveMoments(p, m, m.layout);
+    ParamMap full = gatherWeights(m.cfg, m.offloaded ? m.host : m.params,
+                                  m.opt.get(), m.layout, *p->world);
+    if (p->rank == 0) {
+      std::string tokenizerDir = !programTokenizer.empty() ? programTokenizer
+                                 : isHfCheckpoint(m.checkpoint) ? m.checkpoint
+                                                                : "";
+      fs::path dir = root / m.name;
+      try {
+        saveHfCheckpoint(dir.string(), exportArch(m), full,
+                         /*maxShardBytes=*/int64_t(5) << 30, /*bf16=*/false,
+                         tokenizerDir);
+        // An imported checkpoint's generation settings (bos, eos, pad ids)
+        // still hold.
+        fs::path gen = fs::path(m.checkpoint) / "generation_config.json";
+        if (isHfCheckpoint(m.checkpoint) && fs::exists(gen))
+          fs::copy_file(gen, dir / gen.filename(),
+                        fs::copy_options::overwrite_existing);
+      } catch (const fs::filesystem_error &e) {
+        throw Error("--export-hf: cannot write '" + dir.string() +
+                    "': " + e.code().message() +
+                    "; the run's checkpoints in --out still hold the weights");
+      }
+      std::printf("export-hf: %s -> %s\n", m.name.c_str(),
+                  dir.string().c_str());
+      std::fflush(stdout);
+    }
+  }
+  p->world->barrier();
+}
+
+int64_t rlhf::exec::latestCheckpoint(const rlhf_prog *p) {
+  std::ifstream in(fs::path(p->outDir) / "checkpoints" / "latest");
+  int64_t step = -1;
+  if (!(in >> step))
+    return -1;
+  return step;
+}
