@@ -76,6 +76,11 @@ at::Tensor ringAttention(const at::Tensor &q, const at::Tensor &k,
 bool fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
                       const at::Tensor &v, const RingLayout &layout, int rank);
 
+/// How many times RingKernel::Fused repeats each of k's KV heads for q's
+/// query heads: 1 where LibTorch would hand its flash kernel the grouped
+/// heads itself (SDPA's enable_gqa), else heads / kv heads.
+int64_t fusedRingKvRepeat(const at::Tensor &q, const at::Tensor &k);
+
 namespace detail {
 /// RingKernel::Fused, where fusedRingApplies (RingFused.cpp).
 at::Tensor ringAttentionFused(const at::Tensor &q, const at::Tensor &k,

@@ -14,7 +14,8 @@
 // The fused kernels take no mask but the plain causal one, so masked
 // rectangles stay apart (planBlocks' keepDiagonals) and each pairs the same
 // positions: zigzag's own block is its two causal chunks and the later
-// chunk's queries against the earlier chunk's keys, unmasked.
+// chunk's queries against the earlier chunk's keys, unmasked. Grouped KV
+// heads go in as they are where the kernel takes them (fusedRingKvRepeat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,14 +37,15 @@ using torch::autograd::tensor_list;
 
 namespace {
 
-/// A block's keys or values [B, Hkv, c, D] per query head [B, H, c, D]:
-/// CPU and CUDA flash kernels differ in what GQA they take, and the copy is
-/// the block's keys, not its scores.
+/// A block's keys or values [B, Hkv, c, D] as the kernel takes them: as
+/// they are where it reads each KV head for its group of g query heads
+/// (`g` 1), else repeated per query head [B, H, c, D], a copy of the block's
+/// keys, not of its scores.
 at::Tensor perQueryHead(const at::Tensor &t, int64_t g) {
   return g == 1 ? t.contiguous() : t.repeat_interleave(g, 1);
 }
 
-/// A key gradient per query head summed over each KV head's group.
+/// A key gradient per KV head: per query head, summed over each group.
 at::Tensor perKvHead(const at::Tensor &t, int64_t g) {
   if (g == 1)
     return t;
@@ -103,7 +105,7 @@ struct RingFused : torch::autograd::Function<RingFused> {
                             std::vector<int64_t> flat) {
     auto *comm = reinterpret_cast<Communicator *>(c);
     const RingLayout layout = unflatten(flat);
-    const int64_t g = q.size(1) / k.size(1);
+    const int64_t g = fusedRingKvRepeat(q, k);
     q = q.contiguous();
     Kernel kernel{1.0 / std::sqrt(double(q.size(3))), {}};
     const auto fp32 = q.options().dtype(at::kFloat);
@@ -126,6 +128,7 @@ struct RingFused : torch::autograd::Function<RingFused> {
     ctx->saved_data["comm"] = c;
     ctx->saved_data["layout"] = flat;
     ctx->saved_data["rng"] = kernel.rng;
+    ctx->saved_data["repeat"] = g;
     ctx->save_for_backward({q, k, v, result, lse});
     return result;
   }
@@ -138,7 +141,7 @@ struct RingFused : torch::autograd::Function<RingFused> {
         reinterpret_cast<Communicator *>(ctx->saved_data["comm"].toInt());
     const RingLayout layout =
         unflatten(ctx->saved_data["layout"].toIntVector());
-    const int64_t g = q.size(1) / k.size(1);
+    const int64_t g = ctx->saved_data["repeat"].toInt();
     const Kernel kernel{1.0 / std::sqrt(double(q.size(3))),
                         ctx->saved_data["rng"].toTensorVector()};
     at::Tensor dOut = grads[0].to(q.scalar_type()).contiguous();
@@ -187,6 +190,23 @@ bool parallel::fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
   return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
                                /*is_causal=*/true) ==
          int64_t(at::SDPBackend::flash_attention);
+}
+
+// FlashAttention-2 on CUDA and the CPU's flash kernel read one KV head per
+// group of query heads, forward and backward (SDPA's enable_gqa, torch 2.5
+// on). Asked of one position, like fusedRingApplies.
+int64_t parallel::fusedRingKvRepeat(const at::Tensor &q, const at::Tensor &k) {
+  const int64_t g = q.size(1) / k.size(1);
+  if (g == 1)
+    return 1;
+  const at::Tensor one = q.narrow(2, 0, 1);
+  const at::Tensor keys =
+      at::empty({k.size(0), k.size(1), 1, k.size(3)}, k.options());
+  const bool native = at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
+                                            /*is_causal=*/true, std::nullopt,
+                                            /*enable_gqa=*/true) ==
+                      int64_t(at::SDPBackend::flash_attention);
+  return native ? 1 : g;
 }
 
 at::Tensor parallel::detail::ringAttentionFused(const at::Tensor &q,

@@ -340,8 +340,14 @@ int main() {
       const std::optional<at::ScalarType> fused =
           fusedRingType(*ringGroup, dev);
       if (fused) {
-        work +=
-            std::string("; fused ") + (*fused == at::kFloat ? "fp32" : "bf16");
+        // GQA as checkRingAttention has it: 4 query heads over 2 KV heads.
+        const auto opts = at::TensorOptions(dev).dtype(*fused);
+        const bool native =
+            parallel::fusedRingKvRepeat(at::empty({1, 4, 1, 8}, opts),
+                                        at::empty({1, 2, 1, 8}, opts)) == 1;
+        work += std::string("; fused ") +
+                (*fused == at::kFloat ? "fp32" : "bf16") +
+                (native ? " gqa native" : " kv repeated");
         ringDiff = std::max(
             ringDiff,
             checkRingAttention(*ringGroup, dev, parallel::RingKernel::Fused,
