@@ -17,7 +17,9 @@
 #include "Workers.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -346,6 +348,18 @@ int main(int argc, char **argv) {
   if (dryRun) {
     printDryRun(workers);
     return 0;
+  }
+  // One error rather than one per worker. Across nodes the workers' own
+  // failure ends the job on every node; an early exit here would leave the
+  // other launchers waiting to join.
+  const bool onPath = program.find('/') == std::string::npos;
+  if (!launch.multi() && (onPath ? !sys::findProgramByName(program)
+                                 : !sys::fs::can_execute(program) ||
+                                       sys::fs::is_directory(program))) {
+    errs() << "rlhf-run: error: cannot execute '" << program
+           << "': no such executable file" << (onPath ? " on PATH" : "")
+           << "; compile one with rlhfc PROG.rlhf -o PROG and run ./PROG\n";
+    return 2;
   }
   if (pipe(signalPipe) != 0) {
     errs() << "rlhf-run: error: pipe: " << strerror(errno) << "\n";
