@@ -412,14 +412,30 @@ int main(int argc, char **argv) {
               b.device.is_cuda() ? "cuda:0"
               : probe            ? "the CPU (memory probe)"
                                  : "the CPU (smoke)");
+  // A point that fails (out of memory, say) is reported and the rest still
+  // run: a GPU window is too short to lose the rows after it.
+  int failed = 0;
   for (const Point &p : points(smoke, probe)) {
-    if (!std::strcmp(p.category, "decode"))
-      b.decode(*p.shape, p.batch, p.in, p.out);
-    else if (!std::strcmp(p.category, "inference"))
-      b.inference(*p.shape, p.batch, p.in);
-    else
-      b.train(*p.shape, p.batch, p.in);
+    try {
+      if (!std::strcmp(p.category, "decode"))
+        b.decode(*p.shape, p.batch, p.in, p.out);
+      else if (!std::strcmp(p.category, "inference"))
+        b.inference(*p.shape, p.batch, p.in);
+      else
+        b.train(*p.shape, p.batch, p.in);
+    } catch (const std::exception &e) {
+      ++failed;
+      std::string what = e.what();
+      what = what.substr(0, what.find('\n'));
+      std::printf("%-9s %-15s batch %4lld  %5lld+%-4lld  FAILED: %s\n",
+                  p.category, p.shape->name, (long long)p.batch,
+                  (long long)p.in, (long long)p.out, what.c_str());
+      std::fflush(stdout);
+    }
   }
+  if (failed)
+    std::printf("%d of %zu points failed\n", failed,
+                points(smoke, probe).size());
   if (b.memoryRows)
     std::printf("peak memory within 15%% of the plan: %d of %d calls\n",
                 b.memoryWithin, b.memoryRows);
@@ -430,5 +446,5 @@ int main(int argc, char **argv) {
     std::printf("runtime/cost-model geomean: %.2f\n",
                 std::exp(logSum / double(b.speedRatios.size())));
   }
-  return 0;
+  return failed ? 1 : 0;
 }
