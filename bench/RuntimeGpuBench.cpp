@@ -252,7 +252,7 @@ struct Bench {
 
   void decode(const Shape &s, int64_t batch, int64_t prompt, int64_t gen) {
     LlamaModel m = model(s, prompt + gen, false);
-    resetPeak(); // after the fp32 initial values (host memory on a GPU)
+    resetPeak(); // after the initial values (on the CPU, drawn in fp32)
     std::vector<std::vector<int64_t>> prompts(
         size_t(batch), std::vector<int64_t>(size_t(prompt), 7));
     for (int64_t b = 0; b < batch; ++b)

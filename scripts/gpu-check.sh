@@ -7,9 +7,9 @@
 # where it loads, else builds the runtime alone (RLHF_RUNTIME_ONLY: no MLIR,
 # LLVM or ANTLR) against the node's PyTorch (python3's torch, or
 # $RLHF_PYTHON) and CUDA, then runs: our runtime's benchmark beside the cost
-# model, reallocation beside a device-to-device copy (through CUDA IPC, and
-# through host memory), the ctest tests labelled `gpu`, tiny_grpo trained
-# from the object rlhfc compiled elsewhere, the fused Adam step beside
+# model, reallocation beside a device-to-device copy through CUDA IPC, the
+# ctest tests labelled `gpu`, tiny_grpo trained from the object rlhfc
+# compiled elsewhere, reallocation through host memory, the fused Adam step beside
 # separate ops, grouped-query decode attention shared beside repeated, the
 # .rlhf functions on the GPU against the CPU, asynchronous GRPO, sequence
 # parallelism, and ring attention's fused kernel beside its explicit one.
@@ -22,7 +22,8 @@
 #   RLHF_GPU_CHECK_TAR=FILE   after every step, DIR as a .tgz at FILE (so a
 #                             run cut short still hands its results back)
 #   RLHF_GPU_CHECK_STEPS=A,B  only these steps (names as in summary.txt), e.g.
-#                             those an earlier window did not reach
+#                             those an earlier window did not reach; the
+#                             runtime's prebuilt/configure/build always run
 #   RLHF_GPU_CHECK_CPU_TESTS=1  also the runtime's CPU tests (CI runs them on
 #                             the same LibTorch; off by default to save time)
 #   RLHF_GPU_PREBUILT=0       build from source even where a prebuilt runtime
@@ -264,8 +265,9 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
 # capped so that one slow step cannot starve the rest: the benchmark beside
 # the cost model (rows are kept as they come; the last line of its log is
 # `runtime/cost-model geomean: X.XX`), reallocation beside a device copy,
-# the layout tests, tiny_grpo's training. The other steps take what is
-# left; RLHF_GPU_CHECK_STEPS runs them in a later window.
+# the layout tests, tiny_grpo's training. The other steps follow, capped
+# too, within what the budget has left; RLHF_GPU_CHECK_STEPS runs them in a
+# later window.
 cap=180 step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
   --predicted "$deps/predicted-h100.csv" --pytorch docs/validation/measured-h100.csv
 cap=45 step realloc-ipc realloc_bench

@@ -183,8 +183,8 @@ bool parallel::fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
     return false;
   // LibTorch's own choice for one position decides dtype, device, head size
   // and the user's torch.backends settings. The keys stand in uninitialised,
-  // shaped as the kernel gets them (per query head): the choice reads no
-  // values, and this runs per layer, so it launches no copy.
+  // one per query head (fusedRingKvRepeat asks about grouped heads): the
+  // choice reads no values, and this runs per layer, so it launches no copy.
   const at::Tensor one = q.narrow(2, 0, 1);
   const at::Tensor keys = at::empty(one.sizes(), k.options());
   return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,

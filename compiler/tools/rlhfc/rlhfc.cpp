@@ -295,7 +295,7 @@ int main(int argc, char **argv) {
   // `rlhfc prog.rlhf -o prog` builds prog, as a C compiler would: checking
   // alone writes nothing, so -o would otherwise leave an empty file.
   if (!emit.getNumOccurrences() && outputFile.getNumOccurrences() &&
-      !estimate && !verifyDiagnostics)
+      outputFile != "-" && !estimate && !verifyDiagnostics)
     emit = Emit::Exe;
   programName = argv[0];
   mlir::DialectRegistry registry;

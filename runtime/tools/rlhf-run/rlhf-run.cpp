@@ -349,13 +349,14 @@ int main(int argc, char **argv) {
     printDryRun(workers);
     return 0;
   }
-  // One error rather than one per worker. Across nodes the workers' own
+  // One error rather than one per worker (for a path, execvp's own test: an
+  // executable regular file). Across nodes the workers' own
   // failure ends the job on every node; an early exit here would leave the
   // other launchers waiting to join.
   const bool onPath = program.find('/') == std::string::npos;
   if (!launch.multi() && (onPath ? !sys::findProgramByName(program)
-                                 : !sys::fs::can_execute(program) ||
-                                       sys::fs::is_directory(program))) {
+                                 : access(program.c_str(), X_OK) != 0 ||
+                                       !sys::fs::is_regular_file(program))) {
     errs() << "rlhf-run: error: cannot execute '" << program
            << "': no such executable file" << (onPath ? " on PATH" : "")
            << "; compile one with rlhfc PROG.rlhf -o PROG and run ./PROG\n";

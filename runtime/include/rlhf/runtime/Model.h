@@ -147,7 +147,9 @@ struct TokenStats {
 /// fp32 and cast to `options`' dtype. On another device its default
 /// generator, reseeded per parameter, draws them there in that dtype: no
 /// host copy, so a 7B model takes milliseconds rather than seconds (the GPU
-/// benchmarks), but the numbers differ from the CPU's.
+/// benchmarks), but the numbers differ from the CPU's, and the device's
+/// default generator is left reseeded (no other thread may draw from it
+/// meanwhile).
 ParamMap initParams(const ModelConfig &cfg, uint64_t seed,
                     at::TensorOptions options = at::kFloat);
 
