@@ -112,10 +112,15 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
     if (!in)
       throw Error("no checkpoint in '" + dir + "' (state.json is missing)");
     nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
-    if (state.is_discarded() || !state.contains("step"))
+    auto integer = [&](const char *key) {
+      return state.contains(key) && state[key].is_number_integer();
+    };
+    if (state.is_discarded() || !state.is_object() || !integer("step") ||
+        (state.contains("adam_steps") && !integer("adam_steps")))
       throw Error("checkpoint '" + dir + "/state.json' is not valid");
-    if (state.value("layers", int64_t(0)) != cfg.shape.layers ||
-        state.value("hidden", int64_t(0)) != cfg.shape.hidden)
+    if (!integer("layers") || !integer("hidden") ||
+        state["layers"].get<int64_t>() != cfg.shape.layers ||
+        state["hidden"].get<int64_t>() != cfg.shape.hidden)
       throw Error("checkpoint '" + dir + "' is of a different architecture");
     st.step = state["step"].get<int64_t>();
     st.adamSteps = state.value("adam_steps", int64_t(0));

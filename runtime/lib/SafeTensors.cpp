@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -24,16 +25,18 @@ namespace {
 ParamMap rlhf::loadSafetensors(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    throw Error("cannot open safetensors file '" + path +
+                "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
   if (bytes.size() < 8)
     fail(path, "shorter than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = (n << 8) | uint8_t(bytes[i]);
   if (n > bytes.size() - 8)
-    fail(path, "header length " + std::to_string(n) + " exceeds the file size " +
-                   std::to_string(bytes.size()));
+    fail(path, "header length " + std::to_string(n) +
+                   " exceeds the file size " + std::to_string(bytes.size()));
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
@@ -47,18 +50,16 @@ ParamMap rlhf::loadSafetensors(const std::string &path) {
   for (auto &[name, info] : header.items()) {
     if (name == "__metadata__")
       continue;
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
-        !info.contains("data_offsets"))
+    if (!info.is_object() || !info.contains("dtype") ||
+        !info.contains("shape") || !info.contains("data_offsets"))
       fail(path, "entry '" + name + "' lacks dtype, shape or data_offsets");
-    std::string dtype = info["dtype"].get<std::string>();
-    std::vector<int64_t> shape = info["shape"].get<std::vector<int64_t>>();
-    std::vector<uint64_t> off = info["data_offsets"].get<std::vector<uint64_t>>();
-    int64_t numel = 1;
-    for (int64_t d : shape) {
-      if (d < 0)
-        fail(path, "entry '" + name + "' has a negative dimension");
-      numel *= d;
-    }
+    // Types and sizes are checked before use: a corrupt header must be an
+    // error naming the file, not a JSON type error or an overflowed size.
+    const json &jd = info["dtype"], &js = info["shape"],
+               &jo = info["data_offsets"];
+    if (!jd.is_string())
+      fail(path, "entry '" + name + "' has a dtype that is not a string");
+    const std::string dtype = jd.get<std::string>();
     size_t width = dtype == "F32"                        ? 4
                    : (dtype == "F16" || dtype == "BF16") ? 2
                    : dtype == "I64"                      ? 8
@@ -67,10 +68,35 @@ ParamMap rlhf::loadSafetensors(const std::string &path) {
     if (!width)
       fail(path, "entry '" + name + "' has unsupported dtype " + dtype +
                      " (F32, F16, BF16, I64 and BOOL are read)");
-    if (off.size() != 2 || off[0] > off[1] || off[1] > dataSize ||
-        off[1] - off[0] != uint64_t(numel) * width)
-      fail(path, "entry '" + name + "' has data_offsets that do not match its shape "
-                 "or lie outside the file");
+    if (!js.is_array() || !std::all_of(js.begin(), js.end(), [](const json &d) {
+          return d.is_number_integer();
+        }))
+      fail(path, "entry '" + name +
+                     "' has a shape that is not a list of "
+                     "integers");
+    std::vector<int64_t> shape = js.get<std::vector<int64_t>>();
+    // Elements, bounded by what the file can hold so that no product
+    // overflows.
+    const uint64_t most = dataSize / width;
+    uint64_t numel = 1;
+    for (int64_t d : shape) {
+      if (d < 0)
+        fail(path, "entry '" + name + "' has a negative dimension");
+      if (d > 0 && numel > most / uint64_t(d))
+        fail(path, "entry '" + name + "' has a shape larger than the file");
+      numel *= uint64_t(d);
+    }
+    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
+        !jo[1].is_number_unsigned())
+      fail(path, "entry '" + name +
+                     "' has data_offsets that are not two "
+                     "non-negative integers");
+    const std::vector<uint64_t> off = jo.get<std::vector<uint64_t>>();
+    if (off[0] > off[1] || off[1] > dataSize ||
+        off[1] - off[0] != numel * width)
+      fail(path, "entry '" + name +
+                     "' has data_offsets that do not match its shape "
+                     "or lie outside the file");
     const char *src = bytes.data() + base + off[0];
     at::Tensor t;
     if (dtype == "F32" || dtype == "I64" || dtype == "BOOL") {

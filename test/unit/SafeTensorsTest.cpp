@@ -10,7 +10,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <set>
+#include <sstream>
+#include <typeinfo>
 
 using namespace rlhf;
 
@@ -101,6 +104,77 @@ TEST(SafeTensors, MalformedFilesAreClearErrors) {
   expectError(header("{\"w\":{\"shape\":[2]}}"),
               "lacks dtype, shape or data_offsets");
   EXPECT_THROW(loadSafetensors(tmpPath("does-not-exist.safetensors")), Error);
+}
+
+// A weights file a user hands over may be cut short or corrupt. Every
+// truncation of a valid file, thousands of corrupted headers and headers
+// with the wrong JSON types or sizes that overflow must load (a mutation
+// may stay valid) or be an rlhf::Error naming the file: never another
+// exception, a crash, or an allocation the file does not back.
+TEST(SafeTensors, CorruptFilesAreErrorsNamingTheFile) {
+  const std::string good = tmpPath("good.safetensors");
+  saveSafetensors(good,
+                  {{"w", at::randn({3, 4})},
+                   {"ids", at::arange(5)},
+                   {"mask", at::ones({2}, at::kBool)}},
+                  {{"format", "pt"}}, /*bf16=*/false);
+  std::ifstream in(good, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  const std::string path = tmpPath("corrupt.safetensors");
+  int errors = 0, loads = 0;
+  auto check = [&](const std::string &b, const std::string &what,
+                   bool mustFail) {
+    writeBytes(path, b);
+    try {
+      loadSafetensors(path);
+      ++loads;
+      EXPECT_FALSE(mustFail) << what << " loaded";
+    } catch (const Error &e) {
+      ++errors;
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos)
+          << what << ": " << e.what();
+    } catch (const std::exception &e) {
+      ADD_FAILURE() << what << ": " << typeid(e).name() << ": " << e.what();
+    }
+  };
+  for (size_t n = 0; n < bytes.size(); ++n)
+    check(bytes.substr(0, n), "truncated to " + std::to_string(n), true);
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | uint8_t(bytes[size_t(i)]);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string b = bytes;
+    for (int f = 0; f <= i % 3; ++f)
+      b[8 + rng() % headerBytes] = char(rng());
+    check(b, "corrupt header #" + std::to_string(i), false);
+  }
+  EXPECT_GT(errors, 3000);
+  for (
+      const char *h : {
+          R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})",
+          R"({"w":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})",
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,"8"]}})",
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":{"a":0}}})",
+          R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})",
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8.5]}})",
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})",
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8,16]}})",
+          // Products that overflow 64 bits to what the offsets say.
+          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+          R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})",
+          R"({"w":{"dtype":"BF16","shape":[9223372036854775807,2],"data_offsets":[0,4]}})",
+          R"({"w":[1,2]})",
+          R"([1,2])",
+      })
+    check(header(h) + std::string(8, '\0'), h, true);
+  // An empty tensor may have huge dimensions beside a zero.
+  check(
+      header(
+          R"({"w":{"dtype":"F32","shape":[1099511627776,0,1099511627776],"data_offsets":[0,0]}})"),
+      "empty", false);
 }
 
 TEST(Tokenizer, TrainsLoadsAndRoundTrips) {
