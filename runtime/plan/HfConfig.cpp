@@ -41,13 +41,17 @@ struct Reader {
     out = it->get<int64_t>();
     return true;
   }
+  /// A positive number: every one read here (rope bases and factors, the
+  /// norm's epsilon) is a scale or a length, and 0 or less would give NaNs
+  /// rather than an error.
   bool number(const json &obj, const char *key, double &out,
               bool required = false) {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null())
       return !required || fail(key, std::string("missing key \"") + key + "\"");
-    if (!it->is_number())
-      return fail(key, std::string("\"") + key + "\" must be a number");
+    if (!it->is_number() || !(it->get<double>() > 0))
+      return fail(key,
+                  std::string("\"") + key + "\" must be a positive number");
     out = it->get<double>();
     return true;
   }
@@ -138,13 +142,16 @@ std::optional<HfArch> rlhf::readHfConfig(const std::string &dir,
     r.fail("hidden_act", "hidden_act must be \"silu\" (SwiGLU)");
     return std::nullopt;
   }
-  if (auto sw = j.find("sliding_window"); sw != j.end() && sw->is_number()) {
+  if (auto sw = j.find("sliding_window"); sw != j.end() && !sw->is_null()) {
+    int64_t window = 0;
+    if (!r.integer("sliding_window", window))
+      return std::nullopt;
     // Qwen2 configs name a window but use it only when asked to.
     bool used = a.modelType != "qwen2";
-    if (a.modelType == "qwen2")
-      r.flag("use_sliding_window", used);
-    if (used && sw->get<int64_t>() < a.maxPositions)
-      a.slidingWindow = sw->get<int64_t>();
+    if (a.modelType == "qwen2" && !r.flag("use_sliding_window", used))
+      return std::nullopt;
+    if (used && window < a.maxPositions)
+      a.slidingWindow = window;
   }
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
     // value() throws on a mistyped entry, and the compiler that calls this
@@ -169,6 +176,11 @@ std::optional<HfArch> rlhf::readHfConfig(const std::string &dir,
           r.number(*rs, "high_freq_factor", a.rope.highFreqFactor, true) &&
           r.number(*rs, "original_max_position_embeddings", orig, true)))
       return std::nullopt;
+    if (orig != double(int64_t(orig))) {
+      r.fail("rope_scaling", "\"original_max_position_embeddings\" must be "
+                             "a whole number");
+      return std::nullopt;
+    }
     a.rope.originalMaxPositions = int64_t(orig);
   }
   return a;

@@ -132,6 +132,25 @@ TEST(HfConfig, BadConfigsAreNamed) {
       << e.message;
   e = errorFor(base + ", \"hidden_size\": \"64\"}");
   EXPECT_FALSE(e.message.empty());
+  // Numbers in range: a zero or negative scale would give NaNs, and a
+  // window that is not a positive integer no attention mask.
+  for (auto [entry, key] : std::vector<std::pair<std::string, std::string>>{
+           {"\"rope_theta\": 0", "rope_theta"},
+           {"\"rms_norm_eps\": -1e-6", "rms_norm_eps"},
+           {"\"sliding_window\": -5", "sliding_window"},
+           {"\"sliding_window\": \"4096\"", "sliding_window"},
+           {"\"sliding_window\": 4096.5", "sliding_window"},
+           {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 0, "
+            "\"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+            "\"original_max_position_embeddings\": 8192}",
+            "factor"},
+           {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+            "\"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+            "\"original_max_position_embeddings\": 8192.5}",
+            "rope_scaling"}}) {
+    e = errorFor(base + ", " + entry + "}");
+    EXPECT_EQ(e.key, key) << entry << ": " << e.message;
+  }
   fs::remove_all(tmp);
 }
 
