@@ -11,6 +11,8 @@
 
 #include "ProgramState.h"
 
+#include <cerrno>
+
 using namespace rlhf;
 using namespace rlhf::exec;
 namespace fs = std::filesystem;
@@ -88,8 +90,9 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     switch (c) {
     case 's': {
       char *end = nullptr;
+      errno = 0;
       long long n = std::strtoll(optarg, &end, 10);
-      if (!end || *end || n < 0)
+      if (!end || *end || n < 0 || errno == ERANGE)
         die(p, std::string("--steps needs a non-negative integer, got '") +
                    optarg + "'");
       p->steps = n;
@@ -219,7 +222,20 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
 
-    // Datasets, and one character vocabulary over all of them.
+    // Datasets, and one character vocabulary over all of them. A --data
+    // name the program lacks is a typo that would silently train on the
+    // program's own file.
+    for (const auto &[name, path] : p->dataOverride)
+      if (std::none_of(p->datasets.begin(), p->datasets.end(),
+                       [&](const DatasetState &d) { return d.name == name; })) {
+        std::string names;
+        for (const DatasetState &d : p->datasets)
+          names += (names.empty() ? "" : ", ") + d.name;
+        throw Error("--data " + name + "=" + path +
+                    ": the program has no "
+                    "dataset '" +
+                    name + "' (its datasets: " + names + ")");
+      }
     std::vector<const JsonlDataset *> all;
     for (DatasetState &d : p->datasets) {
       if (auto it = p->dataOverride.find(d.name); it != p->dataOverride.end())
