@@ -304,18 +304,20 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->firstStep = resumed >= 0 ? resumed + 1 : 0;
     p->resumedFrom = resumed;
 
-    // An export directory that cannot be made fails now, not after training.
-    if (!p->exportHfDir.empty() && p->rank == 0) {
+    // Directories that cannot be made fail now, not after training.
+    auto makeDir = [](const std::string &option, const fs::path &dir) {
       std::error_code ec;
-      fs::create_directories(p->exportHfDir, ec);
-      if (ec || !fs::is_directory(p->exportHfDir))
-        throw Error("--export-hf: cannot create directory '" + p->exportHfDir +
+      fs::create_directories(dir, ec);
+      if (ec || !fs::is_directory(dir))
+        throw Error(option + ": cannot create directory '" + dir.string() +
                     "'" + (ec ? " (" + ec.message() + ")" : std::string()) +
                     "; name a writable directory");
-    }
+    };
+    if (!p->exportHfDir.empty() && p->rank == 0)
+      makeDir("--export-hf", p->exportHfDir);
 
     if (p->rank == 0) {
-      fs::create_directories(fs::path(p->outDir) / "checkpoints");
+      makeDir("--out", fs::path(p->outDir) / "checkpoints");
       // A resumed run keeps the metrics up to its checkpoint and drops the
       // rest, so no step appears twice.
       fs::path metrics = fs::path(p->outDir) / "metrics.jsonl";
