@@ -238,10 +238,17 @@ void BpeTokenizer::Impl::readModel(const json &m) {
     fail("the BPE model has no \"vocab\" object");
   if (!m.contains("merges") || !m["merges"].is_array())
     fail("the BPE model has no \"merges\" list");
+  // Tokens are kept in a table by id, so an id far past the vocabulary's
+  // size (a corrupt file) would allocate gigabytes: ids may leave gaps, up
+  // to 2^20 past the entries.
+  const int64_t entries = int64_t(m["vocab"].size()),
+                idLimit = std::min<int64_t>(INT32_MAX, entries + (1 << 20));
   for (const auto &[token, idj] : m["vocab"].items()) {
     int64_t id = idj.get<int64_t>();
-    if (id < 0 || id > INT32_MAX)
-      fail("vocabulary token \"" + token + "\" has an id out of range");
+    if (id < 0 || id >= idLimit)
+      fail("vocabulary token \"" + token + "\" has id " + std::to_string(id) +
+           ", out of range for a vocabulary of " + std::to_string(entries) +
+           " entries");
     vocab[token] = id;
     if (size_t(id) >= tokens.size()) {
       tokens.resize(size_t(id) + 1);

@@ -317,6 +317,19 @@ TEST_F(BpeTokenizerErrors, BrokenMergesAndConfig) {
       << msg;
 }
 
+// Ids index a table, so a corrupt one must be an error, not gigabytes.
+TEST_F(BpeTokenizerErrors, IdsOutOfRange) {
+  for (int64_t id : {int64_t(-1), int64_t(2000000000)}) {
+    std::string p = write([&](json &j) { j["model"]["vocab"]["Ġ"] = id; });
+    std::string msg = error(p);
+    EXPECT_NE(msg.find("'" + p + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("vocabulary token \"Ġ\" has id " + std::to_string(id) +
+                       ", out of range"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(BpeTokenizer, RejectsTextThatIsNotUtf8) {
   auto tok = BpeTokenizer::fromDirectory(fixtures() + "/gpt2");
   for (std::string bad : {"ab\xff", "\xC0\xAF", "\xED\xA0\x80", "\xE2\x82"}) {
