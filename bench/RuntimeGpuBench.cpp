@@ -173,6 +173,13 @@ std::map<Key, Reference> readPytorch(const std::string &path) {
   return out;
 }
 
+/// The start of a point's row: category, model, batch and lengths.
+void label(const char *cat, const Shape &s, int64_t batch, int64_t in,
+           int64_t out) {
+  std::printf("%-9s %-15s batch %4lld  %5lld+%-4lld  ", cat, s.name,
+              (long long)batch, (long long)in, (long long)out);
+}
+
 struct Bench {
   c10::Device device = c10::kCPU;
   std::ofstream csv;
@@ -216,10 +223,8 @@ struct Bench {
            int64_t out, double tokensPerSec, const std::string &what) {
     double peakBytes = double(devicePeakBytes(device));
     double peak = peakBytes / double(1 << 30);
-    std::printf("%-9s %-15s batch %4lld  %5lld+%-4lld  %10.1f tok/s  peak "
-                "%6.2f GiB",
-                cat, s.name, (long long)batch, (long long)in, (long long)out,
-                tokensPerSec, peak);
+    label(cat, s, batch, in, out);
+    std::printf("%10.1f tok/s  peak %6.2f GiB", tokensPerSec, peak);
     Key k{cat, s.name, batch, in, out};
     if (auto it = predicted.find(k); it != predicted.end()) {
       double r = tokensPerSec / it->second.value;
@@ -268,10 +273,8 @@ struct Bench {
     if (device.is_cuda()) {
       o.cudaGraphs = false;
       eager = time(1, [&] { m.generate(prompts, o); });
-      std::printf("decode    %-15s batch %4lld  %5lld+%-4lld  %10.1f tok/s  "
-                  "eager steps\n",
-                  s.name, (long long)batch, (long long)prompt, (long long)gen,
-                  double(batch * gen) / eager);
+      label("decode", s, batch, prompt, gen);
+      std::printf("%10.1f tok/s  eager steps\n", double(batch * gen) / eager);
       o.cudaGraphs = true;
     }
     double t = time(
@@ -415,7 +418,8 @@ int main(int argc, char **argv) {
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;
-  for (const Point &p : points(smoke, probe)) {
+  const std::vector<Point> all = points(smoke, probe);
+  for (const Point &p : all) {
     try {
       if (!std::strcmp(p.category, "decode"))
         b.decode(*p.shape, p.batch, p.in, p.out);
@@ -427,15 +431,13 @@ int main(int argc, char **argv) {
       ++failed;
       std::string what = e.what();
       what = what.substr(0, what.find('\n'));
-      std::printf("%-9s %-15s batch %4lld  %5lld+%-4lld  FAILED: %s\n",
-                  p.category, p.shape->name, (long long)p.batch,
-                  (long long)p.in, (long long)p.out, what.c_str());
+      label(p.category, *p.shape, p.batch, p.in, p.out);
+      std::printf("FAILED: %s\n", what.c_str());
       std::fflush(stdout);
     }
   }
   if (failed)
-    std::printf("%d of %zu points failed\n", failed,
-                points(smoke, probe).size());
+    std::printf("%d of %zu points failed\n", failed, all.size());
   if (b.memoryRows)
     std::printf("peak memory within 15%% of the plan: %d of %d calls\n",
                 b.memoryWithin, b.memoryRows);

@@ -98,6 +98,21 @@ struct Kernel {
   }
 };
 
+/// Whether LibTorch's own choice for one position of `q` over `kvHeads`
+/// heads of keys shaped as `k`'s is its flash kernel: that decides dtype,
+/// device, head size, grouped heads and the user's torch.backends settings.
+/// The keys stand in uninitialised: the choice reads no values, and this
+/// runs per layer, so it launches no copy.
+bool choosesFlash(const at::Tensor &q, const at::Tensor &k, int64_t kvHeads) {
+  const at::Tensor one = q.narrow(2, 0, 1);
+  const at::Tensor keys =
+      at::empty({k.size(0), kvHeads, 1, k.size(3)}, k.options());
+  return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
+                               /*is_causal=*/true, std::nullopt,
+                               /*enable_gqa=*/kvHeads != q.size(1)) ==
+         int64_t(at::SDPBackend::flash_attention);
+}
+
 // Autograd functions take the communicator as an integer handle.
 struct RingFused : torch::autograd::Function<RingFused> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor q, at::Tensor k,
@@ -181,32 +196,16 @@ bool parallel::fusedRingApplies(const at::Tensor &q, const at::Tensor &k,
     return false;
   if (!masksAreCausal(layout, rank))
     return false;
-  // LibTorch's own choice for one position decides dtype, device, head size
-  // and the user's torch.backends settings. The keys stand in uninitialised,
-  // one per query head (fusedRingKvRepeat asks about grouped heads): the
-  // choice reads no values, and this runs per layer, so it launches no copy.
-  const at::Tensor one = q.narrow(2, 0, 1);
-  const at::Tensor keys = at::empty(one.sizes(), k.options());
-  return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
-                               /*is_causal=*/true) ==
-         int64_t(at::SDPBackend::flash_attention);
+  // One key per query head: fusedRingKvRepeat asks about grouped heads.
+  return choosesFlash(q, k, q.size(1));
 }
 
 // FlashAttention-2 on CUDA and the CPU's flash kernel read one KV head per
 // group of query heads, forward and backward (SDPA's enable_gqa, torch 2.5
-// on). Asked of one position, like fusedRingApplies.
+// on).
 int64_t parallel::fusedRingKvRepeat(const at::Tensor &q, const at::Tensor &k) {
   const int64_t g = q.size(1) / k.size(1);
-  if (g == 1)
-    return 1;
-  const at::Tensor one = q.narrow(2, 0, 1);
-  const at::Tensor keys =
-      at::empty({k.size(0), k.size(1), 1, k.size(3)}, k.options());
-  const bool native = at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
-                                            /*is_causal=*/true, std::nullopt,
-                                            /*enable_gqa=*/true) ==
-                      int64_t(at::SDPBackend::flash_attention);
-  return native ? 1 : g;
+  return g == 1 || choosesFlash(q, k, k.size(1)) ? 1 : g;
 }
 
 at::Tensor parallel::detail::ringAttentionFused(const at::Tensor &q,
