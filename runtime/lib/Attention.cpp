@@ -7,6 +7,13 @@
 
 using namespace rlhf;
 
+bool rlhf::sdpChoosesFlash(const at::Tensor &q, const at::Tensor &k,
+                           const at::Tensor &v, bool enableGqa) {
+  return at::_fused_sdp_choice(q, k, v, std::nullopt, 0.0, /*is_causal=*/true,
+                               std::nullopt, enableGqa) ==
+         int64_t(at::SDPBackend::flash_attention);
+}
+
 at::Tensor rlhf::attention(const at::Tensor &q, at::Tensor k, at::Tensor v,
                            const at::Tensor &mask, GroupedKv grouped) {
   const int64_t B = q.size(0), H = q.size(1), D = q.size(3);
@@ -18,10 +25,7 @@ at::Tensor rlhf::attention(const at::Tensor &q, at::Tensor k, at::Tensor v,
   bool gqa = false, fold = false;
   if (group > 1 && grouped == GroupedKv::Shared) {
     fold = mask.defined() && q.size(2) == 1;
-    gqa = !mask.defined() &&
-          at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true,
-                                std::nullopt, /*enable_gqa=*/true) ==
-              int64_t(at::SDPBackend::flash_attention);
+    gqa = !mask.defined() && sdpChoosesFlash(q, k, v, /*enableGqa=*/true);
   }
   if (group > 1 && !gqa && !fold) {
     k = k.repeat_interleave(group, 1);

@@ -21,7 +21,8 @@
 
 #include "RingBlocks.h"
 
-#include <ATen/SDPBackend.h>
+#include "rlhf/runtime/Attention.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -98,19 +99,15 @@ struct Kernel {
   }
 };
 
-/// Whether LibTorch's own choice for one position of `q` over `kvHeads`
-/// heads of keys shaped as `k`'s is its flash kernel: that decides dtype,
-/// device, head size, grouped heads and the user's torch.backends settings.
-/// The keys stand in uninitialised: the choice reads no values, and this
-/// runs per layer, so it launches no copy.
+/// Whether LibTorch chooses its flash kernel for one position of `q` over
+/// `kvHeads` heads of keys shaped as `k`'s. The keys stand in uninitialised:
+/// the choice reads no values, and this runs per layer, so it launches no
+/// copy.
 bool choosesFlash(const at::Tensor &q, const at::Tensor &k, int64_t kvHeads) {
-  const at::Tensor one = q.narrow(2, 0, 1);
   const at::Tensor keys =
       at::empty({k.size(0), kvHeads, 1, k.size(3)}, k.options());
-  return at::_fused_sdp_choice(one, keys, keys, std::nullopt, 0.0,
-                               /*is_causal=*/true, std::nullopt,
-                               /*enable_gqa=*/kvHeads != q.size(1)) ==
-         int64_t(at::SDPBackend::flash_attention);
+  return sdpChoosesFlash(q.narrow(2, 0, 1), keys, keys,
+                         /*enableGqa=*/kvHeads != q.size(1));
 }
 
 // Autograd functions take the communicator as an integer handle.

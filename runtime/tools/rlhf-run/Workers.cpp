@@ -2,17 +2,89 @@
 
 #include "Workers.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 using namespace llvm;
 using namespace rlhfrun;
+
+bool rlhfrun::spawn(Worker &w, const std::vector<std::string> &argv,
+                    const WorkerEnv &env) {
+  std::vector<char *> cargv;
+  for (const std::string &a : argv)
+    cargv.push_back(const_cast<char *>(a.c_str()));
+  cargv.push_back(nullptr);
+  int outp[2], errp[2];
+  if (pipe(outp) || pipe(errp))
+    return false;
+  [[maybe_unused]] pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0)
+    return false;
+  if (pid == 0) {
+    // Own process group: a terminal ^C reaches rlhf-run, which forwards it.
+    setpgid(0, 0);
+#ifdef __linux__
+    // A launcher killed outright takes its workers along, so a node whose
+    // launcher died holds no half-job; the check covers a launcher that
+    // died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(1);
+#endif
+    dup2(outp[1], STDOUT_FILENO);
+    dup2(errp[1], STDERR_FILENO);
+    close(outp[0]);
+    close(outp[1]);
+    close(errp[0]);
+    close(errp[1]);
+    for (auto &[name, value] : env)
+      setenv(name, value.c_str(), 1);
+    execvp(cargv[0], cargv.data());
+    dprintf(STDERR_FILENO, "rlhf-run: cannot execute '%s': %s\n", cargv[0],
+            strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(outp[1]);
+  close(errp[1]);
+  w.pid = pid;
+  w.running = true;
+  w.out.fd = outp[0];
+  w.err.fd = errp[0];
+  w.err.toStderr = true;
+  fcntl(w.out.fd, F_SETFL, O_NONBLOCK);
+  fcntl(w.err.fd, F_SETFL, O_NONBLOCK);
+  return true;
+}
+
+bool rlhfrun::executable(const std::string &program) {
+  if (program.find('/') != std::string::npos)
+    return access(program.c_str(), X_OK) == 0 &&
+           sys::fs::is_regular_file(program);
+  // LLVM's lookup skips empty entries, which execvp reads as ".".
+  const char *path = getenv("PATH");
+  SmallVector<StringRef, 16> dirs;
+  StringRef(path ? path : "/bin:/usr/bin").split(dirs, ':');
+  for (StringRef &d : dirs)
+    if (d.empty())
+      d = ".";
+  return bool(sys::findProgramByName(program, dirs));
+}
 
 void rlhfrun::emit(const Worker &w, Stream &s, StringRef line, bool prefix) {
   raw_ostream &os = s.toStderr ? errs() : outs();

@@ -1,5 +1,4 @@
-//===- Workers.h - a launcher's worker processes and their output -*- C++
-//-*-===//
+//===- Workers.h - a launcher's worker processes ----------------*- C++ -*-===//
 //
 // The workers rlhf-run spawns, their stdout and stderr read line by line
 // and prefixed with the rank, and how a worker's end is told.
@@ -13,6 +12,7 @@
 
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace rlhfrun {
@@ -31,6 +31,21 @@ struct Worker {
   int status = 0;
   Stream out, err;
 };
+
+/// The variables a worker gets on top of the launcher's environment.
+using WorkerEnv = std::vector<std::pair<const char *, std::string>>;
+
+/// Forks `w`'s process in its own process group, with stdout and stderr on
+/// pipes `pump` reads, and execs `argv` (argv[0] looked up as execvp does).
+/// False when the pipes or the fork fail; a failed exec ends the child with
+/// 127 and a line on its stderr.
+bool spawn(Worker &w, const std::vector<std::string> &argv,
+           const WorkerEnv &env);
+
+/// Whether execvp could run `program`: a path names an executable regular
+/// file, a bare name one on PATH (where an empty entry is the current
+/// directory and an unset PATH glibc's default).
+bool executable(const std::string &program);
 
 /// Prints one line of a worker's output (after "[rank R] " if `prefix`).
 void emit(const Worker &w, Stream &s, llvm::StringRef line, bool prefix);

@@ -17,9 +17,7 @@
 #include "Workers.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -31,9 +29,6 @@
 #include <poll.h>
 #include <string>
 #include <sys/wait.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include <unistd.h>
 #include <vector>
 
@@ -210,12 +205,10 @@ Error resolveLaunch() {
 
 /// The variables a worker gets, named as torchrun names them (GROUP_RANK is
 /// the node's index; NODE_RANK is the name Lightning reads).
-std::vector<std::pair<const char *, std::string>>
-workerEnv(const Worker &w, const std::string &portFile) {
+WorkerEnv workerEnv(const Worker &w, const std::string &portFile) {
   auto str = [](unsigned x) { return std::to_string(x); };
-  std::vector<std::pair<const char *, std::string>> env = {
-      {"MASTER_ADDR", launch.masterAddr},
-      {"MASTER_PORT", str(launch.masterPort)}};
+  WorkerEnv env = {{"MASTER_ADDR", launch.masterAddr},
+                   {"MASTER_PORT", str(launch.masterPort)}};
   if (!portFile.empty())
     env.push_back({"RLHF_RENDEZVOUS_FILE", portFile});
   env.push_back({"WORLD_SIZE", str(launch.worldSize())});
@@ -226,57 +219,6 @@ workerEnv(const Worker &w, const std::string &portFile) {
   env.push_back({"GROUP_WORLD_SIZE", str(launch.nnodes)});
   env.push_back({"NODE_RANK", str(launch.nodeRank)});
   return env;
-}
-
-bool spawn(Worker &w, const std::string &portFile) {
-  int outp[2], errp[2];
-  if (pipe(outp) || pipe(errp))
-    return false;
-  auto env = workerEnv(w, portFile);
-  [[maybe_unused]] pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0)
-    return false;
-  if (pid == 0) {
-    // Own process group: a terminal ^C reaches rlhf-run, which forwards it.
-    setpgid(0, 0);
-#ifdef __linux__
-    // A launcher killed outright takes its workers along, so a node whose
-    // launcher died holds no half-job; the check covers a launcher that
-    // died before the prctl.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(1);
-#endif
-    dup2(outp[1], STDOUT_FILENO);
-    dup2(errp[1], STDERR_FILENO);
-    close(outp[0]);
-    close(outp[1]);
-    close(errp[0]);
-    close(errp[1]);
-    for (auto &[name, value] : env)
-      setenv(name, value.c_str(), 1);
-    std::vector<char *> argv;
-    argv.push_back(const_cast<char *>(program.c_str()));
-    for (auto &a : programArgs)
-      argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(program.c_str(), argv.data());
-    dprintf(STDERR_FILENO, "rlhf-run: cannot execute '%s': %s\n",
-            program.c_str(), strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(outp[1]);
-  close(errp[1]);
-  w.pid = pid;
-  w.running = true;
-  w.out.fd = outp[0];
-  w.err.fd = errp[0];
-  w.err.toStderr = true;
-  fcntl(w.out.fd, F_SETFL, O_NONBLOCK);
-  fcntl(w.err.fd, F_SETFL, O_NONBLOCK);
-  return true;
 }
 
 std::string rankRange(unsigned first, unsigned count) {
@@ -354,9 +296,7 @@ int main(int argc, char **argv) {
   // failure ends the job on every node; an early exit here would leave the
   // other launchers waiting to join.
   const bool onPath = program.find('/') == std::string::npos;
-  if (!launch.multi() && (onPath ? !sys::findProgramByName(program)
-                                 : access(program.c_str(), X_OK) != 0 ||
-                                       !sys::fs::is_regular_file(program))) {
+  if (!launch.multi() && !executable(program)) {
     errs() << "rlhf-run: error: cannot execute '" << program
            << "': no such executable file" << (onPath ? " on PATH" : "")
            << "; compile one with rlhfc PROG.rlhf -o PROG and run ./PROG\n";
@@ -414,7 +354,9 @@ int main(int argc, char **argv) {
   }
 
   for (auto &w : workers) {
-    if (!spawn(w, portFile ? portFile->path : "")) {
+    std::vector<std::string> args{program};
+    args.insert(args.end(), programArgs.begin(), programArgs.end());
+    if (!spawn(w, args, workerEnv(w, portFile ? portFile->path : ""))) {
       errs() << "rlhf-run: error: cannot start rank " << w.rank << ": "
              << strerror(errno) << "\n";
       signalAll(workers, SIGKILL);

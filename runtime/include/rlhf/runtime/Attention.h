@@ -33,6 +33,13 @@ at::Tensor attention(const at::Tensor &q, at::Tensor k, at::Tensor v,
                      const at::Tensor &mask,
                      GroupedKv grouped = GroupedKv::Shared);
 
+/// Whether LibTorch's own choice for causal attention of q over k, v is its
+/// flash kernel (with grouped KV heads read as they are when `enableGqa`).
+/// That choice weighs dtype, device, head size and the user's
+/// torch.backends settings; it reads no values.
+bool sdpChoosesFlash(const at::Tensor &q, const at::Tensor &k,
+                     const at::Tensor &v, bool enableGqa);
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_ATTENTION_H

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "rank $RANK here"
