@@ -122,6 +122,39 @@ TEST(CostModel, RaisingTpCutsMathButAddsCommunication) {
   EXPECT_GT(t8.time.tpComm, t2.time.tpComm);
 }
 
+// The runtime's fused lm head recomputes its logits in backward: a train
+// call prices the head's GEMM four times (forward, recomputation, two
+// backward), the layers' three times; inference once each. A tied head
+// (no parameters of its own) still runs its GEMM.
+TEST(CostModel, TrainPricesTheFusedHeadsRecomputation) {
+  auto compute = [](int64_t vocab, bool tied, const CallShape &c) {
+    rlhf::ModelShape m = llamaShape(32, 4096, 32, 32, 11008);
+    m.vocab = vocab;
+    m.tieEmbeddings = tied;
+    return estimateCall(Arch::get(m, 4096), h100(), layout(1, 1, 1), c)
+        .time.compute;
+  };
+  CallShape infer = train(16, 1024);
+  infer.kind = CallKind::Inference;
+  infer.trainable = false;
+  const double headTrain = compute(64000, false, train(16, 1024)) -
+                           compute(32000, false, train(16, 1024));
+  const double headInfer =
+      compute(64000, false, infer) - compute(32000, false, infer);
+  EXPECT_GT(headInfer, 0);
+  EXPECT_NEAR(headTrain / headInfer, 4.0, 1e-6);
+  EXPECT_DOUBLE_EQ(compute(32000, true, train(16, 1024)),
+                   compute(32000, false, train(16, 1024)));
+  // A value head keeps its output: no recomputation of it.
+  rlhf::ModelShape v = llamaShape(32, 4096, 32, 32, 11008);
+  v.valueHead = true;
+  Estimate critic = estimateCall(Arch::get(v, 4096), h100(), layout(1, 1, 1),
+                                 train(16, 1024));
+  Estimate lm =
+      estimateCall(llama2_7b(), h100(), layout(1, 1, 1), train(16, 1024));
+  EXPECT_LT(critic.time.compute, lm.time.compute);
+}
+
 TEST(CostModel, DecodeTimeTracksBytesRead) {
   // At batch 1 decode reads the weights every token: time scales with the
   // model's bytes, not its FLOPs.

@@ -60,6 +60,7 @@ Arch Arch::get(const rlhf::ModelShape &m, int64_t maxSeq) {
                   (m.qkvBias ? h + 2 * kvDim : 0.0);
   a.embedParams = double(m.vocab) * h;
   a.headParams = m.valueHead ? h : (m.tieEmbeddings ? 0 : double(m.vocab) * h);
+  a.headGemmParams = m.valueHead ? h : double(m.vocab) * h;
   a.totalParams = m.layers * a.layerParams + a.embedParams + h + a.headParams;
   a.kvBytesPerToken = 2 * m.layers * kvDim * kBf16;
   return a;
@@ -174,8 +175,14 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
   // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
   // AV (Megatron-LM's count), plus the logits.
+  auto layerGemmFlops = [&](double tokens) {
+    return 2.0 * tokens * L * (a.layerParams - 2 * h);
+  };
+  auto headGemmFlops = [&](double tokens) {
+    return 2.0 * tokens * a.headGemmParams;
+  };
   auto gemmFlops = [&](double tokens) {
-    return 2.0 * tokens * (L * (a.layerParams - 2 * h) + a.headParams);
+    return layerGemmFlops(tokens) + headGemmFlops(tokens);
   };
   auto fwdFlops = [&](double tokens, double ctx) {
     return gemmFlops(tokens) + 4.0 * tokens * ctx * h * L;
@@ -224,9 +231,11 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // Across ring groups, K/V blocks circle while each step's blockwise
   // attention runs (ringExposed).
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
-                       int allReducesPerLayer) {
+                       double headPasses, int allReducesPerLayer) {
     const double local = tokensPerMb / sp;
-    double flops = passes * gemmFlops(local) / pp / tp;
+    double flops =
+        (passes * layerGemmFlops(local) + headPasses * headGemmFlops(local)) /
+        pp / tp;
     const double attnLayer = causalAttentionFlops(local, ctx, h, 1) / tp;
     const double attnPasses = passes > 1 ? passes + 0.5 : 1;
     double attn = attentionTime(attnPasses * stageLayers * attnLayer, hw);
@@ -265,7 +274,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double seqPerDp = double(c.batch) / dp;
     double mbs = std::max<int64_t>(1, s.microBatches);
     double tokensPerMb = seqPerDp * c.seqLen / mbs;
-    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, 1, 2);
+    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, 1, 1, 2);
     double steps = mbs + pp - 1;
     e.time.compute = steps * comp;
     e.time.tpComm = steps * tpc;
@@ -280,14 +289,15 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double mbs = std::max<int64_t>(1, s.microBatches);
     double seqPerMb = seqPerDp / mbs;
     // Prefill: one compute-bound forward pass over the prompts.
-    auto [pComp, pTp, pPp] = stageTime(seqPerMb * c.promptLen, c.promptLen, 1, 2);
+    auto [pComp, pTp, pPp] =
+        stageTime(seqPerMb * c.promptLen, c.promptLen, 1, 1, 2);
     double pSteps = mbs + pp - 1;
     // Decode: every step reads the stage's weights and the KV cache so far;
     // compute is 2 FLOPs per parameter per sequence plus attention.
     double avgCtx = c.promptLen + (c.genLen + 1) / 2.0;
     double stepFlops = 2.0 * seqPerMb *
                        (stageLayers * (a.layerParams - 2 * h) +
-                        (pp == 1 ? a.headParams : a.headParams / pp) +
+                        (pp == 1 ? a.headGemmParams : a.headGemmParams / pp) +
                         2.0 * avgCtx * h * stageLayers) /
                        tp;
     double stepBytes = weightsRank + seqPerMb * avgCtx * kvBytesPerTokenRank;
@@ -305,7 +315,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.tpComm = pSteps * pTp + dSteps * stepTp;
     e.time.ppComm = pSteps * pPp + dSteps * stepPp;
     e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) +
-              2.0 * c.batch * c.genLen * (L * (a.layerParams - 2 * h) + a.headParams);
+              2.0 * c.batch * c.genLen *
+                  (L * (a.layerParams - 2 * h) + a.headGemmParams);
     e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
     // Prefill's working set (one layer's activations, as inference, and
     // the additive mask of left-padded prompts, [B, P, P] in the compute
@@ -328,7 +339,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double forwards = double(std::max<int64_t>(1, c.forwards));
     double tokensPerMb = seqPerDp * c.seqLen * forwards / mbs;
     double passes = s.recompute ? 4.0 : 3.0;
-    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, passes,
+    // The fused lm head recomputes its logits in backward, recomputation or
+    // not (runtime/lib/HeadStats.h); a value head keeps its output.
+    double headPasses = m.valueHead ? passes : 4.0;
+    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, passes, headPasses,
                                       s.recompute ? 6 : 4);
     double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
     double localParams = stageParams / tp;

@@ -73,6 +73,8 @@ struct Arch {
   double layerParams = 0;   ///< parameters of one decoder layer
   double embedParams = 0;   ///< input embedding
   double headParams = 0;    ///< lm head (0 if tied) or value head
+  /// The head's GEMM per token, over the embedding's rows when tied.
+  double headGemmParams = 0;
   double totalParams = 0;
   double kvBytesPerToken = 0; ///< K and V of one token in all layers, bf16
 
