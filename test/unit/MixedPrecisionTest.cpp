@@ -100,6 +100,45 @@ TEST(MixedPrecision, AdamUpdatesFp32MasterWeights) {
   EXPECT_LT(worst, 5e-4);
 }
 
+// bf16 gradients accumulate over micro-batches in fp32 (the first copied
+// in, the rest added): two micro-batches update the masters as one whole
+// batch does, up to bf16 rounding of each part, where a step on half the
+// batch does not.
+TEST(MixedPrecision, Bf16MicroBatchesAccumulate) {
+  ModelConfig cfg = tiny();
+  const ParamMap init = asBf16(initParams(cfg, 5));
+  FnProgram sft = testfns::stdlibFn("sft_loss");
+  AdamSettings as;
+  as.lr = 1e-3;
+  auto masters = [&](int64_t micro, const TrainBatch &b) {
+    LlamaModel m(cfg, trainable(init), {});
+    Adam o(as);
+    TrainOptions to;
+    to.loss = &sft;
+    to.microBatches = micro;
+    for (int step = 0; step < 2; ++step)
+      trainStep(m, o, b, to);
+    return o.masterWeights();
+  };
+  const TrainBatch whole = sftBatch(4);
+  TrainBatch half = whole;
+  half.inputs[0] = whole.inputs[0].narrow(0, 0, 2);
+  half.masks[0] = whole.masks[0].narrow(0, 0, 2);
+  auto one = masters(1, whole), two = masters(2, whole),
+       part = masters(1, half);
+  double split = 0, dropped = 0;
+  int64_t n = 0;
+  for (auto &[name, w] : one) {
+    split += (two.at(name) - w).abs().sum().item<double>();
+    dropped += (part.at(name) - w).abs().sum().item<double>();
+    n += w.numel();
+  }
+  split /= double(n);
+  dropped /= double(n);
+  EXPECT_LT(split, 0.1 * dropped)
+      << "mean |diff| " << split << " split, " << dropped << " half batch";
+}
+
 // A few SFT steps in bf16 lower the loss, as in fp32.
 TEST(MixedPrecision, Bf16Trains) {
   ModelConfig cfg = tiny();
