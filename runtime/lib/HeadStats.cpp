@@ -14,6 +14,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 int64_t rlhf::logitRowsPerChunk(int64_t vocab, int64_t chunkBytes) {
+  if (chunkBytes <= 0)
+    chunkBytes = logitChunkBytes(vocab);
   return std::max<int64_t>(1, chunkBytes / (4 * std::max<int64_t>(1, vocab)));
 }
 
@@ -106,9 +108,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     const at::Tensor grad = g[0].to(at::kFloat);
     at::Tensor gx, gw;
     if (needX)
-      gx = at::empty_like(x);
-    if (needW) // summed over chunks in fp32, cast once at the end
-      gw = at::zeros(w.sizes(), w.options().dtype(at::kFloat));
+      gx = at::empty(x.sizes(), x.options());
     for (int64_t lo = 0; lo < N; lo += rows) {
       const int64_t n = std::min(rows, N - lo);
       at::Tensor logp = chunkLogits(x.narrow(0, lo, n), w)
@@ -134,10 +134,17 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
       logp.reset();
       at::Tensor gzc = gz.to(x.scalar_type());
       gz.reset();
-      if (needX)
-        gx.narrow(0, lo, n).copy_(at::mm(gzc, w));
-      if (needW)
-        gw.add_(at::mm(gzc.t(), x.narrow(0, lo, n)));
+      if (needX) {
+        at::Tensor rowsOut = gx.narrow(0, lo, n); // contiguous rows
+        at::mm_out(rowsOut, gzc, w);
+      }
+      if (needW) { // summed over chunks in fp32, cast once at the end
+        at::Tensor part = at::mm(gzc.t(), x.narrow(0, lo, n));
+        if (lo)
+          gw.add_(part);
+        else // a single chunk's needs no sum
+          gw = n == N ? part : part.to(at::kFloat);
+      }
     }
     return {gx,           needW ? gw.to(w.scalar_type()) : at::Tensor(),
             at::Tensor(), at::Tensor(),

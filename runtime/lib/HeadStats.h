@@ -27,8 +27,9 @@ namespace rlhf {
 
 class Communicator;
 
-/// Positions per chunk for a vocabulary of `vocab` (at least one).
-int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = kLogitChunkBytes);
+/// Positions per chunk for a vocabulary (shard) of `vocab` columns (at
+/// least one): of `chunkBytes` fp32 logits, logitChunkBytes(vocab) where 0.
+int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = 0);
 
 /// For hidden states `x` [N, h] (after the final norm), the head's weight
 /// `w` [V, h] and next-token ids `next` [N]: a [N, k] fp32 tensor whose
@@ -41,7 +42,7 @@ int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = kLogitChunkBytes);
 at::Tensor fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                           const at::Tensor &next, bool logprobs, bool entropy,
                           Communicator *tp = nullptr, int64_t offset = 0,
-                          int64_t chunkBytes = kLogitChunkBytes);
+                          int64_t chunkBytes = 0);
 
 } // namespace rlhf
 

@@ -74,9 +74,10 @@ TEST(CostModel, Llama2_7bTrainingMemoryByHand) {
   EXPECT_DOUBLE_EQ(e.memory.grads, 4 * P);
   EXPECT_DOUBLE_EQ(e.memory.optimizer, 12 * P);
   // Activations: 8 x 512 tokens, 34 bytes per token per hidden unit per
-  // layer, 32 layers, plus the fused lm head's three 64 MiB chunks of fp32
-  // logits (the whole logits would be 524 MB).
-  double act = 8 * 512 * 4096.0 * 34 * 32 + 3 * 64.0 * (1 << 20);
+  // layer, 32 layers, plus the fused lm head's three chunks of fp32 logits,
+  // 1024 positions each (125 MiB; the whole logits would be 524 MB).
+  const double chunk = 1024 * 32000 * 4.0;
+  double act = 8 * 512 * 4096.0 * 34 * 32 + 3 * chunk;
   EXPECT_DOUBLE_EQ(e.memory.activations, act);
   EXPECT_DOUBLE_EQ(e.memory.kvCache, 0);
 
@@ -94,10 +95,10 @@ TEST(CostModel, Llama2_7bTrainingMemoryByHand) {
 
   // Two stages, two micro-batches of 4 x 512 tokens: stage 0 keeps both in
   // flight over its 16 layers; the last stage runs the same fused head, so
-  // the logits stay three 64 MiB chunks (whole, 262 MB a micro-batch).
+  // the logits stay three chunks (whole, 262 MB a micro-batch).
   Estimate p = estimateCall(llama2_7b(), h100(), layout(1, 1, 2, 2), train(8, 512));
   EXPECT_DOUBLE_EQ(p.memory.activations,
-                   4 * 512 * 4096.0 * 34 * 16 * 2 + 3 * 64.0 * (1 << 20));
+                   4 * 512 * 4096.0 * 34 * 16 * 2 + 3 * chunk);
 }
 
 // Generation of LLaMA-2 7B: the KV cache holds K and V of every token in

@@ -30,8 +30,8 @@ constexpr double kGradBytesPerParam = 4.0;
 /// Adam's update reads and writes master weights, m, v, and the gradient.
 constexpr double kOptimizerTrafficPerParam = 32.0;
 /// The runtime's fused lm head computes the fp32 logits of at most
-/// rlhf::kLogitChunkBytes of positions at a time; forward holds about two
-/// such chunks (bf16 and fp32 logits, the log-sum-exp's exponentials),
+/// rlhf::logitChunkBytes(V / tp) of positions at a time; forward holds about
+/// two such chunks (bf16 and fp32 logits, the log-sum-exp's exponentials),
 /// backward three (the recomputed logits, their softmax, its gradient),
 /// measured on the CPU by rlhf-bench-gpu-runtime --probe.
 constexpr double kLogitChunksForward = 2.0, kLogitChunksBackward = 3.0;
@@ -198,7 +198,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     if (m.valueHead)
       return tokens * 4.0;
     const double whole = tokens * V / tp * 4.0;
-    return std::min(whole, double(rlhf::kLogitChunkBytes)) *
+    return std::min(whole, double(rlhf::logitChunkBytes(int64_t(V / tp)))) *
            (train ? kLogitChunksBackward : kLogitChunksForward);
   };
 
