@@ -146,6 +146,8 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
           gw = n == N ? part : part.to(at::kFloat);
       }
     }
+    if (needW && !gw.defined()) // no positions
+      gw = at::zeros_like(w);
     return {gx,           needW ? gw.to(w.scalar_type()) : at::Tensor(),
             at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(),

@@ -156,6 +156,27 @@ TEST(CostModel, TrainPricesTheFusedHeadsRecomputation) {
   EXPECT_LT(critic.time.compute, lm.time.compute);
 }
 
+// Generation's prefill runs the lm head on each prompt's last position
+// only (ModelGenerate.cpp): a wider vocabulary costs a long prompt no more
+// than a short one, and its FLOPs count the head once per sequence and
+// generated token.
+TEST(CostModel, PrefillRunsTheHeadOnTheLastPosition) {
+  auto est = [](int64_t vocab, int64_t prompt) {
+    rlhf::ModelShape m = llamaShape(32, 4096, 32, 32, 11008);
+    m.vocab = vocab;
+    return estimateCall(Arch::get(m, 4096), h100(), layout(1, 1, 1),
+                        generate(64, prompt, 1));
+  };
+  const double longer = est(64000, 2048).time.compute -
+                        est(32000, 2048).time.compute,
+               shorter =
+                   est(64000, 16).time.compute - est(32000, 16).time.compute;
+  EXPECT_GT(shorter, 0);
+  EXPECT_LT(longer, 1.5 * shorter);
+  EXPECT_DOUBLE_EQ(est(64000, 2048).flops - est(32000, 2048).flops,
+                   2.0 * 64 * (1 + 1) * 32000 * 4096);
+}
+
 TEST(CostModel, DecodeTimeTracksBytesRead) {
   // At batch 1 decode reads the weights every token: time scales with the
   // model's bytes, not its FLOPs.

@@ -289,8 +289,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double mbs = std::max<int64_t>(1, s.microBatches);
     double seqPerMb = seqPerDp / mbs;
     // Prefill: one compute-bound forward pass over the prompts.
+    // Its head runs on each prompt's last position only.
+    const double prefillHead = c.promptLen > 0 ? 1.0 / double(c.promptLen) : 0;
     auto [pComp, pTp, pPp] =
-        stageTime(seqPerMb * c.promptLen, c.promptLen, 1, 1, 2);
+        stageTime(seqPerMb * c.promptLen, c.promptLen, 1, prefillHead, 2);
     double pSteps = mbs + pp - 1;
     // Decode: every step reads the stage's weights and the KV cache so far;
     // compute is 2 FLOPs per parameter per sequence plus attention.
@@ -314,7 +316,9 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.compute = pSteps * pComp + dSteps * stepComp;
     e.time.tpComm = pSteps * pTp + dSteps * stepTp;
     e.time.ppComm = pSteps * pPp + dSteps * stepPp;
-    e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) +
+    e.flops = fwdFlops(double(c.batch) * c.promptLen, c.promptLen) -
+              headGemmFlops(double(c.batch) * c.promptLen) +
+              headGemmFlops(double(c.batch)) +
               2.0 * c.batch * c.genLen *
                   (L * (a.layerParams - 2 * h) + a.headGemmParams);
     e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
