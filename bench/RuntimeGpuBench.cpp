@@ -23,6 +23,11 @@
 //                          the memory model on a CPU: LLaMA's vocabulary at a
 //                          small width, each call's tensor peak against the
 //                          plan's (the last line; speed is not compared)
+//   rlhf-bench-gpu-runtime --out DIR --cpu-compare
+//                          inference and training of cpu_mid on the CPU, the
+//                          points `measure-llama-h100.py --cpu` times
+//                          (bench/runtime-vs-pytorch-cpu.py sets them side
+//                          by side)
 //   rlhf-bench-gpu-runtime --list-points [--smoke|--probe]
 //                                               the points as CSV rows
 //
@@ -71,6 +76,8 @@ const Shape k70bL2{"llama2_70b_l2",
 const Shape kSmoke{"smoke", {2, 256, 4, 4, 688, 1000, false, false}};
 // LLaMA's proportions (and vocabulary) at a width a CPU runs in seconds.
 const Shape kProbe{"probe_llama", {2, 128, 2, 2, 344, 32000, false, false}};
+// measure-llama-h100.py's cpu_mid: LLaMA-2's vocabulary at width 1024.
+const Shape kCpuMid{"cpu_mid", {4, 1024, 16, 16, 2816, 32000, false, false}};
 // Grouped-query attention as LLaMA-3 has it: 8 query heads per KV head.
 const Shape kProbeGqa{"probe_gqa", {2, 256, 8, 1, 688, 32000, false, false}};
 
@@ -81,7 +88,12 @@ struct Point {
 };
 
 /// The points of docs/validation/measured-h100.csv (PyTorch's rows there).
-std::vector<Point> points(bool smoke, bool probe) {
+std::vector<Point> points(bool smoke, bool probe, bool cpuCompare = false) {
+  if (cpuCompare) // measure-llama-h100.py's CPU_POINTS
+    return {{"inference", &kCpuMid, 4, 256, 0},
+            {"inference", &kCpuMid, 8, 512, 0},
+            {"train", &kCpuMid, 2, 256, 0},
+            {"train", &kCpuMid, 4, 512, 0}};
   if (smoke)
     return {{"decode", &kSmoke, 2, 8, 4},
             {"inference", &kSmoke, 2, 16, 0},
@@ -339,14 +351,14 @@ struct Bench {
 void usage() {
   std::fprintf(
       stderr,
-      "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe] "
+      "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe|--cpu-compare] "
       "[--predicted FILE] [--pytorch CSV]\n"
       "       rlhf-bench-gpu-runtime --list-points [--smoke|--probe]\n");
 }
 
 int main(int argc, char **argv) {
   std::string out, predictedPath, pytorchPath;
-  bool smoke = false, probe = false, list = false;
+  bool smoke = false, probe = false, list = false, cpuCompare = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
@@ -358,6 +370,8 @@ int main(int argc, char **argv) {
       smoke = true;
     else if (!std::strcmp(argv[i], "--probe"))
       probe = true;
+    else if (!std::strcmp(argv[i], "--cpu-compare"))
+      cpuCompare = true;
     else if (!std::strcmp(argv[i], "--list-points"))
       list = true;
     else {
@@ -393,7 +407,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
     return 1;
   }
-  if (cudaDeviceCount() > 0)
+  if (cpuCompare) // on the CPU, GPU or not
+    trackHostAllocations();
+  else if (cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
   else if (smoke || probe)
     trackHostAllocations(); // the CPU's tensor peak, as the allocator's
@@ -414,11 +430,12 @@ int main(int argc, char **argv) {
   std::printf("rlhfc runtime on %s, bf16, random weights\n",
               b.device.is_cuda() ? "cuda:0"
               : probe            ? "the CPU (memory probe)"
+              : cpuCompare       ? "the CPU (beside PyTorch)"
                                  : "the CPU (smoke)");
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;
-  const std::vector<Point> all = points(smoke, probe);
+  const std::vector<Point> all = points(smoke, probe, cpuCompare);
   for (const Point &p : all) {
     try {
       if (!std::strcmp(p.category, "decode"))

@@ -18,6 +18,9 @@ LLaMA-2 7B and 70B layers truncated to 4 and 2 layers (to fit one GPU); the
 truncated ones also with every layer recomputed in backward (activation
 checkpointing, torch.utils.checkpoint).
 
+With --cpu, inference and training only, on the CPU at a small shape
+(cpu_mid), for bench/runtime-vs-pytorch-cpu.py to set our runtime beside.
+
 With --compiled, generation only: each layer's norms, rotary embedding and
 SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
 all layers); the cache write and attention stay eager; the same CUDA graph.
@@ -45,7 +48,15 @@ SHAPES = {  # layers, hidden, heads, kv heads, ffn, vocab
     "llama2_7b_l4": (4, 4096, 32, 32, 11008, 32000),
     "llama2_70b_l2": (2, 8192, 64, 8, 28672, 32000),
     "smoke": (2, 256, 4, 4, 688, 1000),
+    # LLaMA-2's vocabulary at a width a CPU trains in a second (--cpu).
+    "cpu_mid": (4, 1024, 16, 16, 2816, 32000),
 }
+
+# Inference and training also run on the CPU (--cpu); generation's CUDA
+# graphs do not.
+DEV = "cuda"
+# --cpu's points: (batch, seq) for inference, then for training.
+CPU_POINTS = ([(4, 256), (8, 512)], [(2, 256), (4, 512)])
 
 
 class Llama:
@@ -55,7 +66,7 @@ class Llama:
         L, h, a, kv, ffn, V = shape
         self.L, self.h, self.a, self.kv, self.ffn, self.V = shape
         self.hd = h // a
-        dev = "cuda"
+        dev = DEV
 
         def w(*s):
             t = torch.randn(*s, device=dev, dtype=dtype) * 0.02
@@ -146,6 +157,11 @@ class Llama:
 def timed(fn, reps, warm=2):
     for _ in range(warm):
         fn()
+    if DEV == "cpu":
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
@@ -227,8 +243,8 @@ def inference(name, batch, seq, reps):
     """A forward pass with every position's logits and the log-probability of
     each next token, as a reference or reward model's inference call."""
     m = Llama(SHAPES[name], torch.bfloat16)
-    tokens = torch.randint(0, m.V, (batch, seq), device="cuda")
-    pos = torch.arange(seq, device="cuda")
+    tokens = torch.randint(0, m.V, (batch, seq), device=DEV)
+    pos = torch.arange(seq, device=DEV)
 
     def run():
         logits = m.forward(tokens, pos)
@@ -242,18 +258,24 @@ def inference(name, batch, seq, reps):
         flush=True,
     )
     del m
-    torch.cuda.empty_cache()
+    empty_cache()
+
+
+def empty_cache():
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
 
 
 def training(name, batch, seq, reps, recompute=False):
-    torch.cuda.reset_peak_memory_stats()
+    if DEV == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     m = Llama(SHAPES[name], torch.float32, requires_grad=True)
     opt = torch.optim.Adam(m.params(), lr=1e-5, fused=True)
-    tokens = torch.randint(0, m.V, (batch, seq + 1), device="cuda")
-    pos = torch.arange(seq, device="cuda")
+    tokens = torch.randint(0, m.V, (batch, seq + 1), device=DEV)
+    pos = torch.arange(seq, device=DEV)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEV, dtype=torch.bfloat16):
             logits = m.forward(tokens[:, :-1], pos, recompute=recompute)
         loss = F.cross_entropy(logits.float().view(-1, m.V), tokens[:, 1:].reshape(-1))
         loss.backward()
@@ -266,11 +288,11 @@ def training(name, batch, seq, reps, recompute=False):
         f"train model={name} gpus=1 tp=1 batch={batch} seq={seq} params={nparams} "
         f"recompute={int(recompute)} "
         f"step_s={t:.4f} tokens_per_sec={batch*seq/t:.1f} "
-        f"peak_gb={torch.cuda.max_memory_allocated()/1e9:.1f}",
+        f"peak_gb={torch.cuda.max_memory_allocated()/1e9 if DEV == 'cuda' else 0:.1f}",
         flush=True,
     )
     del opt, m
-    torch.cuda.empty_cache()
+    empty_cache()
 
 
 def main():
@@ -279,8 +301,20 @@ def main():
     ap.add_argument("--only", choices=["generate", "inference", "train", "recompute"])
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
+    ap.add_argument("--cpu", action="store_true",
+                    help="inference and training of cpu_mid on the CPU")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.cpu:
+        global DEV
+        DEV = "cpu"
+        print(f"# CPU, {torch.get_num_threads()} threads, torch {torch.__version__}",
+              flush=True)
+        for batch, seq in CPU_POINTS[0]:
+            inference("cpu_mid", batch, seq, 3)
+        for batch, seq in CPU_POINTS[1]:
+            training("cpu_mid", batch, seq, 3)
+        return
     p = torch.cuda.get_device_properties(0)
     print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}", flush=True)
