@@ -407,11 +407,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
     return 1;
   }
-  if (cpuCompare) // on the CPU, GPU or not
-    trackHostAllocations();
-  else if (cudaDeviceCount() > 0)
+  // --cpu-compare runs on the CPU, GPU or not.
+  if (!cpuCompare && cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
-  else if (smoke || probe)
+  else if (smoke || probe || cpuCompare)
     trackHostAllocations(); // the CPU's tensor peak, as the allocator's
   else {
     std::printf("rlhf-bench-gpu-runtime: SKIP: no CUDA device (--smoke runs on "

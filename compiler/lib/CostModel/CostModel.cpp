@@ -229,7 +229,9 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // all-to-alls q, k, v in and its output back among the Ulysses ranks,
   // once per forward and backward pass, exposed: nothing runs beside them.
   // Across ring groups, K/V blocks circle while each step's blockwise
-  // attention runs (ringExposed).
+  // attention runs (ringExposed). The layers' GEMMs run `passes` times over
+  // the tokens, the head's `headPasses` times (a fraction where it sees
+  // some positions only, as in prefill).
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
                        double headPasses, int allReducesPerLayer) {
     const double local = tokensPerMb / sp;
@@ -297,11 +299,11 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // Decode: every step reads the stage's weights and the KV cache so far;
     // compute is 2 FLOPs per parameter per sequence plus attention.
     double avgCtx = c.promptLen + (c.genLen + 1) / 2.0;
-    double stepFlops = 2.0 * seqPerMb *
-                       (stageLayers * (a.layerParams - 2 * h) +
-                        (pp == 1 ? a.headGemmParams : a.headGemmParams / pp) +
-                        2.0 * avgCtx * h * stageLayers) /
-                       tp;
+    double stepFlops =
+        2.0 * seqPerMb *
+        (stageLayers * (a.layerParams - 2 * h) + a.headGemmParams / pp +
+         2.0 * avgCtx * h * stageLayers) /
+        tp;
     double stepBytes = weightsRank + seqPerMb * avgCtx * kvBytesPerTokenRank;
     // Decode kernels are tuned for few rows (split-K GEMV): no tile-fill
     // penalty, unlike the prefill and training GEMMs.

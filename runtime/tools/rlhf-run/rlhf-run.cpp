@@ -353,9 +353,9 @@ int main(int argc, char **argv) {
     link = std::move(*l);
   }
 
+  std::vector<std::string> args{program};
+  args.insert(args.end(), programArgs.begin(), programArgs.end());
   for (auto &w : workers) {
-    std::vector<std::string> args{program};
-    args.insert(args.end(), programArgs.begin(), programArgs.end());
     if (!spawn(w, args, workerEnv(w, portFile ? portFile->path : ""))) {
       errs() << "rlhf-run: error: cannot start rank " << w.rank << ": "
              << strerror(errno) << "\n";
