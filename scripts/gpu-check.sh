@@ -160,7 +160,10 @@ if [ -f "$deps/prebuilt/build-dir" ]; then
 fi
 if [ $use_prebuilt = 0 ]; then
   build=${RLHF_GPU_BUILD:-build-gpu}
-  step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # Ninja where the node has it (the H100 image does), else make.
+  gen=Ninja
+  command -v ninja >/dev/null || gen="Unix Makefiles"
+  step configure cmake -S . -B "$build" -G "$gen" -DCMAKE_BUILD_TYPE=Release \
     -DRLHF_RUNTIME_ONLY=ON -DRLHF_PYTHON="$py" -DCMAKE_PREFIX_PATH="$deps" \
     -DGLOO_INCLUDE_DIR="$deps/include" || { cat "$summary"; exit 1; }
   step build cmake --build "$build" -j"$jobs" || { cat "$summary"; exit 1; }

@@ -29,12 +29,29 @@ bool rlhfrun::spawn(Worker &w, const std::vector<std::string> &argv,
     cargv.push_back(const_cast<char *>(a.c_str()));
   cargv.push_back(nullptr);
   int outp[2], errp[2];
-  if (pipe(outp) || pipe(errp))
+  if (pipe(outp))
     return false;
+  // Close what this worker opened, keeping errno for the caller's message.
+  auto closeAll = [&](bool both) {
+    int saved = errno;
+    close(outp[0]);
+    close(outp[1]);
+    if (both) {
+      close(errp[0]);
+      close(errp[1]);
+    }
+    errno = saved;
+  };
+  if (pipe(errp)) {
+    closeAll(false);
+    return false;
+  }
   [[maybe_unused]] pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid < 0)
+  if (pid < 0) {
+    closeAll(true);
     return false;
+  }
   if (pid == 0) {
     // Own process group: a terminal ^C reaches rlhf-run, which forwards it.
     setpgid(0, 0);
