@@ -23,9 +23,10 @@
 //                          the memory model on a CPU: LLaMA's vocabulary at a
 //                          small width, each call's tensor peak against the
 //                          plan's (the last line; speed is not compared)
-//   rlhf-bench-gpu-runtime --out DIR --cpu-compare
-//                          inference and training of cpu_mid on the CPU, the
-//                          points `measure-llama-h100.py --cpu` times
+//   rlhf-bench-gpu-runtime --out DIR --cpu-compare [--fp32]
+//                          inference, training and generation of cpu_mid on
+//                          the CPU, the points `measure-llama-h100.py --cpu`
+//                          times (--fp32: in fp32, as its --fp32)
 //                          (bench/runtime-vs-pytorch-cpu.py sets them side
 //                          by side)
 //   rlhf-bench-gpu-runtime --list-points [--smoke|--probe]
@@ -90,10 +91,10 @@ struct Point {
 /// The points of docs/validation/measured-h100.csv (PyTorch's rows there).
 std::vector<Point> points(bool smoke, bool probe, bool cpuCompare = false) {
   if (cpuCompare) // measure-llama-h100.py's CPU_POINTS
-    return {{"inference", &kCpuMid, 4, 256, 0},
-            {"inference", &kCpuMid, 8, 512, 0},
-            {"train", &kCpuMid, 2, 256, 0},
-            {"train", &kCpuMid, 4, 512, 0}};
+    return {
+        {"inference", &kCpuMid, 4, 256, 0}, {"inference", &kCpuMid, 8, 512, 0},
+        {"train", &kCpuMid, 2, 256, 0},     {"train", &kCpuMid, 4, 512, 0},
+        {"decode", &kCpuMid, 1, 128, 32},   {"decode", &kCpuMid, 16, 128, 32}};
   if (smoke)
     return {{"decode", &kSmoke, 2, 8, 4},
             {"inference", &kSmoke, 2, 16, 0},
@@ -200,6 +201,7 @@ struct Bench {
   std::vector<double> speedRatios;
   int memoryRows = 0, memoryWithin = 0;
   bool probe = false;
+  at::ScalarType dtype = at::kBFloat16; ///< --fp32: at::kFloat
 
   void sync() const { bench::synchronize(device); }
   void resetPeak() const { resetPeakBytes(device); }
@@ -223,8 +225,8 @@ struct Bench {
     ModelConfig cfg;
     cfg.shape = s.shape;
     cfg.maxSeq = maxSeq;
-    ParamMap ps = initParams(
-        cfg, 1, at::TensorOptions().device(device).dtype(at::kBFloat16));
+    ParamMap ps =
+        initParams(cfg, 1, at::TensorOptions().device(device).dtype(dtype));
     if (train)
       for (auto &[n, t] : ps)
         t.requires_grad_(true);
@@ -261,9 +263,9 @@ struct Bench {
     std::snprintf(id, sizeof(id), "own_runtime_h100_%s_%02d", cat, ++rows);
     csv << id << ',' << cat << ',' << s.name << ",H100_SXM,1,1,1,1," << batch
         << ',' << in << ',' << (out ? std::to_string(out) : "")
-        << ",bf16,tokens_per_sec," << tokensPerSec
-        << ",tok/s,bench/RuntimeGpuBench.cpp,\"rlhfc runtime; " << what
-        << "; allocator peak " << peak << " GiB\"\n";
+        << (dtype == at::kFloat ? ",fp32" : ",bf16") << ",tokens_per_sec,"
+        << tokensPerSec << ",tok/s,bench/RuntimeGpuBench.cpp,\"rlhfc runtime; "
+        << what << "; allocator peak " << peak << " GiB\"\n";
     csv.flush();
   }
 
@@ -327,7 +329,8 @@ struct Bench {
     to.loss = &sft;
     double t = time(2, [&] { trainStep(m, opt, b, to); });
     row("train", s, batch, seq, 0, double(batch * seq) / t,
-        "trainStep: forward, backward, Adam on fp32 masters, " +
+        std::string("trainStep: forward, backward, Adam on fp32 ") +
+            (dtype == at::kFloat ? "weights, " : "masters, ") +
             std::to_string(t) + " s");
     // What a forward pass keeps for backward, beside the cost model's 34
     // bytes per token per layer per hidden unit (Korthikanti et al.).
@@ -351,14 +354,15 @@ struct Bench {
 void usage() {
   std::fprintf(
       stderr,
-      "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe|--cpu-compare] "
-      "[--predicted FILE] [--pytorch CSV]\n"
+      "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe|--cpu-compare "
+      "[--fp32]] [--predicted FILE] [--pytorch CSV]\n"
       "       rlhf-bench-gpu-runtime --list-points [--smoke|--probe]\n");
 }
 
 int main(int argc, char **argv) {
   std::string out, predictedPath, pytorchPath;
-  bool smoke = false, probe = false, list = false, cpuCompare = false;
+  bool smoke = false, probe = false, list = false, cpuCompare = false,
+       fp32 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out = argv[++i];
@@ -372,6 +376,8 @@ int main(int argc, char **argv) {
       probe = true;
     else if (!std::strcmp(argv[i], "--cpu-compare"))
       cpuCompare = true;
+    else if (!std::strcmp(argv[i], "--fp32"))
+      fp32 = true;
     else if (!std::strcmp(argv[i], "--list-points"))
       list = true;
     else {
@@ -392,12 +398,14 @@ int main(int argc, char **argv) {
                   (long long)p.in, p.out ? std::to_string(p.out).c_str() : "");
     return 0;
   }
-  if (out.empty()) {
+  if (out.empty() || (fp32 && !cpuCompare)) {
     usage();
     return 2;
   }
   Bench b;
   b.probe = probe;
+  if (fp32)
+    b.dtype = at::kFloat;
   try {
     if (!predictedPath.empty())
       b.predicted = readPredictions(predictedPath);
@@ -426,11 +434,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   b.csv << header;
-  std::printf("rlhfc runtime on %s, bf16, random weights\n",
+  std::printf("rlhfc runtime on %s, %s, random weights\n",
               b.device.is_cuda() ? "cuda:0"
               : probe            ? "the CPU (memory probe)"
               : cpuCompare       ? "the CPU (beside PyTorch)"
-                                 : "the CPU (smoke)");
+                                 : "the CPU (smoke)",
+              fp32 ? "fp32" : "bf16");
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;

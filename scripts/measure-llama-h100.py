@@ -18,8 +18,9 @@ LLaMA-2 7B and 70B layers truncated to 4 and 2 layers (to fit one GPU); the
 truncated ones also with every layer recomputed in backward (activation
 checkpointing, torch.utils.checkpoint).
 
-With --cpu, inference and training only, on the CPU at a small shape
-(cpu_mid), for bench/runtime-vs-pytorch-cpu.py to set our runtime beside.
+With --cpu, on the CPU at a small shape (cpu_mid): inference, training and
+generation with eager steps, for bench/runtime-vs-pytorch-cpu.py to set our
+runtime beside.
 
 With --compiled, generation only: each layer's norms, rotary embedding and
 SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
@@ -52,11 +53,15 @@ SHAPES = {  # layers, hidden, heads, kv heads, ffn, vocab
     "cpu_mid": (4, 1024, 16, 16, 2816, 32000),
 }
 
-# Inference and training also run on the CPU (--cpu); generation's CUDA
-# graphs do not.
+# Everything also runs on the CPU (--cpu), generation with eager steps (no
+# CUDA graphs there).
 DEV = "cuda"
-# --cpu's points: (batch, seq) for inference, then for training.
-CPU_POINTS = ([(4, 256), (8, 512)], [(2, 256), (4, 512)])
+# --cpu's points: (batch, seq) for inference, then for training; (batch,
+# prompt, new tokens) for generation.
+CPU_POINTS = ([(4, 256), (8, 512)], [(2, 256), (4, 512)], [(1, 128, 32), (16, 128, 32)])
+# The compute dtype; --cpu --fp32 makes it fp32 (weights, caches, no
+# autocast), for CPUs whose bf16 is emulated.
+DTYPE = torch.bfloat16
 
 
 class Llama:
@@ -174,16 +179,16 @@ def timed(fn, reps, warm=2):
 
 @torch.inference_mode()
 def generation(name, batch, prompt, gen, reps, compiled=False):
-    m = Llama(SHAPES[name], torch.bfloat16)
+    m = Llama(SHAPES[name], DTYPE)
     maxCtx = prompt + gen
-    caches = torch.zeros(m.L, 2, batch, m.kv, maxCtx, m.hd, device="cuda", dtype=torch.bfloat16)
-    tokens = torch.randint(0, m.V, (batch, prompt), device="cuda")
-    ppos = torch.arange(prompt, device="cuda")
+    caches = torch.zeros(m.L, 2, batch, m.kv, maxCtx, m.hd, device=DEV, dtype=DTYPE)
+    tokens = torch.randint(0, m.V, (batch, prompt), device=DEV)
+    ppos = torch.arange(prompt, device=DEV)
     prefill = timed(lambda: m.forward(tokens, ppos, caches), max(1, reps // 4), warm=1)
 
     def step_at(ctx, graph):
-        tok = torch.randint(0, m.V, (batch, 1), device="cuda")
-        pos = torch.tensor([ctx - 1], device="cuda")
+        tok = torch.randint(0, m.V, (batch, 1), device=DEV)
+        pos = torch.tensor([ctx - 1], device=DEV)
         run = lambda: m.forward(tok, pos, caches, ctx).argmax(-1)
         if not graph:
             return timed(run, reps)
@@ -202,6 +207,16 @@ def generation(name, batch, prompt, gen, reps, compiled=False):
 
     mean = prompt + (gen + 1) // 2
     first, last = prompt + 1, prompt + gen
+    if DEV == "cpu":  # eager steps only
+        s_mean = step_at(mean, False)
+        total = prefill + gen * s_mean
+        print(
+            f"generate model={name} gpus=0 tp=1 batch={batch} prompt={prompt} gen={gen} "
+            f"prefill_s={prefill:.5f} step_eager_ms={s_mean*1e3:.3f} total_s={total:.4f} "
+            f"tokens_per_sec={batch*gen/total:.1f}",
+            flush=True,
+        )
+        return
     if compiled:
         # The decode layers' norms, rotary embedding and SwiGLU fused by
         # TorchInductor (compiled once, shared by all layers); the cache
@@ -242,7 +257,7 @@ def generation(name, batch, prompt, gen, reps, compiled=False):
 def inference(name, batch, seq, reps):
     """A forward pass with every position's logits and the log-probability of
     each next token, as a reference or reward model's inference call."""
-    m = Llama(SHAPES[name], torch.bfloat16)
+    m = Llama(SHAPES[name], DTYPE)
     tokens = torch.randint(0, m.V, (batch, seq), device=DEV)
     pos = torch.arange(seq, device=DEV)
 
@@ -275,7 +290,7 @@ def training(name, batch, seq, reps, recompute=False):
     pos = torch.arange(seq, device=DEV)
 
     def step():
-        with torch.autocast(DEV, dtype=torch.bfloat16):
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DTYPE != torch.float32):
             logits = m.forward(tokens[:, :-1], pos, recompute=recompute)
         loss = F.cross_entropy(logits.float().view(-1, m.V), tokens[:, 1:].reshape(-1))
         loss.backward()
@@ -302,18 +317,23 @@ def main():
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
     ap.add_argument("--cpu", action="store_true",
-                    help="inference and training of cpu_mid on the CPU")
+                    help="inference, training and generation of cpu_mid on the CPU")
+    ap.add_argument("--fp32", action="store_true",
+                    help="with --cpu: in fp32, for a CPU without native bf16")
     args = ap.parse_args()
     torch.manual_seed(0)
     if args.cpu:
-        global DEV
+        global DEV, DTYPE
         DEV = "cpu"
-        print(f"# CPU, {torch.get_num_threads()} threads, torch {torch.__version__}",
-              flush=True)
+        DTYPE = torch.float32 if args.fp32 else torch.bfloat16
+        print(f"# CPU, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+              f"{'fp32' if args.fp32 else 'bf16'}", flush=True)
         for batch, seq in CPU_POINTS[0]:
             inference("cpu_mid", batch, seq, 3)
         for batch, seq in CPU_POINTS[1]:
             training("cpu_mid", batch, seq, 3)
+        for batch, prompt, gen in CPU_POINTS[2]:
+            generation("cpu_mid", batch, prompt, gen, 8)
         return
     p = torch.cuda.get_device_properties(0)
     print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
