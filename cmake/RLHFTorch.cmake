@@ -44,8 +44,40 @@ endif()
 set(_pip_cuda "${RLHF_TORCH_SITE}/nvidia/cu13")
 set(_pip_nccl "${RLHF_TORCH_SITE}/nvidia/nccl")
 find_program(_path_nvcc nvcc)
-if(NOT CUDAToolkit_ROOT AND NOT CMAKE_CUDA_COMPILER AND NOT _path_nvcc
-   AND NOT EXISTS /usr/local/cuda/bin/nvcc AND EXISTS "${_pip_cuda}/bin/nvcc")
+if(NOT _path_nvcc AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(_path_nvcc /usr/local/cuda/bin/nvcc)
+endif()
+# A node's own toolkit of another CUDA major than torch's would put two CUDA
+# runtimes in one process (ours and the wheel's): take the wheels' then.
+set(_sys_cuda_ok FALSE)
+if(_path_nvcc)
+  execute_process(COMMAND "${_path_nvcc}" --version OUTPUT_VARIABLE _nvcc_out
+                  RESULT_VARIABLE _nvcc_rc ERROR_QUIET)
+  execute_process(COMMAND "${RLHF_PYTHON}" -c
+                  "import torch; print(torch.version.cuda or '')"
+                  OUTPUT_VARIABLE _torch_cuda OUTPUT_STRIP_TRAILING_WHITESPACE
+                  ERROR_QUIET)
+  string(REGEX MATCH "release ([0-9]+)" _ "${_nvcc_out}")
+  set(_nvcc_major "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "^([0-9]+)" _ "${_torch_cuda}")
+  if(NOT _nvcc_rc EQUAL 0 OR NOT _nvcc_major OR NOT CMAKE_MATCH_1
+     OR _nvcc_major STREQUAL CMAKE_MATCH_1)
+    set(_sys_cuda_ok TRUE)
+  elseif(NOT EXISTS "${_pip_cuda}/bin/nvcc")
+    message(WARNING "${_path_nvcc} is CUDA ${_nvcc_major} but torch is built "
+                    "for CUDA ${_torch_cuda}, and torch's NVIDIA wheels hold no "
+                    "toolkit: pass -DCUDAToolkit_ROOT=<a CUDA ${_torch_cuda} "
+                    "toolkit>")
+    set(_sys_cuda_ok TRUE)
+  endif()
+endif()
+if(NOT CUDAToolkit_ROOT AND NOT CMAKE_CUDA_COMPILER AND NOT _sys_cuda_ok
+   AND EXISTS "${_pip_cuda}/bin/nvcc")
+  if(_path_nvcc)
+    message(WARNING "${_path_nvcc} is CUDA ${_nvcc_major} but torch is built "
+                    "for CUDA ${_torch_cuda}: using the toolkit of torch's "
+                    "NVIDIA wheels instead (-DCUDAToolkit_ROOT=DIR chooses)")
+  endif()
   # FindCUDA and FindCUDAToolkit want bin/, include/ and lib64/ under one root,
   # and unversioned library names; the wheels ship versioned ones only.
   # bin/ is a real folder: nvcc finds lib64/ as bin/.. without resolving links.
