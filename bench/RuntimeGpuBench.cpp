@@ -209,6 +209,11 @@ struct Bench {
   /// `warm` says that earlier work has loaded the kernels and filled the
   /// allocator's cache.
   template <typename F> double time(int reps, F &&f, bool warm = false) {
+    // The memory probe reads peaks, not speed: one timed run. Generate and
+    // inference peak in their first run, so the probe skips their warm-up;
+    // a train step peaks in its second (Adam's state is made in the first).
+    if (probe)
+      reps = 1;
     if (!warm)
       f();
     sync();
@@ -292,7 +297,7 @@ struct Bench {
       o.cudaGraphs = true;
     }
     double t = time(
-        1, [&] { m.generate(prompts, o); }, eager > 0);
+        1, [&] { m.generate(prompts, o); }, eager > 0 || probe);
     std::string how =
         device.is_cuda() ? " greedy steps as CUDA graphs, " : " greedy steps, ";
     if (eager > 0)
@@ -310,7 +315,8 @@ struct Bench {
                             .to(device);
     at::NoGradGuard ng;
     // What a compiled program's inference call runs.
-    double t = time(2, [&] { m.tokenStat(tokens, /*entropy=*/false); });
+    double t = time(
+        2, [&] { m.tokenStat(tokens, /*entropy=*/false); }, probe);
     row("inference", s, batch, seq, 0, double(batch * seq) / t,
         "forward + token log-probs (LlamaModel::tokenStat), " +
             std::to_string(t) + " s");
