@@ -321,6 +321,8 @@ def main():
     ap.add_argument("--fp32", action="store_true",
                     help="with --cpu: in fp32, for a CPU without native bf16")
     args = ap.parse_args()
+    if args.fp32 and not args.cpu:
+        ap.error("--fp32 goes with --cpu (the GPU runs are bf16)")
     torch.manual_seed(0)
     if args.cpu:
         global DEV, DTYPE
