@@ -170,15 +170,16 @@ if [ $use_prebuilt = 0 ]; then
 fi
 
 
-# link PROG: links $deps/obj/PROG.o against the runtime as $build/PROG;
+# link PROG [NAME]: links $deps/obj/PROG.o against the runtime as
+# $build/NAME (default PROG; steps that run side by side link apart);
 # status 77 (skip) when there is no CUDA device to run it on.
 link() {
   local lib
   lib=$(cd "$build/lib" && pwd)
-  cc "$deps/obj/$1.o" -o "$build/$1" -L"$lib" -lrlhf_runtime \
+  cc "$deps/obj/$1.o" -o "$build/${2:-$1}" -L"$lib" -lrlhf_runtime \
     -Wl,-rpath,"$lib" || return 1
   if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() else 1)'; then
-    echo "linked $build/$1; SKIP: no CUDA device to run it on"
+    echo "linked $build/${2:-$1}; SKIP: no CUDA device to run it on"
     return 77
   fi
 }
@@ -210,12 +211,12 @@ link_and_train() {
 # default): bf16 would flip sampled tokens, and its reward rise is
 # tiny-grpo's step.
 fn_on_gpu() {
-  link tiny_grpo || return
+  link tiny_grpo tiny_grpo_fn || return
   export RLHF_PRECISION=fp32
-  on_gpu tiny_grpo 10 "$out/tiny_grpo-10" || return 1
+  on_gpu tiny_grpo_fn 10 "$out/tiny_grpo-10" || return 1
   rm -rf "$out/tiny_grpo-10-cpu"
   RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    --no-python "$build/tiny_grpo" --steps 10 --data sums=examples/data/sums.jsonl \
+    --no-python "$build/tiny_grpo_fn" --steps 10 --data sums=examples/data/sums.jsonl \
     --out "$out/tiny_grpo-10-cpu" || return 1
   "$py" test/E2E/Inputs/metrics.py same "$out/tiny_grpo-10/metrics.jsonl" \
     "$out/tiny_grpo-10-cpu/metrics.jsonl" --keys reward,loss/actor \
@@ -265,25 +266,36 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
   realloc_bench realloc_bench_host
 
 # Under a budget, the checks each acceptance point needs come first, each
-# capped so that one slow step cannot starve the rest: the benchmark beside
-# the cost model (rows are kept as they come; the last line of its log is
-# `runtime/cost-model geomean: X.XX`), reallocation beside a device copy,
-# the layout tests, tiny_grpo's training. The other steps follow, capped
-# too, within what the budget has left; RLHF_GPU_CHECK_STEPS runs them in a
-# later window.
+# capped so that one slow step cannot starve the rest. Timed steps run alone
+# on the GPU: the benchmark beside the cost model (rows are kept as they
+# come; the last line of its log is `runtime/cost-model geomean: X.XX`) and
+# reallocation beside a device copy. The correctness steps, which time
+# nothing, then run side by side (the layout tests, tiny_grpo's training,
+# the .rlhf functions, async GRPO, sequence parallelism), and the other
+# benchmarks alone after them, within what the budget has left;
+# RLHF_GPU_CHECK_STEPS runs any that were cut off in a later window.
 cap=180 step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
   --predicted "$deps/predicted-h100.csv" --pytorch docs/validation/measured-h100.csv
 cap=45 step realloc-ipc realloc_bench
-cap=180 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900
-cap=120 step tiny-grpo link_and_train
+
+# Side by side: each step in the background with its own cap; the tarball
+# is written once they all end (two at once would write the same file).
+tar_each=$tarball
+tarball=
+cap=240 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900 &
+cap=180 step tiny-grpo link_and_train &
+cap=150 step fn-on-gpu fn_on_gpu &
+cap=150 step async-on-gpu async_on_gpu &
+cap=150 step sp-on-gpu sp_on_gpu &
+wait
+tarball=$tar_each
+[ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null
+
 cap=45 step realloc-host realloc_bench_host
 # The fused AdamW step beside separate ops, over 1.07B parameters.
 cap=45 step adam "$build/bin/rlhf-bench-adam"
 # A decode step's attention over grouped KV heads, shared beside repeated.
 cap=45 step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
-cap=90 step fn-on-gpu fn_on_gpu
-cap=90 step async-on-gpu async_on_gpu
-cap=90 step sp-on-gpu sp_on_gpu
 # Ring attention's fused (flash per block) and explicit kernels, one rank.
 cap=90 step ring-attention "$build/bin/rlhf-bench-ring-attention"
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
@@ -292,4 +304,6 @@ fi
 
 echo
 cat "$summary"
+# The background steps' statuses live only in the summary.
+grep -qE ' (FAILED|OUT-OF-TIME) ' "$summary" && failed=1
 exit $failed
