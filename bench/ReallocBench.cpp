@@ -54,10 +54,12 @@ int main() {
         {"pp -> tp", {0, 1, 1, n}, {0, 1, n, 1}},
     };
     if (world.rank() == 0)
-      std::printf("%d ranks on %s, %s weights, %s\n%-20s %12s %12s %12s %12s\n",
+      std::printf("%d ranks on %s, %s weights, %s\n%-20s %12s %12s %12s %12s "
+                  "%9s %9s\n",
                   n, device.str().c_str(), at::toString(dtype),
                   gpu ? "copy = device to device" : "copy = memcpy", "layouts",
-                  "MB/rank in", "realloc ms", "copy ms", "copy/realloc");
+                  "MB/rank in", "realloc ms", "copy ms", "copy/realloc",
+                  "map ms", "exch ms");
     const int reps = gpu ? 5 : 1;
     double worst = 1e30, logSum = 0;
     for (const Case &c : cases) {
@@ -71,9 +73,14 @@ int main() {
       reallocate(cfg, shard, c.from, c.to, world, nullptr, opts);
       sync();
       auto t0 = Clock::now();
+      // Rank 0's host time mapping peers' memory and exchanging with them
+      // (waits included), per move: where a slow move's time goes.
+      double mapS = 0, exchS = 0;
       for (int r = 0; r < reps; ++r) {
         st = {};
         reallocate(cfg, shard, c.from, c.to, world, &st, opts);
+        mapS += st.mapSeconds / reps;
+        exchS += st.exchangeSeconds / reps;
       }
       sync();
       double reallocS =
@@ -96,9 +103,9 @@ int main() {
       worst = std::min(worst, ratio);
       logSum += std::log(ratio);
       if (world.rank() == 0)
-        std::printf("%-20s %12.1f %12.2f %12.2f %12.3f\n", c.name,
+        std::printf("%-20s %12.1f %12.2f %12.2f %12.3f %9.2f %9.2f\n", c.name,
                     in.item<double>() / n / 1e6, reallocS * 1e3, copyS * 1e3,
-                    ratio);
+                    ratio, mapS * 1e3, exchS * 1e3);
     }
     if (world.rank() == 0)
       std::printf("realloc speed / copy speed: geomean %.3f, worst pair %.3f\n",

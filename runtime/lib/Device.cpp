@@ -48,6 +48,10 @@ c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
   c10::Device dev(c10::kCUDA, c10::DeviceIndex(cfg.localRank % n));
   // Later allocations and kernels without an explicit device go there too.
   c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(dev);
+  // The caching allocator exists only after CUDA's lazy init, which the
+  // first CUDA tensor triggers; a rank whose first act reads its peak (an
+  // asynchronous generator's span) would otherwise find none.
+  at::globalContext().lazyInitDevice(c10::kCUDA);
   return dev;
 }
 
@@ -110,6 +114,7 @@ double allocatedBytes(c10::Device device, bool peak) {
     const auto &a = CountingCpuAllocator::instance();
     return hostTracked ? double(peak ? a.peak.load() : a.current.load()) : 0.0;
   }
+  at::globalContext().lazyInitDevice(c10::kCUDA); // see selectDevice
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   const auto &s =
       stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)];
@@ -128,6 +133,7 @@ double rlhf::deviceCurrentBytes(c10::Device device) {
 
 void rlhf::resetPeakBytes(c10::Device device) {
   if (device.is_cuda()) {
+    at::globalContext().lazyInitDevice(c10::kCUDA); // see selectDevice
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     return;
   }

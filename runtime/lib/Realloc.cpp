@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -235,7 +236,13 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
     }
   }
   st.messages += int64_t(sends.size() + recvs.size());
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  auto t0 = Clock::now();
   world.exchange(sends, recvs);
+  st.exchangeSeconds += since(t0);
   std::vector<Communicator::Peer> doneSends, doneRecvs;
   // Peers' shards mapped through IPC stay mapped until the copies out of
   // them have finished: closing a handle does not wait for queued work.
@@ -247,9 +254,11 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
       auto srcAt = from.coordsOf(src);
       std::vector<int64_t> ps = paramsOf(moves);
       std::map<int64_t, at::Tensor> theirs;
+      auto tm = Clock::now();
       for (size_t k = 0; k < ps.size(); ++k)
         theirs[ps[k]] = ipc::importTensor(
             recvs[i].tensor.data_ptr<uint8_t>() + k * ipc::kRecordBytes, opts);
+      st.mapSeconds += since(tm);
       for (const SliceMove *mv : moves) {
         const ParamSpec &p = params[mv->param];
         auto [a, b] = elems(p, mv->lo, mv->hi);
@@ -277,7 +286,9 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
     mapped.clear();
     for (int r : readers)
       doneRecvs.push_back({at::zeros({1}, at::kByte), r});
+    t0 = Clock::now();
     world.exchange(doneSends, doneRecvs);
+    st.exchangeSeconds += since(t0);
   }
   return out; // the source shard is dropped: no redundant copy remains
 }

@@ -32,6 +32,9 @@ ParamMap initialShard(const ModelConfig &cfg, const Layout &layout,
 struct ReallocStats {
   int64_t bytesSent = 0, bytesReceived = 0, bytesLocal = 0;
   int64_t messages = 0;
+  /// Host wall time mapping peers' memory (CUDA IPC) and in exchanges with
+  /// peers, waiting for them included: where a move's time goes.
+  double mapSeconds = 0, exchangeSeconds = 0;
 };
 
 /// Reallocates `mine` (this rank's shard under `from`) into its shard under
