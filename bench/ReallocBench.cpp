@@ -63,11 +63,9 @@ int main() {
     const int reps = gpu ? 5 : 1;
     double worst = 1e30, logSum = 0;
     for (const Case &c : cases) {
-      ParamMap shard;
-      // Each shard its own block, as a trained model's would be, not a view
-      // of the full model.
-      for (auto &[name, t] : layoutShard(cfg, full, c.from, world.rank()))
-        shard[name] = t.clone(at::MemoryFormat::Contiguous);
+      // One block per shard, as the runtime holds one (flatShard), copied
+      // out of the full model.
+      ParamMap shard = layoutShard(cfg, full, c.from, world.rank());
       // The first move maps peers' memory and warms the allocator.
       ReallocStats st;
       reallocate(cfg, shard, c.from, c.to, world, nullptr, opts);

@@ -173,9 +173,13 @@ at::Tensor ropeFrequencies(const ModelConfig &cfg, int64_t headDim) {
   return at::where(medium, smoothed, scaled);
 }
 
-at::Tensor rotateHalf(const at::Tensor &x) {
-  int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+/// Rotary embedding, x * cos + rotate_half(x) * sin as transformers writes
+/// it, with rotate_half's sign folded into `sinRot` ([-sin, sin]): three
+/// kernels (a roll and a fused multiply-add) where the halves' negation and
+/// concatenation took five, per layer for q and for k.
+at::Tensor rotary(const at::Tensor &x, const at::Tensor &cos,
+                  const at::Tensor &sinRot) {
+  return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sinRot);
 }
 
 } // namespace
@@ -222,12 +226,69 @@ ModelConfig rlhf::modelConfigOf(const HfArch &arch, int64_t maxSeq) {
   return cfg;
 }
 
+ParamMap rlhf::flatShard(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
+    const at::TensorOptions &opts) {
+  // 256 bytes: the alignment cudaMalloc gives, which GEMMs and vectorised
+  // kernels expect of each tensor's start.
+  const int64_t align = std::max<int64_t>(1, 256 / opts.dtype().itemsize());
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const auto &[name, shape] : shapes) {
+    offsets.push_back(total);
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    total += (n + align - 1) / align * align;
+  }
+  ParamMap out;
+  if (shapes.empty())
+    return out;
+  at::Tensor flat = at::empty({total}, opts);
+  // Tensors on the block's storage, not autograd views of it: each may
+  // become a leaf that requires grad and be updated in place, as separately
+  // allocated parameters are.
+  at::NoGradGuard plain;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto &[name, shape] = shapes[i];
+    out[name] = at::empty({0}, opts).set_(flat.storage(), offsets[i], shape);
+  }
+  return out;
+}
+
 ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
-                        std::optional<at::ScalarType> dtype) {
+                        std::optional<at::ScalarType> dtype, bool copy) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  std::optional<at::ScalarType> common;
+  bool moves = copy;
+  for (const auto &[n, t] : params) {
+    if (!t.defined())
+      continue;
+    at::ScalarType want = dtype.value_or(t.scalar_type());
+    moves = moves || t.device() != device || t.scalar_type() != want;
+    if (common && *common != want)
+      common = at::ScalarType::Undefined; // mixed: tensor by tensor
+    else if (!common)
+      common = want;
+    shapes.emplace_back(n, t.sizes().vec());
+  }
+  if (!moves || shapes.empty())
+    return params;
+  if (*common == at::ScalarType::Undefined) {
+    for (auto &[n, t] : params)
+      if (t.defined())
+        t = t.to(device, dtype.value_or(t.scalar_type()),
+                 /*non_blocking=*/false, copy);
+    return params;
+  }
+  ParamMap out =
+      flatShard(shapes, at::TensorOptions().dtype(*common).device(device));
+  for (auto &[n, t] : out)
+    t.copy_(params.at(n));
   for (auto &[n, t] : params)
-    if (t.defined())
-      t = t.to(device, dtype.value_or(t.scalar_type()));
-  return params;
+    if (!t.defined())
+      out[n] = t;
+  return out;
 }
 
 ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full,
@@ -377,8 +438,8 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   at::Tensor q = project("q_proj", heads);
   at::Tensor k = project("k_proj", kvHeads);
   at::Tensor v = project("v_proj", kvHeads);
-  q = q * cos + rotateHalf(q) * sin;
-  k = k * cos + rotateHalf(k) * sin;
+  q = rotary(q, cos, sin);
+  k = rotary(k, cos, sin);
   if (cache) {
     if (int(cache->keys.size()) <= l) {
       cache->keys.resize(l + 1);
@@ -474,8 +535,10 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
     ropeInv = ropeFrequencies(cfg, headDim).to(device_);
   at::Tensor freqs =
       positions.to(at::kFloat).unsqueeze(-1) * ropeInv; // [B,S,hd/2]
-  at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);
-  at::Tensor cos = angles.cos().to(dtype_), sin = angles.sin().to(dtype_);
+  at::Tensor c = freqs.cos(), s = freqs.sin();
+  // sin with rotate_half's sign folded in (rotary).
+  at::Tensor cos = at::cat({c, c}, -1).unsqueeze(1).to(dtype_),
+             sin = at::cat({-s, s}, -1).unsqueeze(1).to(dtype_);
   // Replay only whole sequences (no cache, causal mask): training.
   const bool replay =
       recompute && !cache && !mask.defined() && at::GradMode::is_enabled();

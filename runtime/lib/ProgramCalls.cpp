@@ -147,9 +147,7 @@ void rlhf_onload(rlhf_prog *p, int64_t mi, const int64_t *lay) {
     if (!m.offloaded)
       return 0;
     timed(p, "onload " + m.name, {"load", {layoutFrom(lay)}}, [&] {
-      for (auto &[n, t] : m.params)
-        t = m.host.at(n).to(m.workDevice, /*non_blocking=*/false,
-                            /*copy=*/true);
+      m.params = toDevice(m.host, m.workDevice, std::nullopt, /*copy=*/true);
       return 0;
     });
     m.offloaded = false;

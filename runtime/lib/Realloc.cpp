@@ -42,22 +42,39 @@ at::Tensor slice(const ParamSpec &p, const at::Tensor &shard, int64_t t,
 
 ParamMap rlhf::layoutShard(const ModelConfig &cfg, const ParamMap &full,
                            const Layout &layout, int64_t gpu) {
-  ParamMap out;
   auto c = layout.coordsOf(gpu);
   if (!c)
-    return out;
+    return {};
+  std::vector<std::pair<std::string, at::Tensor>> pieces;
   for (const ParamSpec &p : llamaParams(cfg.shape)) {
     if (stageOf(p.layer, cfg.shape.layers, layout.pp) != c->s)
       continue;
     const at::Tensor &t = full.at(p.name);
     if (p.shard == Shard::Replicated) {
-      out[p.name] = t.clone();
+      pieces.emplace_back(p.name, t);
       continue;
     }
     int d = dimOf(p.shard);
     int64_t n = t.size(d) / layout.tp;
-    out[p.name] = t.narrow(d, c->t * n, n).clone();
+    pieces.emplace_back(p.name, t.narrow(d, c->t * n, n));
   }
+  if (pieces.empty())
+    return {};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto &[name, t] : pieces) {
+    // A model of mixed dtypes or devices is kept as separate tensors.
+    if (t.options().dtype() != pieces[0].second.options().dtype() ||
+        t.device() != pieces[0].second.device()) {
+      ParamMap out;
+      for (const auto &[n, x] : pieces)
+        out[n] = x.clone(at::MemoryFormat::Contiguous);
+      return out;
+    }
+    shapes.emplace_back(name, t.sizes().vec());
+  }
+  ParamMap out = flatShard(shapes, pieces[0].second.options());
+  for (const auto &[name, t] : pieces)
+    out.at(name).copy_(t);
   return out;
 }
 
@@ -115,8 +132,8 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
   ReallocStats local;
   ReallocStats &st = stats ? *stats : local;
 
-  // Allocate the target shard.
-  ParamMap out;
+  // Allocate the target shard, in one block (flatShard).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   auto myTo = to.coordsOf(me);
   if (myTo)
     for (const ParamSpec &p : params) {
@@ -127,9 +144,11 @@ ParamMap rlhf::reallocate(const ModelConfig &cfg, ParamMap mine,
         rows /= to.tp;
       if (p.shard == Shard::Dim1)
         cols /= to.tp;
-      out[p.name] =
-          p.vector() ? at::empty({rows}, opts) : at::empty({rows, cols}, opts);
+      shapes.emplace_back(p.name, p.vector()
+                                      ? std::vector<int64_t>{rows}
+                                      : std::vector<int64_t>{rows, cols});
     }
+  ParamMap out = flatShard(shapes, opts);
   auto myFrom = from.coordsOf(me);
 
   // Bucket the moves by (src, dst); walk pairs in one global order.

@@ -9,6 +9,7 @@
 #include "StdlibFns.h"
 
 #include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Train.h"
 
 #include <gtest/gtest.h>
@@ -205,3 +206,46 @@ TEST(MixedPrecision, Fp32GradientsLiveOnlyInTheTrainCall) {
 }
 
 } // namespace
+
+// A shard cast or moved to its device is one allocation, every tensor a
+// 256-byte aligned view of it (what lets a move map one CUDA IPC segment per
+// peer), holding the same values; nothing is copied when nothing moves,
+// unless asked.
+TEST(ShardStorage, CastShardIsOneAlignedBlock) {
+  ModelConfig cfg = tiny();
+  ParamMap fp32 = initParams(cfg, 3);
+  ParamMap bf16 = toDevice(fp32, c10::Device(c10::kCPU), at::kBFloat16);
+  ASSERT_EQ(bf16.size(), fp32.size());
+  const void *base = bf16.begin()->second.storage().data();
+  for (const auto &[n, t] : bf16) {
+    EXPECT_EQ(t.storage().data(), base) << n;
+    EXPECT_EQ(t.scalar_type(), at::kBFloat16) << n;
+    EXPECT_TRUE(t.is_contiguous()) << n;
+    // From the block's start (the CPU's allocator aligns it to 64 only).
+    EXPECT_EQ(t.storage_offset() * t.element_size() % 256, 0) << n;
+    EXPECT_TRUE(at::equal(t, fp32.at(n).to(at::kBFloat16))) << n;
+  }
+  ParamMap same = toDevice(bf16, c10::Device(c10::kCPU));
+  for (const auto &[n, t] : same)
+    EXPECT_TRUE(t.is_same(bf16.at(n))) << n;
+  ParamMap copied = toDevice(bf16, c10::Device(c10::kCPU), std::nullopt, true);
+  for (const auto &[n, t] : copied) {
+    EXPECT_NE(t.storage().data(), base) << n;
+    EXPECT_TRUE(at::equal(t, bf16.at(n))) << n;
+  }
+}
+
+// A layout's shard of the full model is one block too.
+TEST(ShardStorage, LayoutShardIsOneBlock) {
+  ModelConfig cfg = tiny();
+  ParamMap full = initParams(cfg, 3);
+  ParamMap shard = layoutShard(cfg, full, Layout{0, 1, 2, 1}, 1);
+  ASSERT_FALSE(shard.empty());
+  const void *base = shard.begin()->second.storage().data();
+  for (const auto &[n, t] : shard)
+    EXPECT_EQ(t.storage().data(), base) << n;
+  const at::Tensor &q = shard.at("model.layers.0.self_attn.q_proj.weight");
+  const at::Tensor &qFull = full.at("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_TRUE(
+      at::equal(q, qFull.narrow(0, qFull.size(0) / 2, qFull.size(0) / 2)));
+}

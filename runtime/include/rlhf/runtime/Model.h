@@ -153,10 +153,20 @@ struct TokenStats {
 ParamMap initParams(const ModelConfig &cfg, uint64_t seed,
                     at::TensorOptions options = at::kFloat);
 
-/// `params` with every tensor on `device`, and of `dtype` when given (the
-/// same tensors when they already are).
+/// Uninitialised tensors of `shapes`, views of one allocation (each view
+/// 256-byte aligned), which is how a rank holds a shard: as Megatron's and
+/// ReaLHF's contiguous parameter buffers, so that a move maps one CUDA IPC
+/// segment per peer instead of one per separately allocated parameter.
+ParamMap flatShard(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
+    const at::TensorOptions &opts);
+
+/// `params` with every tensor on `device`, and of `dtype` when given: the
+/// same tensors when they already are (unless `copy`), else a copy in one
+/// block (flatShard).
 ParamMap toDevice(ParamMap params, c10::Device device,
-                  std::optional<at::ScalarType> dtype = std::nullopt);
+                  std::optional<at::ScalarType> dtype = std::nullopt,
+                  bool copy = false);
 
 /// The slice of `full` that tensor rank `tp.rank` of `tp.size` holds.
 ParamMap shardParams(const ModelConfig &cfg, const ParamMap &full, int tpRank,

@@ -18,7 +18,8 @@
 namespace rlhf {
 
 /// The parameters GPU `gpu` holds under `layout`: its pipeline stage's
-/// parameters, sharded for its tensor rank. Empty outside the mesh.
+/// parameters, sharded for its tensor rank, in one allocation (flatShard).
+/// Empty outside the mesh.
 ParamMap layoutShard(const ModelConfig &cfg, const ParamMap &full,
                      const Layout &layout, int64_t gpu);
 
