@@ -40,6 +40,7 @@
 
 #include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Model.h"
+#include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
@@ -230,8 +231,12 @@ struct Bench {
     ModelConfig cfg;
     cfg.shape = s.shape;
     cfg.maxSeq = maxSeq;
-    ParamMap ps =
-        initParams(cfg, 1, at::TensorOptions().device(device).dtype(dtype));
+    // In one block, as a rank holds its shard (flatShard): what lets a
+    // layer's q, k, v run as one GEMM outside autograd.
+    ParamMap ps = layoutShard(
+        cfg,
+        initParams(cfg, 1, at::TensorOptions().device(device).dtype(dtype)),
+        Layout{0, 1, 1, 1}, 0);
     if (train)
       for (auto &[n, t] : ps)
         t.requires_grad_(true);

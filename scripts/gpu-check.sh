@@ -96,7 +96,9 @@ step() {
 
 {
   date -u
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); bundle from $(cat "$deps/commit" 2>/dev/null)"
+  # A copied tree may carry an older .git: --dirty then shows that the files
+  # differ from that commit, and the bundle's commit is what was built.
+  echo "commit: $(git describe --always --dirty --abbrev=40 2>/dev/null || echo unknown); bundle from $(cat "$deps/commit" 2>/dev/null)"
   # gpu-results.sh reads the first GPU's name from the "gpu:" line.
   echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"

@@ -182,6 +182,32 @@ at::Tensor rotary(const at::Tensor &x, const at::Tensor &cos,
   return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sinRot);
 }
 
+/// `ws` as one tensor of their stacked rows when they lie back to back in
+/// one block (a shard's q, k, v and gate, up do: flatShard keeps
+/// llamaParams' order) and no gradient is wanted: one GEMM reads them all
+/// where three or two did. Undefined otherwise; under autograd the leaves
+/// must stay separate to get their gradients.
+at::Tensor stackedRows(std::initializer_list<at::Tensor> ws) {
+  if (at::GradMode::is_enabled())
+    return {};
+  const at::Tensor &first = *ws.begin();
+  int64_t rows = 0, next = first.storage_offset();
+  for (const at::Tensor &w : ws) {
+    if (!w.defined() || w.dim() != first.dim() || !w.is_contiguous() ||
+        w.scalar_type() != first.scalar_type() ||
+        !w.storage().is_alias_of(first.storage()) ||
+        w.storage_offset() != next ||
+        (w.dim() == 2 && w.size(1) != first.size(1)))
+      return {};
+    next += w.numel();
+    rows += w.size(0);
+  }
+  std::vector<int64_t> shape = first.sizes().vec();
+  shape[0] = rows;
+  return at::empty({0}, first.options())
+      .set_(first.storage(), first.storage_offset(), shape);
+}
+
 } // namespace
 
 ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed,
@@ -281,6 +307,16 @@ ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
                  /*non_blocking=*/false, copy);
     return params;
   }
+  // In the source's order in memory where it is one block (a shard's q, k,
+  // v stay back to back: stackedRows), else by name.
+  const at::Storage &first = params.at(shapes[0].first).storage();
+  if (std::all_of(shapes.begin(), shapes.end(), [&](const auto &x) {
+        return params.at(x.first).storage().is_alias_of(first);
+      }))
+    std::sort(shapes.begin(), shapes.end(), [&](auto &x, auto &y) {
+      return params.at(x.first).storage_offset() <
+             params.at(y.first).storage_offset();
+    });
   ParamMap out =
       flatShard(shapes, at::TensorOptions().dtype(*common).device(device));
   for (auto &[n, t] : out)
@@ -435,9 +471,30 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
                              : at::linear(h, p(w + ".weight"));
     return y.view({B, S, n, headDim}).transpose(1, 2);
   };
-  at::Tensor q = project("q_proj", heads);
-  at::Tensor k = project("k_proj", kvHeads);
-  at::Tensor v = project("v_proj", kvHeads);
+  const std::string a = pre + "self_attn.";
+  at::Tensor q, k, v;
+  at::Tensor wqkv = stackedRows(
+      {p(a + "q_proj.weight"), p(a + "k_proj.weight"), p(a + "v_proj.weight")});
+  at::Tensor bqkv =
+      m.qkvBias && wqkv.defined()
+          ? stackedRows({p(a + "q_proj.bias"), p(a + "k_proj.bias"),
+                         p(a + "v_proj.bias")})
+          : at::Tensor();
+  if (wqkv.defined() && (!m.qkvBias || bqkv.defined())) {
+    at::Tensor y = m.qkvBias ? at::linear(h, wqkv, bqkv) : at::linear(h, wqkv);
+    auto part = [&](int64_t first, int64_t n) {
+      return y.narrow(-1, first * headDim, n * headDim)
+          .view({B, S, n, headDim})
+          .transpose(1, 2);
+    };
+    q = part(0, heads);
+    k = part(heads, kvHeads);
+    v = part(heads + kvHeads, kvHeads);
+  } else {
+    q = project("q_proj", heads);
+    k = project("k_proj", kvHeads);
+    v = project("v_proj", kvHeads);
+  }
   q = rotary(q, cos, sin);
   k = rotary(k, cos, sin);
   if (cache) {
@@ -497,8 +554,17 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
 
   at::Tensor h2 = colIn(
       rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
-  at::Tensor gate = at::linear(h2, p(pre + "mlp.gate_proj.weight"));
-  at::Tensor up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
+  const at::Tensor &wGate = p(pre + "mlp.gate_proj.weight");
+  at::Tensor gate, up;
+  if (at::Tensor wgu = stackedRows({wGate, p(pre + "mlp.up_proj.weight")});
+      wgu.defined()) {
+    at::Tensor y = at::linear(h2, wgu);
+    gate = y.narrow(-1, 0, wGate.size(0));
+    up = y.narrow(-1, wGate.size(0), wGate.size(0));
+  } else {
+    gate = at::linear(h2, wGate);
+    up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
+  }
   at::Tensor mlp =
       at::linear(swiGlu(gate, up), p(pre + "mlp.down_proj.weight"));
   return x2 + rowOut(mlp);

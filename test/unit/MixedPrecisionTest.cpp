@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 using namespace rlhf;
 
@@ -248,4 +249,35 @@ TEST(ShardStorage, LayoutShardIsOneBlock) {
   const at::Tensor &qFull = full.at("model.layers.0.self_attn.q_proj.weight");
   EXPECT_TRUE(
       at::equal(q, qFull.narrow(0, qFull.size(0) / 2, qFull.size(0) / 2)));
+}
+
+// Outside autograd a shard's q, k, v (and gate, up) lie back to back in its
+// block and run as one GEMM each: the logits are those of the separately
+// allocated weights, with gradients on (separate GEMMs) and off.
+TEST(ShardStorage, StackedProjectionsGiveTheSameLogits) {
+  ModelConfig cfg = tiny();
+  ParamMap full = initParams(cfg, 5);
+  ParamMap block = layoutShard(cfg, full, Layout{0, 1, 1, 1}, 0);
+  const std::string a = "model.layers.0.self_attn.";
+  const at::Tensor &q = block.at(a + "q_proj.weight"),
+                   &k = block.at(a + "k_proj.weight"),
+                   &v = block.at(a + "v_proj.weight");
+  EXPECT_EQ(k.storage_offset(), q.storage_offset() + q.numel());
+  EXPECT_EQ(v.storage_offset(), k.storage_offset() + k.numel());
+  // toDevice keeps the block's order.
+  ParamMap cast = toDevice(block, c10::Device(c10::kCPU), at::kBFloat16);
+  EXPECT_EQ(cast.at(a + "k_proj.weight").storage_offset(),
+            cast.at(a + "q_proj.weight").storage_offset() + q.numel());
+  LlamaModel separate(cfg, full, {}), stacked(cfg, block, {});
+  at::Tensor tokens = at::randint(0, 512, {2, 12}, at::kLong);
+  at::Tensor want = separate.forward(tokens);
+  at::Tensor withGrad = stacked.forward(tokens);
+  at::Tensor noGrad;
+  {
+    at::NoGradGuard off;
+    noGrad = stacked.forward(tokens);
+  }
+  EXPECT_TRUE(at::allclose(withGrad, want, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(noGrad, want, 1e-4, 1e-4))
+      << (noGrad - want).abs().max().item<double>();
 }
