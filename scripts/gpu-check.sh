@@ -12,7 +12,8 @@
 # compiled elsewhere, reallocation through host memory, the fused Adam step beside
 # separate ops, grouped-query decode attention shared beside repeated, the
 # .rlhf functions on the GPU against the CPU, asynchronous GRPO, sequence
-# parallelism, and ring attention's fused kernel beside its explicit one.
+# parallelism, ring attention's fused kernel beside its explicit one, and a
+# 7B decode step's kernels (rlhf-bench-decode-kernels).
 # Everything lands in DIR: one log per step and summary.txt, a line per
 # step with its exit status.
 #
@@ -300,6 +301,8 @@ cap=45 step adam "$build/bin/rlhf-bench-adam"
 cap=45 step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
 # Ring attention's fused (flash per block) and explicit kernels, one rank.
 cap=90 step ring-attention "$build/bin/rlhf-bench-ring-attention"
+# Where a 7B decode step's device time goes, kernel by kernel (Kineto).
+cap=90 step decode-kernels "$build/bin/rlhf-bench-decode-kernels"
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
   step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 fi
