@@ -14,6 +14,7 @@
 
 #include "rlhf/runtime/Error.h"
 
+#include <c10/util/accumulate.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -255,6 +256,9 @@ ModelConfig rlhf::modelConfigOf(const HfArch &arch, int64_t maxSeq) {
 ParamMap rlhf::flatShard(
     const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
     const at::TensorOptions &opts) {
+  ParamMap out;
+  if (shapes.empty())
+    return out;
   // 256 bytes: the alignment cudaMalloc gives, which GEMMs and vectorised
   // kernels expect of each tensor's start.
   const int64_t align = std::max<int64_t>(1, 256 / opts.dtype().itemsize());
@@ -262,45 +266,47 @@ ParamMap rlhf::flatShard(
   int64_t total = 0;
   for (const auto &[name, shape] : shapes) {
     offsets.push_back(total);
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    total += (n + align - 1) / align * align;
+    total += (c10::multiply_integers(shape) + align - 1) / align * align;
   }
-  ParamMap out;
-  if (shapes.empty())
-    return out;
   at::Tensor flat = at::empty({total}, opts);
   // Tensors on the block's storage, not autograd views of it: each may
   // become a leaf that requires grad and be updated in place, as separately
   // allocated parameters are.
   at::NoGradGuard plain;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const auto &[name, shape] = shapes[i];
-    out[name] = at::empty({0}, opts).set_(flat.storage(), offsets[i], shape);
-  }
+  for (size_t i = 0; i < shapes.size(); ++i)
+    out[shapes[i].first] =
+        at::empty({0}, opts).set_(flat.storage(), offsets[i], shapes[i].second);
+  return out;
+}
+
+ParamMap
+rlhf::packShard(const std::vector<std::pair<std::string, at::Tensor>> &pieces,
+                const at::TensorOptions &opts) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto &[name, t] : pieces)
+    shapes.emplace_back(name, t.sizes().vec());
+  ParamMap out = flatShard(shapes, opts);
+  for (const auto &[name, t] : pieces)
+    out.at(name).copy_(t);
   return out;
 }
 
 ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
                         std::optional<at::ScalarType> dtype, bool copy) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  std::optional<at::ScalarType> common;
-  bool moves = copy;
+  std::vector<std::pair<std::string, at::Tensor>> pieces;
+  bool moves = copy, mixed = false;
   for (const auto &[n, t] : params) {
     if (!t.defined())
       continue;
     at::ScalarType want = dtype.value_or(t.scalar_type());
     moves = moves || t.device() != device || t.scalar_type() != want;
-    if (common && *common != want)
-      common = at::ScalarType::Undefined; // mixed: tensor by tensor
-    else if (!common)
-      common = want;
-    shapes.emplace_back(n, t.sizes().vec());
+    mixed = mixed || (!pieces.empty() &&
+                      want != dtype.value_or(pieces[0].second.scalar_type()));
+    pieces.emplace_back(n, t);
   }
-  if (!moves || shapes.empty())
+  if (!moves || pieces.empty())
     return params;
-  if (*common == at::ScalarType::Undefined) {
+  if (mixed) { // tensor by tensor
     for (auto &[n, t] : params)
       if (t.defined())
         t = t.to(device, dtype.value_or(t.scalar_type()),
@@ -309,18 +315,17 @@ ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
   }
   // In the source's order in memory where it is one block (a shard's q, k,
   // v stay back to back: stackedRows), else by name.
-  const at::Storage &first = params.at(shapes[0].first).storage();
-  if (std::all_of(shapes.begin(), shapes.end(), [&](const auto &x) {
-        return params.at(x.first).storage().is_alias_of(first);
+  const at::Storage &first = pieces[0].second.storage();
+  if (std::all_of(pieces.begin(), pieces.end(), [&](const auto &x) {
+        return x.second.storage().is_alias_of(first);
       }))
-    std::sort(shapes.begin(), shapes.end(), [&](auto &x, auto &y) {
-      return params.at(x.first).storage_offset() <
-             params.at(y.first).storage_offset();
+    std::sort(pieces.begin(), pieces.end(), [](auto &x, auto &y) {
+      return x.second.storage_offset() < y.second.storage_offset();
     });
-  ParamMap out =
-      flatShard(shapes, at::TensorOptions().dtype(*common).device(device));
-  for (auto &[n, t] : out)
-    t.copy_(params.at(n));
+  ParamMap out = packShard(
+      pieces, at::TensorOptions()
+                  .dtype(dtype.value_or(pieces[0].second.scalar_type()))
+                  .device(device));
   for (auto &[n, t] : params)
     if (!t.defined())
       out[n] = t;

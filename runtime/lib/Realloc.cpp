@@ -60,22 +60,17 @@ ParamMap rlhf::layoutShard(const ModelConfig &cfg, const ParamMap &full,
   }
   if (pieces.empty())
     return {};
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (const auto &[name, t] : pieces) {
-    // A model of mixed dtypes or devices is kept as separate tensors.
-    if (t.options().dtype() != pieces[0].second.options().dtype() ||
-        t.device() != pieces[0].second.device()) {
+  // A model of mixed dtypes or devices is kept as separate tensors.
+  const at::Tensor &first = pieces[0].second;
+  for (const auto &[name, t] : pieces)
+    if (t.scalar_type() != first.scalar_type() ||
+        t.device() != first.device()) {
       ParamMap out;
       for (const auto &[n, x] : pieces)
         out[n] = x.clone(at::MemoryFormat::Contiguous);
       return out;
     }
-    shapes.emplace_back(name, t.sizes().vec());
-  }
-  ParamMap out = flatShard(shapes, pieces[0].second.options());
-  for (const auto &[name, t] : pieces)
-    out.at(name).copy_(t);
-  return out;
+  return packShard(pieces, first.options());
 }
 
 namespace {

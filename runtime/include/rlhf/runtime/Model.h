@@ -161,6 +161,12 @@ ParamMap flatShard(
     const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
     const at::TensorOptions &opts);
 
+/// Copies of `pieces` in one block (flatShard) of `opts`, laid out in their
+/// order: what layoutShard and toDevice hand out.
+ParamMap
+packShard(const std::vector<std::pair<std::string, at::Tensor>> &pieces,
+          const at::TensorOptions &opts);
+
 /// `params` with every tensor on `device`, and of `dtype` when given: the
 /// same tensors when they already are (unless `copy`), else a copy in one
 /// block (flatShard).
