@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Model.h"
+#include "FusedOps.h"
 #include "ParallelOps.h"
 #include "RingAttention.h"
 #include "rlhf/runtime/Attention.h"
@@ -146,7 +147,11 @@ at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &w, double eps) {
                          : rmsNormOps(x, w, eps);
 }
 
+/// On CUDA one kernel each way (FusedOps.h); elsewhere LibTorch's ops.
 at::Tensor swiGlu(const at::Tensor &gate, const at::Tensor &up) {
+  if (fused::enabled(gate))
+    if (at::Tensor y = fused::swiGlu(gate, up); y.defined())
+      return y;
   return needsGrad(gate, up) ? Replayed<SwiGluOps>::apply(gate, up, 0.0)
                              : SwiGluOps::run(gate, up, 0.0);
 }
@@ -181,6 +186,17 @@ at::Tensor ropeFrequencies(const ModelConfig &cfg, int64_t headDim) {
 at::Tensor rotary(const at::Tensor &x, const at::Tensor &cos,
                   const at::Tensor &sinRot) {
   return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sinRot);
+}
+
+/// q and k rotated: on CUDA in one kernel (one backward kernel too).
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
+                                         const at::Tensor &k,
+                                         const at::Tensor &cos,
+                                         const at::Tensor &sinRot) {
+  if (fused::enabled(q))
+    if (auto r = fused::rotary(q, k, cos, sinRot); r.first.defined())
+      return r;
+  return {rotary(q, cos, sinRot), rotary(k, cos, sinRot)};
 }
 
 /// `ws` as one tensor of their stacked rows when they lie back to back in
@@ -500,8 +516,7 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     k = project("k_proj", kvHeads);
     v = project("v_proj", kvHeads);
   }
-  q = rotary(q, cos, sin);
-  k = rotary(k, cos, sin);
+  std::tie(q, k) = rotary(q, k, cos, sin);
   if (cache) {
     if (int(cache->keys.size()) <= l) {
       cache->keys.resize(l + 1);

@@ -1,0 +1,41 @@
+//===- FusedOps.h - SwiGLU and rotary embedding as fused ops ----*- C++ -*-===//
+//
+// The model's elementwise chains as one kernel each on CUDA, differentiable
+// (autograd functions whose backward is one kernel too). On CPU tensors the
+// same per-element bodies run on the host, which is how the CPU tests check
+// them; the model itself takes these only where `enabled` says so.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RLHF_RUNTIME_FUSEDOPS_H
+#define RLHF_RUNTIME_FUSEDOPS_H
+
+#include <ATen/ATen.h>
+
+#include <utility>
+
+namespace rlhf::fused {
+
+/// Whether the model should use the fused ops for `t`: a CUDA tensor in a
+/// build with the kernels. RLHF_FUSED_KERNELS=0 keeps the separate ops (for
+/// side-by-side measurements); =cpu takes the host bodies for CPU tensors
+/// too, so CPU tests run the model's fused path.
+bool enabled(const at::Tensor &t);
+
+/// silu(gate) * up, contiguous, for gate and up of one shape and dtype
+/// (fp32, fp16 or bf16) whose leading dimensions collapse to one row stride
+/// (a narrow of the last dimension does). Undefined where it cannot serve.
+at::Tensor swiGlu(const at::Tensor &gate, const at::Tensor &up);
+
+/// x * cos + roll(x, D/2, -1) * sinRot for q [B, H, S, D] and k [B, H', S,
+/// D] in one launch, with the tables [B or 1, 1, S, D] of their dtype.
+/// Outputs are laid out [B, S, H, D] and viewed [B, H, S, D], as attention
+/// reads them. Undefined tensors where it cannot serve.
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
+                                         const at::Tensor &k,
+                                         const at::Tensor &cos,
+                                         const at::Tensor &sinRot);
+
+} // namespace rlhf::fused
+
+#endif // RLHF_RUNTIME_FUSEDOPS_H
