@@ -297,6 +297,8 @@ tarball=$tar_each
 cap=45 step realloc-host realloc_bench_host
 # The fused AdamW step beside separate ops, over 1.07B parameters.
 cap=45 step adam "$build/bin/rlhf-bench-adam"
+# Fused SwiGLU and rotary beside separate ops (decode and train shapes).
+cap=30 step fused-ops "$build/bin/rlhf-bench-fused-ops"
 # A decode step's attention over grouped KV heads, shared beside repeated.
 cap=45 step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
 # Ring attention's fused (flash per block) and explicit kernels, one rank.
