@@ -569,8 +569,18 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   if (sp.ulysses)
     attn = parallel::headsToSeq(attn, sp.ulysses);
   attn = attn.reshape({B, S, heads * headDim});
-  at::Tensor x2 =
-      x + rowOut(at::linear(attn, p(pre + "self_attn.o_proj.weight")));
+  // Row-parallel projections added to the residual stream. Without tp the
+  // add rides in the GEMM's epilogue (addmm, beta 1): one kernel where two
+  // ran, and one rounding of the sum.
+  auto addProjected = [&](const at::Tensor &res, const at::Tensor &in,
+                          const at::Tensor &w) {
+    if (tp.size > 1)
+      return res + rowOut(at::linear(in, w));
+    return at::addmm(res.reshape({-1, res.size(-1)}),
+                     in.reshape({-1, in.size(-1)}), w.t())
+        .view(res.sizes());
+  };
+  at::Tensor x2 = addProjected(x, attn, p(pre + "self_attn.o_proj.weight"));
 
   at::Tensor h2 = colIn(
       rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
@@ -585,9 +595,7 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     gate = at::linear(h2, wGate);
     up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
   }
-  at::Tensor mlp =
-      at::linear(swiGlu(gate, up), p(pre + "mlp.down_proj.weight"));
-  return x2 + rowOut(mlp);
+  return addProjected(x2, swiGlu(gate, up), p(pre + "mlp.down_proj.weight"));
 }
 
 at::Tensor LlamaModel::hidden(const at::Tensor &tokens,

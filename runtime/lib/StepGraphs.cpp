@@ -56,6 +56,19 @@ void abandonCapture(cudaStream_t stream, c10::DeviceIndex index,
   }
 }
 
+/// The side stream every capture of this thread on `index` uses. cuBLAS
+/// keeps a workspace (32 MiB on Hopper) per stream it has run on, for the
+/// life of the process: a new pool stream per generation grew a generator's
+/// allocator by that much per call, up to the pool's 32 streams (1 GiB).
+c10::cuda::CUDAStream captureStream(c10::DeviceIndex index) {
+  thread_local std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  auto it = streams.find(index);
+  if (it == streams.end())
+    it = streams.emplace(index, c10::cuda::getStreamFromPool(false, index))
+             .first;
+  return it->second;
+}
+
 } // namespace
 
 StepGraphs::StepGraphs(c10::Device device, bool enabled,
@@ -106,7 +119,7 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
   // computes this step, then capture the same work.
   const auto index = impl->device.index();
   c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, index);
+  c10::cuda::CUDAStream side = captureStream(index);
   at::cuda::CUDAEvent ready;
   ready.record(current);
   ready.block(side);

@@ -2,6 +2,7 @@
 
 #include "StdlibFns.h"
 
+#include "rlhf/runtime/Device.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Model.h"
 
@@ -280,6 +281,32 @@ TEST(GenerateCuda, GraphsMatchEagerSteps) {
     EXPECT_TRUE(at::equal(eager.seq, graphs.seq)) << "greedy " << greedy;
     EXPECT_TRUE(at::allclose(eager.logprobs, graphs.logprobs, 1e-5, 1e-6))
         << "greedy " << greedy;
+  }
+  unsetenv("RLHF_CUDA_GRAPHS");
+}
+
+// Generations with graphs, one after another, hold no more device memory
+// after the second than after the first: each capture's side stream is the
+// same, so cuBLAS adds no workspace per call (it keeps one per stream).
+TEST(GenerateCuda, RepeatedGenerationsHoldNoMoreMemory) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  setenv("RLHF_CUDA_GRAPHS", "require", 1);
+  ModelConfig cfg = tiny();
+  const c10::Device cuda(c10::kCUDA, 0);
+  LlamaModel m(cfg, toDevice(initParams(cfg, 7), cuda, at::kBFloat16), {});
+  std::vector<std::vector<int64_t>> prompts(2, std::vector<int64_t>(20, 5));
+  GenerateOptions o;
+  o.greedy = true;
+  o.maxNewTokens = 8;
+  o.cudaGraphs = true;
+  std::vector<double> held;
+  for (int call = 0; call < 4; ++call) {
+    m.generate(prompts, o);
+    held.push_back(deviceCurrentBytes(cuda));
+  }
+  for (int call = 2; call < 4; ++call) {
+    EXPECT_EQ(held[size_t(call)], held[1]) << "after call " << call + 1;
   }
   unsetenv("RLHF_CUDA_GRAPHS");
 }
