@@ -379,8 +379,9 @@ TEST(ModelCuda, InitParamsDrawOnTheDevice) {
       continue;
     }
     EXPECT_FALSE(at::equal(t, other.at(n))) << n << ": another seed";
-    if (t.numel() >= 4096)
+    if (t.numel() >= 4096) {
       EXPECT_NEAR(t.to(at::kFloat).std().item<double>(), 0.02, 0.002) << n;
+    }
   }
   // Reseeded per parameter, not once: two layers' projections differ.
   EXPECT_FALSE(at::equal(a.at("model.layers.0.mlp.gate_proj.weight"),
