@@ -173,6 +173,75 @@ RLHF_HD void rotary(const RotaryArgs &a, int64_t group) {
   store<T, V>(t.out, out + d + half, y2);
 }
 
+//===----------------------------------------------------------------------===//
+// Batched copy: many 2-d slices (rows of contiguous bytes) in one launch
+//===----------------------------------------------------------------------===//
+
+/// One slice: `rows` rows of `rowBytes` bytes, each row contiguous, rows
+/// `pitch` bytes apart.
+struct CopySlice {
+  char *dst = nullptr;
+  const char *src = nullptr;
+  int64_t rows = 0, rowBytes = 0, dstPitch = 0, srcPitch = 0;
+};
+
+/// Up to kMaxSlices slices (what fits the 4 KiB of a kernel's parameters),
+/// each cut into tiles of `unitsPerTile` units: firstTile[k] is slice k's
+/// first tile, firstTile[count] the total.
+struct CopyArgs {
+  static constexpr int kMaxSlices = 48;
+  int count = 0;
+  int64_t unitsPerTile = 1;
+  int64_t firstTile[kMaxSlices + 1] = {0};
+  CopySlice s[kMaxSlices];
+
+  RLHF_HD int64_t tiles() const { return firstTile[count]; }
+};
+
+/// Lane `lane` of `lanes` copying tile `tile` in units of V x U bytes (a
+/// CUDA block's threads on the GPU; one lane on the host). A slice holds
+/// under 2^32 units (the launcher checks), so 32-bit division finds rows.
+template <typename U, int V>
+RLHF_HD void copyTile(const CopyArgs &a, int64_t tile, int64_t lane,
+                      int64_t lanes) {
+  int lo = 0, hi = a.count - 1; // the last slice starting at or before tile
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.firstTile[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const CopySlice &s = a.s[lo];
+  constexpr int64_t kUnit = int64_t(sizeof(U)) * V;
+  const uint32_t units = uint32_t(s.rowBytes / kUnit);
+  const int64_t first = (tile - a.firstTile[lo]) * a.unitsPerTile;
+  const int64_t total = s.rows * int64_t(units);
+  const int64_t end =
+      first + a.unitsPerTile < total ? first + a.unitsPerTile : total;
+  for (int64_t i = first + lane; i < end; i += lanes) {
+    const uint32_t row = uint32_t(i) / units, unit = uint32_t(i) % units;
+    const int64_t at = int64_t(unit) * kUnit;
+    *reinterpret_cast<Pack<U, V> *>(s.dst + row * s.dstPitch + at) =
+        *reinterpret_cast<const Pack<U, V> *>(s.src + row * s.srcPitch + at);
+  }
+}
+
+/// The widest unit (16, 8, 4, 2 or 1 bytes) every slice's pointers,
+/// pitches and row length allow.
+inline int copyUnitBytes(const CopyArgs &a) {
+  int w = 16;
+  auto fits = [&](int64_t v) { return v % w == 0; };
+  for (int k = 0; k < a.count; ++k) {
+    const CopySlice &c = a.s[k];
+    while (w > 1 && !(fits(reinterpret_cast<uintptr_t>(c.dst)) &&
+                      fits(reinterpret_cast<uintptr_t>(c.src)) &&
+                      fits(c.rowBytes) && fits(c.dstPitch) && fits(c.srcPitch)))
+      w /= 2;
+  }
+  return w;
+}
+
 /// The bodies as types, for the launchers' templates (device and host).
 template <typename T, int V> struct SwiGluForwardBody {
   static RLHF_HD void run(const SwiGluArgs &a, int64_t i) {
@@ -253,6 +322,15 @@ template <typename F> bool dispatch(Dtype dtype, int width, F &f) {
     return dispatchWidth<c10::BFloat16>(width, f);
   }
   return false;
+}
+
+/// Calls f.run<U, V>() for a unit of `bytes`; false for another size.
+template <typename F> bool dispatchUnit(int bytes, F &f) {
+  if (bytes >= 4)
+    return bytes % 4 == 0 && dispatchWidth<uint32_t>(bytes / 4, f);
+  return bytes == 2   ? dispatchWidth<uint16_t>(1, f)
+         : bytes == 1 ? dispatchWidth<uint8_t>(1, f)
+                      : false;
 }
 
 } // namespace rlhf::fused

@@ -49,6 +49,24 @@ const char *launch(Dtype dtype, int width, const Args &a, void *stream) {
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
+/// A block per tile (a grid-stride loop over tiles past 65536 blocks).
+template <typename U, int V> __global__ void copyTiles(CopyArgs a) {
+  for (int64_t tile = blockIdx.x; tile < a.tiles(); tile += gridDim.x)
+    copyTile<U, V>(a, tile, threadIdx.x, blockDim.x);
+}
+
+struct LaunchCopies {
+  const CopyArgs &a;
+  cudaStream_t stream;
+  template <typename U, int V> void run() {
+    const int64_t tiles = a.tiles();
+    if (tiles == 0)
+      return;
+    copyTiles<U, V>
+        <<<unsigned(std::min<int64_t>(tiles, 65536)), 256, 0, stream>>>(a);
+  }
+};
+
 } // namespace
 
 bool rlhf::fused::haveKernels() { return true; }
@@ -68,4 +86,13 @@ const char *rlhf::fused::launchSwiGluBackward(Dtype dtype, int width,
 const char *rlhf::fused::launchRotary(Dtype dtype, int width,
                                       const RotaryArgs &a, void *stream) {
   return launch<RotaryBody>(dtype, width, a, stream);
+}
+
+const char *rlhf::fused::launchCopies(int unitBytes, const CopyArgs &a,
+                                      void *stream) {
+  LaunchCopies l{a, static_cast<cudaStream_t>(stream)};
+  if (!dispatchUnit(unitBytes, l))
+    return "no copy kernel for this unit";
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

@@ -24,6 +24,9 @@ const char *launchSwiGluBackward(Dtype dtype, int width, const SwiGluArgs &a,
 const char *launchRotary(Dtype dtype, int width, const RotaryArgs &a,
                          void *stream);
 
+/// Every slice of `a` in one launch, in units of `unitBytes`.
+const char *launchCopies(int unitBytes, const CopyArgs &a, void *stream);
+
 } // namespace rlhf::fused
 
 #endif // RLHF_RUNTIME_FUSEDKERNELS_H

@@ -21,3 +21,7 @@ const char *rlhf::fused::launchSwiGluBackward(Dtype, int, const SwiGluArgs &,
 const char *rlhf::fused::launchRotary(Dtype, int, const RotaryArgs &, void *) {
   return kAbsent;
 }
+
+const char *rlhf::fused::launchCopies(int, const CopyArgs &, void *) {
+  return kAbsent;
+}

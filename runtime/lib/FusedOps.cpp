@@ -255,22 +255,86 @@ struct RotaryFn : torch::autograd::Function<RotaryFn> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Batched copies
+//===----------------------------------------------------------------------===//
+
+/// dst.copy_(src) as a CopySlice, if the pair is one.
+std::optional<CopySlice> copySliceOf(const at::Tensor &dst,
+                                     const at::Tensor &src) {
+  if (!dst.defined() || !src.defined() ||
+      dst.scalar_type() != src.scalar_type() || dst.sizes() != src.sizes() ||
+      dst.device() != src.device() || dst.dim() > 2 || dst.numel() == 0)
+    return std::nullopt;
+  const int64_t es = dst.element_size();
+  CopySlice c;
+  c.dst = static_cast<char *>(dst.data_ptr());
+  c.src = static_cast<const char *>(src.data_ptr());
+  const int64_t last = dst.dim() ? dst.size(-1) : 1;
+  if (last > 1 && (dst.stride(-1) != 1 || src.stride(-1) != 1))
+    return std::nullopt;
+  c.rows = dst.dim() == 2 ? dst.size(0) : 1;
+  c.rowBytes = last * es;
+  c.dstPitch = dst.dim() == 2 ? dst.stride(0) * es : c.rowBytes;
+  c.srcPitch = dst.dim() == 2 ? src.stride(0) * es : c.rowBytes;
+  // Rows are found by 32-bit division: a slice of 2^32 units or more is
+  // left to copy_.
+  if (c.rows * c.rowBytes >= (int64_t(1) << 32))
+    return std::nullopt;
+  return c;
+}
+
+struct CopyOnHost {
+  const CopyArgs &a;
+  template <typename U, int V> void run() {
+    at::parallel_for(0, a.tiles(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        copyTile<U, V>(a, t, 0, 1);
+    });
+  }
+};
+
+/// 64 KiB per tile: 16 rounds of a 256-thread block's 16-byte units.
+constexpr int64_t kTileBytes = 64 << 10;
+
+void launchBatch(const at::Tensor &on, CopyArgs &a) {
+  const int unit = copyUnitBytes(a);
+  a.unitsPerTile = kTileBytes / unit;
+  for (int k = 0; k < a.count; ++k) {
+    const int64_t units = a.s[k].rows * (a.s[k].rowBytes / unit);
+    a.firstTile[k + 1] =
+        a.firstTile[k] + (units + a.unitsPerTile - 1) / a.unitsPerTile;
+  }
+  if (on.is_cuda()) {
+    const c10::DeviceGuard guard(on.device());
+    const c10::impl::DeviceGuardImplInterface *impl =
+        c10::impl::getDeviceGuardImpl(on.device().type());
+    if (const char *err =
+            launchCopies(unit, a, impl->getStream(on.device()).native_handle()))
+      throw Error(std::string("batched copy: ") + err);
+    return;
+  }
+  CopyOnHost host{a};
+  if (!dispatchUnit(unit, host))
+    throw Error("batched copy: no body for this unit");
+}
+
 bool wantsGrad(const at::Tensor &a, const at::Tensor &b) {
   return at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
 }
 
 } // namespace
 
-bool rlhf::fused::enabled(const at::Tensor &t) {
+bool rlhf::fused::enabled(c10::Device device) {
   static const std::string mode = [] {
     const char *e = std::getenv("RLHF_FUSED_KERNELS");
     return std::string(e ? e : "");
   }();
   if (mode == "0")
     return false;
-  if (mode == "cpu" && t.device().is_cpu())
+  if (mode == "cpu" && device.is_cpu())
     return true;
-  return t.is_cuda() && haveKernels();
+  return device.is_cuda() && haveKernels();
 }
 
 at::Tensor rlhf::fused::swiGlu(const at::Tensor &gate, const at::Tensor &up) {
@@ -289,4 +353,30 @@ rlhf::fused::rotary(const at::Tensor &q, const at::Tensor &k,
                       ? RotaryFn::apply(q, k, cos, sinRot)
                       : rotaryRaw({q, k}, cos, sinRot, /*backward=*/false);
   return {r[0], r[1]};
+}
+
+void rlhf::fused::copySlices(
+    const std::vector<std::pair<at::Tensor, at::Tensor>> &pairs) {
+  CopyArgs a;
+  at::Tensor on; // the batch's device, by a tensor on it
+  auto flush = [&] {
+    if (a.count)
+      launchBatch(on, a);
+    a = CopyArgs();
+  };
+  for (const auto &[dst, src] : pairs) {
+    std::optional<CopySlice> c = copySliceOf(dst, src);
+    if (!c) { // in order: a later pair may read what an earlier wrote
+      flush();
+      dst.copy_(src);
+      continue;
+    }
+    if (a.count && dst.device() != on.device())
+      flush();
+    if (a.count == CopyArgs::kMaxSlices)
+      flush();
+    on = dst;
+    a.s[a.count++] = *c;
+  }
+  flush();
 }

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 
 #include <utility>
+#include <vector>
 
 namespace rlhf::fused {
 
@@ -20,7 +21,8 @@ namespace rlhf::fused {
 /// build with the kernels. RLHF_FUSED_KERNELS=0 keeps the separate ops (for
 /// side-by-side measurements); =cpu takes the host bodies for CPU tensors
 /// too, so CPU tests run the model's fused path.
-bool enabled(const at::Tensor &t);
+bool enabled(c10::Device device);
+inline bool enabled(const at::Tensor &t) { return enabled(t.device()); }
 
 /// silu(gate) * up, contiguous, for gate and up of one shape and dtype
 /// (fp32, fp16 or bf16) whose leading dimensions collapse to one row stride
@@ -35,6 +37,13 @@ std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
                                          const at::Tensor &k,
                                          const at::Tensor &cos,
                                          const at::Tensor &sinRot);
+
+/// dst.copy_(src) for every pair, slices of up to two dimensions with a
+/// contiguous last one batched: on CUDA one kernel per 48 slices, which
+/// replaces a launch (and LibTorch's host work) per slice; on the host the
+/// same tiles. Pairs it cannot batch (other shapes, dtypes or devices) are
+/// copied with copy_.
+void copySlices(const std::vector<std::pair<at::Tensor, at::Tensor>> &pairs);
 
 } // namespace rlhf::fused
 

@@ -194,6 +194,48 @@ TEST(FusedOps, RefusesWhatItCannotServe) {
       << "odd head dim";
 }
 
+namespace {
+
+/// Pairs of every kind realloc copies, and some it does not: column and row
+/// slices of a shard, whole vectors, a send buffer's view, odd offsets
+/// (narrower units), slices of many tiles, more than one launch's worth,
+/// and pairs left to copy_ (3-d, a transposed source) in between.
+void checkCopies(at::TensorOptions o) {
+  std::vector<at::Tensor> dsts, refs;
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+  auto add = [&](at::Tensor dst, const at::Tensor &src) {
+    at::Tensor ref = dst.clone();
+    ref.copy_(src);
+    refs.push_back(ref);
+    dsts.push_back(dst);
+    pairs.emplace_back(dst, src);
+  };
+  at::Tensor shard = at::randn({64, 96}).to(o), out = at::zeros({64, 384}, o);
+  for (int t = 0; t < 4; ++t) // Dim1 gather: strided destination rows
+    add(out.narrow(1, 96 * t, 96), shard);
+  at::Tensor full = at::randn({256, 40}).to(o);
+  add(at::zeros({64, 40}, o), full.narrow(0, 64, 64)); // Dim0 slice
+  add(at::zeros({40}, o), full[3]);                    // a vector
+  at::Tensor buf = at::zeros({64 * 37}, o);
+  add(buf.view({64, 37}), full.narrow(1, 1, 37).narrow(0, 0, 64)); // odd
+  add(at::zeros({3, 5, 7}, o), at::randn({3, 5, 7}).to(o));        // 3-d: copy_
+  add(at::zeros({300, 1000}, o), at::randn({300, 1000}).to(o));    // tiles
+  add(at::zeros({16, 16}, o), at::randn({16, 16}).to(o).t());      // copy_
+  for (int i = 0; i < 60; ++i) // past one launch's 48 slices
+    add(at::zeros({i + 1}, o), at::randn({i + 1}).to(o));
+  fused::copySlices(pairs);
+  for (size_t i = 0; i < dsts.size(); ++i)
+    EXPECT_TRUE(at::equal(dsts[i], refs[i]))
+        << "pair " << i << " of " << dsts.size();
+}
+
+} // namespace
+
+TEST(FusedOps, BatchedCopiesMatchCopy) {
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16, at::kByte})
+    checkCopies(at::TensorOptions().dtype(dt));
+}
+
 // The model takes the fused path on CUDA tensors only, unless
 // RLHF_FUSED_KERNELS=cpu (ctest's runtime.fused-model-on-cpu) asks for it
 // on the CPU too, or =0 for neither.
@@ -218,6 +260,7 @@ TEST(FusedCuda, KernelsMatchTheOpsAndTheHost) {
     for (int64_t D : {128, 64, 6})
       for (bool stacked : {false, true})
         checkRotary(o, D, stacked, /*broadcastTables=*/false);
+    checkCopies(o);
     // The kernels and the host loop run the same bodies.
     at::Tensor g = at::randn({64, 96}).to(o), u = at::randn({64, 96}).to(o);
     expectClose(fused::swiGlu(g, u), fused::swiGlu(g.cpu(), u.cpu()), dt,
