@@ -106,19 +106,25 @@ RLHF_HD void swiGluBackward(const SwiGluArgs &a, int64_t group) {
 //===----------------------------------------------------------------------===//
 
 /// One [B, H, S, D] tensor rotated: strides of b, h and s, in elements.
+/// `copy` moves it unrotated (a decode step's values into their cache);
+/// `position`, a device pointer, offsets the output by that many s-strides
+/// (the cache slot a step writes, known only on the device).
 struct RotaryTensor {
   const void *in = nullptr;
   void *out = nullptr;
   int64_t heads = 0;
   int64_t inStride[3] = {0, 0, 0}, outStride[3] = {0, 0, 0};
+  bool copy = false;
+  const int64_t *position = nullptr;
 };
 
-/// Up to two tensors (q and k) over one table pair in one launch. The
+/// Up to three tensors (q, k and v) over one table pair in one launch. The
 /// tables are [B, S, D] by their strides (cos and rotate_half's signed sin,
 /// as the separate ops take them). Backward applies the transpose:
 /// dx[j] = dy[j] cos[j] + dy[r(j)] sinRot[r(j)], r swapping the halves.
 struct RotaryArgs {
-  RotaryTensor t[2];
+  static constexpr int kMaxTensors = 3;
+  RotaryTensor t[kMaxTensors];
   int count = 0;
   int64_t batch = 0, seq = 0, dim = 0;
   const void *cos = nullptr, *sin = nullptr;
@@ -129,16 +135,19 @@ struct RotaryArgs {
     return batch * t[k].heads * seq * (dim / 2 / v);
   }
   RLHF_HD int64_t groups(int v) const {
-    return groups(0, v) + (count > 1 ? groups(1, v) : 0);
+    int64_t n = 0;
+    for (int k = 0; k < count; ++k)
+      n += groups(k, v);
+    return n;
   }
 };
 
 template <typename T, int V>
 RLHF_HD void rotary(const RotaryArgs &a, int64_t group) {
   int k = 0;
-  if (group >= a.groups(0, V)) {
-    group -= a.groups(0, V);
-    k = 1;
+  while (k + 1 < a.count && group >= a.groups(k, V)) {
+    group -= a.groups(k, V);
+    ++k;
   }
   const RotaryTensor &t = a.t[k];
   const int64_t half = a.dim / 2, per = half / V;
@@ -149,11 +158,16 @@ RLHF_HD void rotary(const RotaryArgs &a, int64_t group) {
   const int64_t h = row % t.heads, b = row / t.heads;
   const int64_t in = b * t.inStride[0] + h * t.inStride[1] + s * t.inStride[2],
                 out = b * t.outStride[0] + h * t.outStride[1] +
-                      s * t.outStride[2],
+                      (s + (t.position ? *t.position : 0)) * t.outStride[2],
                 tab = b * a.tableStride[0] + s * a.tableStride[1];
   const Pack<T, V> x1 = load<T, V>(t.in, in + d),
-                   x2 = load<T, V>(t.in, in + d + half),
-                   c1 = load<T, V>(a.cos, tab + d),
+                   x2 = load<T, V>(t.in, in + d + half);
+  if (t.copy) {
+    store<T, V>(t.out, out + d, x1);
+    store<T, V>(t.out, out + d + half, x2);
+    return;
+  }
+  const Pack<T, V> c1 = load<T, V>(a.cos, tab + d),
                    c2 = load<T, V>(a.cos, tab + d + half),
                    s1 = load<T, V>(a.sin, tab + d),
                    s2 = load<T, V>(a.sin, tab + d + half);

@@ -183,12 +183,21 @@ bool servesRotary(const at::Tensor &q, const at::Tensor &k,
   return cos.sizes() == sin.sizes() && cos.strides() == sin.strides();
 }
 
-/// Rotates `xs` (one or two defined tensors) by the tables; `backward`
-/// applies the transpose to gradients.
-std::vector<at::Tensor> rotaryRaw(std::vector<at::Tensor> xs,
+/// One tensor of a rotary launch: `out` undefined for a new [B, S, H, D]
+/// tensor viewed [B, H, S, D]; `copy` to move `in` unrotated; `position`
+/// (one int64 on the device) to write at that offset of out's dim 2.
+struct RotaryJob {
+  at::Tensor in, out;
+  bool copy = false;
+  at::Tensor position;
+};
+
+/// Runs `jobs` (up to three) in one launch over the tables; `backward`
+/// applies the transpose to gradients. Returns the outputs.
+std::vector<at::Tensor> rotaryRun(std::vector<RotaryJob> jobs,
                                   const at::Tensor &cos, const at::Tensor &sin,
                                   bool backward) {
-  const at::Tensor &first = xs[0];
+  const at::Tensor &first = jobs[0].in;
   RotaryArgs a;
   a.batch = first.size(0);
   a.seq = first.size(2);
@@ -201,29 +210,44 @@ std::vector<at::Tensor> rotaryRaw(std::vector<at::Tensor> xs,
   std::vector<at::Tensor> outs;
   std::vector<const void *> ptrs{a.cos, a.sin};
   std::vector<int64_t> strides{a.tableStride[0], a.tableStride[1]};
-  for (at::Tensor &x : xs) {
+  for (RotaryJob &j : jobs) {
+    at::Tensor &x = j.in;
     if (x.stride(3) != 1)
       x = x.contiguous();
-    at::Tensor y = at::empty({a.batch, a.seq, x.size(1), a.dim}, x.options())
-                       .transpose(1, 2);
+    if (!j.out.defined())
+      j.out = at::empty({a.batch, a.seq, x.size(1), a.dim}, x.options())
+                  .transpose(1, 2);
     RotaryTensor &t = a.t[a.count++];
     t.in = x.data_ptr();
-    t.out = y.data_ptr();
+    t.out = j.out.data_ptr();
     t.heads = x.size(1);
+    t.copy = j.copy;
+    t.position =
+        j.position.defined() ? j.position.data_ptr<int64_t>() : nullptr;
     for (int d = 0; d < 3; ++d) {
       t.inStride[d] = x.stride(d);
-      t.outStride[d] = y.stride(d);
+      t.outStride[d] = j.out.stride(d);
       strides.push_back(t.inStride[d]);
       strides.push_back(t.outStride[d]);
     }
     ptrs.push_back(t.in);
     ptrs.push_back(t.out);
-    outs.push_back(y);
+    outs.push_back(j.out);
   }
   const Dtype d = *dtypeOf(first);
   const int w = widthFor(d, a.dim / 2, ptrs, strides);
   run<RotaryBody>(first, d, w, a, launchRotary);
   return outs;
+}
+
+/// Rotates `xs` (one or two tensors) into new tensors.
+std::vector<at::Tensor> rotaryRaw(const std::vector<at::Tensor> &xs,
+                                  const at::Tensor &cos, const at::Tensor &sin,
+                                  bool backward) {
+  std::vector<RotaryJob> jobs;
+  for (const at::Tensor &x : xs)
+    jobs.push_back({x});
+  return rotaryRun(std::move(jobs), cos, sin, backward);
 }
 
 /// Keeps only the tables: rotation is linear, so backward needs no input.
@@ -379,4 +403,27 @@ void rlhf::fused::copySlices(
     a.s[a.count++] = *c;
   }
   flush();
+}
+
+at::Tensor
+rlhf::fused::rotaryIntoCache(const at::Tensor &q, const at::Tensor &k,
+                             const at::Tensor &v, const at::Tensor &cos,
+                             const at::Tensor &sinRot, const at::Tensor &keys,
+                             const at::Tensor &values, const at::Tensor &slot) {
+  if (!servesRotary(q, k, cos, sinRot) || !servesRotaryTensor(v, k) ||
+      v.size(1) != k.size(1) ||
+      (at::GradMode::is_enabled() &&
+       (q.requires_grad() || k.requires_grad() || v.requires_grad())))
+    return {};
+  for (const at::Tensor &c : {keys, values})
+    if (!c.defined() || c.dim() != 4 || c.scalar_type() != k.scalar_type() ||
+        c.device() != k.device() || c.size(0) != k.size(0) ||
+        c.size(1) != k.size(1) || c.size(3) != k.size(3) || c.stride(3) != 1 ||
+        c.size(2) < k.size(2))
+      return {};
+  if (!slot.defined() || slot.numel() != 1 || slot.scalar_type() != at::kLong ||
+      slot.device() != k.device())
+    return {};
+  return rotaryRun({{q}, {k, keys, false, slot}, {v, values, true, slot}}, cos,
+                   sinRot, /*backward=*/false)[0];
 }

@@ -38,6 +38,18 @@ std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
                                          const at::Tensor &cos,
                                          const at::Tensor &sinRot);
 
+/// A decode step's rotary and cache write in one launch: returns q rotated
+/// (as `rotary` does) and writes k rotated and v as they are into `keys`
+/// and `values` [B, H', capacity, D] at position `slot` of dimension 2 (one
+/// int64 on the device, as the step's graph reads it; the caller keeps it
+/// within the capacity), where rotary's launch and two index_copy_ took
+/// three. Not differentiable. Undefined, with nothing written, where it
+/// cannot serve.
+at::Tensor rotaryIntoCache(const at::Tensor &q, const at::Tensor &k,
+                           const at::Tensor &v, const at::Tensor &cos,
+                           const at::Tensor &sinRot, const at::Tensor &keys,
+                           const at::Tensor &values, const at::Tensor &slot);
+
 /// dst.copy_(src) for every pair, slices of up to two dimensions with a
 /// contiguous last one batched: on CUDA one kernel per 48 slices, which
 /// replaces a launch (and LibTorch's host work) per slice; on the host the

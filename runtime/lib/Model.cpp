@@ -1,9 +1,9 @@
 //===- Model.cpp - a tensor-parallel LLaMA decoder in LibTorch ------------===//
 //
-// Parameters, their shards, and the decoder: embedding, layers (attention
-// with Ulysses and ring under sp) and heads. Whole forward passes and
-// per-token statistics are in ModelForward.cpp, generation in
-// ModelGenerate.cpp.
+// The decoder: embedding, layers (attention with Ulysses and ring under sp)
+// and heads. Parameters and their shards are in ModelParams.cpp, whole
+// forward passes and per-token statistics in ModelForward.cpp, generation
+// in ModelGenerate.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -227,151 +227,6 @@ at::Tensor stackedRows(std::initializer_list<at::Tensor> ws) {
 
 } // namespace
 
-ParamMap rlhf::initParams(const ModelConfig &cfg, uint64_t seed,
-                          at::TensorOptions options) {
-  const bool host = options.device().is_cpu();
-  at::Generator device =
-      host ? at::Generator()
-           : at::globalContext().defaultGenerator(options.device());
-  ParamMap out;
-  for (const ParamSpec &p : llamaParams(cfg.shape)) {
-    const uint64_t s =
-        seed ^ (std::hash<std::string>{}(p.name) * 0x9E3779B97F4A7C15ull);
-    std::vector<int64_t> sizes{p.rows};
-    if (!p.vector())
-      sizes.push_back(p.cols);
-    at::Tensor t;
-    if (p.name.find("norm") != std::string::npos) {
-      t = at::ones({p.rows}, options);
-    } else if (host) {
-      t = at::empty(sizes, at::kFloat)
-              .normal_(0.0, 0.02, at::make_generator<at::CPUGeneratorImpl>(s))
-              .to(options.dtype().toScalarType());
-    } else {
-      {
-        std::lock_guard<std::mutex> lock(device.mutex());
-        device.set_current_seed(s);
-      }
-      t = at::empty(sizes, options).normal_(0.0, 0.02, device);
-    }
-    out[p.name] = t;
-  }
-  return out;
-}
-
-ModelConfig rlhf::modelConfigOf(const HfArch &arch, int64_t maxSeq) {
-  ModelConfig cfg;
-  cfg.shape = arch.shape;
-  cfg.maxSeq = maxSeq;
-  cfg.ropeTheta = arch.ropeTheta;
-  cfg.normEps = arch.normEps;
-  cfg.rope = arch.rope;
-  return cfg;
-}
-
-ParamMap rlhf::flatShard(
-    const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
-    const at::TensorOptions &opts) {
-  ParamMap out;
-  if (shapes.empty())
-    return out;
-  // 256 bytes: the alignment cudaMalloc gives, which GEMMs and vectorised
-  // kernels expect of each tensor's start.
-  const int64_t align = std::max<int64_t>(1, 256 / opts.dtype().itemsize());
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (const auto &[name, shape] : shapes) {
-    offsets.push_back(total);
-    total += (c10::multiply_integers(shape) + align - 1) / align * align;
-  }
-  at::Tensor flat = at::empty({total}, opts);
-  // Tensors on the block's storage, not autograd views of it: each may
-  // become a leaf that requires grad and be updated in place, as separately
-  // allocated parameters are.
-  at::NoGradGuard plain;
-  for (size_t i = 0; i < shapes.size(); ++i)
-    out[shapes[i].first] =
-        at::empty({0}, opts).set_(flat.storage(), offsets[i], shapes[i].second);
-  return out;
-}
-
-ParamMap
-rlhf::packShard(const std::vector<std::pair<std::string, at::Tensor>> &pieces,
-                const at::TensorOptions &opts) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (const auto &[name, t] : pieces)
-    shapes.emplace_back(name, t.sizes().vec());
-  ParamMap out = flatShard(shapes, opts);
-  for (const auto &[name, t] : pieces)
-    out.at(name).copy_(t);
-  return out;
-}
-
-ParamMap rlhf::toDevice(ParamMap params, c10::Device device,
-                        std::optional<at::ScalarType> dtype, bool copy) {
-  std::vector<std::pair<std::string, at::Tensor>> pieces;
-  bool moves = copy, mixed = false;
-  for (const auto &[n, t] : params) {
-    if (!t.defined())
-      continue;
-    at::ScalarType want = dtype.value_or(t.scalar_type());
-    moves = moves || t.device() != device || t.scalar_type() != want;
-    mixed = mixed || (!pieces.empty() &&
-                      want != dtype.value_or(pieces[0].second.scalar_type()));
-    pieces.emplace_back(n, t);
-  }
-  if (!moves || pieces.empty())
-    return params;
-  if (mixed) { // tensor by tensor
-    for (auto &[n, t] : params)
-      if (t.defined())
-        t = t.to(device, dtype.value_or(t.scalar_type()),
-                 /*non_blocking=*/false, copy);
-    return params;
-  }
-  // In the source's order in memory where it is one block (a shard's q, k,
-  // v stay back to back: stackedRows), else by name.
-  const at::Storage &first = pieces[0].second.storage();
-  if (std::all_of(pieces.begin(), pieces.end(), [&](const auto &x) {
-        return x.second.storage().is_alias_of(first);
-      }))
-    std::sort(pieces.begin(), pieces.end(), [](auto &x, auto &y) {
-      return x.second.storage_offset() < y.second.storage_offset();
-    });
-  ParamMap out = packShard(
-      pieces, at::TensorOptions()
-                  .dtype(dtype.value_or(pieces[0].second.scalar_type()))
-                  .device(device));
-  for (auto &[n, t] : params)
-    if (!t.defined())
-      out[n] = t;
-  return out;
-}
-
-ParamMap rlhf::shardParams(const ModelConfig &cfg, const ParamMap &full,
-                           int tpRank, int tpSize) {
-  ParamMap out;
-  for (const ParamSpec &p : llamaParams(cfg.shape)) {
-    const at::Tensor &t = full.at(p.name);
-    switch (p.shard) {
-    case Shard::Replicated:
-      out[p.name] = t.clone();
-      break;
-    case Shard::Dim0: {
-      int64_t n = t.size(0) / tpSize;
-      out[p.name] = t.narrow(0, tpRank * n, n).clone();
-      break;
-    }
-    case Shard::Dim1: {
-      int64_t n = t.size(1) / tpSize;
-      out[p.name] = t.narrow(1, tpRank * n, n).clone();
-      break;
-    }
-    }
-  }
-  return out;
-}
-
 LlamaModel::LlamaModel(ModelConfig c, ParamMap shard, TensorParallel t,
                        PipelineParallel pl, SequenceParallel s)
     : cfg(std::move(c)), params_(std::move(shard)), tp(t), pp(pl), sp(s) {
@@ -516,13 +371,12 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
     k = project("k_proj", kvHeads);
     v = project("v_proj", kvHeads);
   }
-  std::tie(q, k) = rotary(q, k, cos, sin);
+  const int64_t t0 = cache ? cache->length : 0;
   if (cache) {
     if (int(cache->keys.size()) <= l) {
       cache->keys.resize(l + 1);
       cache->values.resize(l + 1);
     }
-    const int64_t t0 = cache->length;
     if (t0 + S > cache->capacity)
       throw Error("KV cache of " + std::to_string(cache->capacity) +
                   " positions cannot take " + std::to_string(t0 + S));
@@ -534,9 +388,23 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
       cache->values[l] =
           at::zeros({B, kvHeads, cache->capacity, headDim}, v.options());
     }
+  }
+  // A fixed-shape decode step writes its slot of the cache in the rotary
+  // kernel itself where the fused kernels serve.
+  at::Tensor folded;
+  if (cache && cache->slot.defined() && fused::enabled(q))
+    folded = fused::rotaryIntoCache(q, k, v, cos, sin, cache->keys[l],
+                                    cache->values[l], cache->slot);
+  if (folded.defined())
+    q = folded;
+  else
+    std::tie(q, k) = rotary(q, k, cos, sin);
+  if (cache) {
     if (cache->slot.defined()) {
-      cache->keys[l].index_copy_(2, cache->slot, k);
-      cache->values[l].index_copy_(2, cache->slot, v);
+      if (!folded.defined()) {
+        cache->keys[l].index_copy_(2, cache->slot, k);
+        cache->values[l].index_copy_(2, cache->slot, v);
+      }
       k = cache->keys[l].narrow(2, 0, cache->window);
       v = cache->values[l].narrow(2, 0, cache->window);
     } else {

@@ -229,7 +229,46 @@ void checkCopies(at::TensorOptions o) {
         << "pair " << i << " of " << dsts.size();
 }
 
+// A decode step's rotary and cache write in one launch: q as rotary gives
+// it, k rotated and v as they are at the slot, and nothing else of the
+// cache touched.
+void checkRotaryIntoCache(at::TensorOptions o) {
+  const int64_t B = 2, H = 4, KV = 2, D = 16, cap = 9;
+  at::Tensor y = at::randn({B, 1, (H + 2 * KV) * D}).to(o);
+  auto part = [&](int64_t first, int64_t n) {
+    return y.narrow(-1, first * D, n * D).view({B, 1, n, D}).transpose(1, 2);
+  };
+  at::Tensor q = part(0, H), k = part(H, KV), v = part(H + KV, KV);
+  auto [cos, sin] = tables(B, 1, D, o);
+  at::Tensor keys = at::randn({B, KV, cap, D}).to(o),
+             values = at::randn({B, KV, cap, D}).to(o);
+  at::Tensor wantKeys = keys.clone(), wantValues = values.clone();
+  at::Tensor slot = at::full({1}, int64_t(5), o.dtype(at::kLong));
+  wantKeys.index_copy_(2, slot, rotaryRef(k, cos, sin).to(o));
+  wantValues.index_copy_(2, slot, v);
+  at::NoGradGuard noGrad;
+  at::Tensor rq = fused::rotaryIntoCache(q, k, v, cos, sin, keys, values, slot);
+  const at::ScalarType dt = o.dtype().toScalarType();
+  expectClose(rq, rotaryRef(q, cos, sin), dt, "q");
+  expectClose(keys, wantKeys, dt, "keys");
+  EXPECT_TRUE(at::equal(values, wantValues)) << "values copied as they are";
+  // Only the slot changed.
+  for (int64_t t = 0; t < cap; ++t)
+    if (t != 5) {
+      EXPECT_TRUE(at::equal(keys.select(2, t), wantKeys.select(2, t))) << t;
+    }
+  EXPECT_FALSE(fused::rotaryIntoCache(q, k, v, cos, sin, keys.narrow(3, 0, 8),
+                                      values, slot)
+                   .defined())
+      << "a cache of another head dim";
+}
+
 } // namespace
+
+TEST(FusedOps, RotaryIntoCacheMatchesRotaryAndIndexCopy) {
+  for (at::ScalarType dt : kDtypes)
+    checkRotaryIntoCache(at::TensorOptions().dtype(dt));
+}
 
 TEST(FusedOps, BatchedCopiesMatchCopy) {
   for (at::ScalarType dt : {at::kFloat, at::kBFloat16, at::kByte})
@@ -261,6 +300,7 @@ TEST(FusedCuda, KernelsMatchTheOpsAndTheHost) {
       for (bool stacked : {false, true})
         checkRotary(o, D, stacked, /*broadcastTables=*/false);
     checkCopies(o);
+    checkRotaryIntoCache(o);
     // The kernels and the host loop run the same bodies.
     at::Tensor g = at::randn({64, 96}).to(o), u = at::randn({64, 96}).to(o);
     expectClose(fused::swiGlu(g, u), fused::swiGlu(g.cpu(), u.cpu()), dt,
