@@ -7,8 +7,11 @@
 // launch (grid and stream) is the GPU's alone.
 //
 // Tensors arrive as raw pointers with element strides; each one's last
-// dimension is contiguous. Math is in fp32 whatever the storage dtype, with
-// one rounding per output where the separate ops round after each op.
+// dimension is contiguous. Group indices are split in 32-bit arithmetic
+// (64-bit division is many instructions per thread on a GPU): a launch
+// holds fewer than 2^32 groups, which FusedOps.cpp checks. Math is in fp32
+// whatever the storage dtype, with one rounding per output where the separate
+// ops round after each op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,7 +71,8 @@ struct SwiGluArgs {
 
 template <typename T, int V>
 RLHF_HD void swiGluForward(const SwiGluArgs &a, int64_t group) {
-  const int64_t per = a.cols / V, r = group / per, c = (group - r * per) * V;
+  const uint32_t per = uint32_t(a.cols / V), g32 = uint32_t(group);
+  const int64_t r = g32 / per, c = int64_t(g32 % per) * V;
   const Pack<T, V> g = load<T, V>(a.gate, r * a.gateStride + c),
                    u = load<T, V>(a.up, r * a.upStride + c);
   Pack<T, V> y;
@@ -84,7 +88,8 @@ RLHF_HD void swiGluForward(const SwiGluArgs &a, int64_t group) {
 /// d up = dy * silu(gate).
 template <typename T, int V>
 RLHF_HD void swiGluBackward(const SwiGluArgs &a, int64_t group) {
-  const int64_t per = a.cols / V, r = group / per, c = (group - r * per) * V;
+  const uint32_t per = uint32_t(a.cols / V), g32 = uint32_t(group);
+  const int64_t r = g32 / per, c = int64_t(g32 % per) * V;
   const Pack<T, V> g = load<T, V>(a.gate, r * a.gateStride + c),
                    u = load<T, V>(a.up, r * a.upStride + c),
                    dy = load<T, V>(a.grad, r * a.gradStride + c);
@@ -150,12 +155,14 @@ RLHF_HD void rotary(const RotaryArgs &a, int64_t group) {
     ++k;
   }
   const RotaryTensor &t = a.t[k];
-  const int64_t half = a.dim / 2, per = half / V;
-  const int64_t d = (group % per) * V;
-  int64_t row = group / per;
-  const int64_t s = row % a.seq;
-  row /= a.seq;
-  const int64_t h = row % t.heads, b = row / t.heads;
+  const int64_t half = a.dim / 2;
+  const uint32_t per = uint32_t(half / V), seq = uint32_t(a.seq),
+                 heads = uint32_t(t.heads);
+  uint32_t row = uint32_t(group) / per;
+  const int64_t d = int64_t(uint32_t(group) % per) * V;
+  const int64_t s = row % seq;
+  row /= seq;
+  const int64_t h = row % heads, b = row / heads;
   const int64_t in = b * t.inStride[0] + h * t.inStride[1] + s * t.inStride[2],
                 out = b * t.outStride[0] + h * t.outStride[1] +
                       (s + (t.position ? *t.position : 0)) * t.outStride[2],

@@ -93,11 +93,14 @@ void run(const at::Tensor &on, Dtype dtype, int width, const Args &a,
 // SwiGLU
 //===----------------------------------------------------------------------===//
 
+/// The bodies split group indices in 32 bits (FusedElements.h).
+constexpr int64_t kMaxGroups = int64_t(1) << 32;
+
 bool servesSwiGlu(const at::Tensor &g, const at::Tensor &u) {
   return g.defined() && u.defined() && dtypeOf(g) &&
          g.scalar_type() == u.scalar_type() && g.sizes() == u.sizes() &&
-         g.device() == u.device() && g.numel() > 0 && rowStride(g) &&
-         rowStride(u);
+         g.device() == u.device() && g.numel() > 0 && g.numel() < kMaxGroups &&
+         rowStride(g) && rowStride(u);
 }
 
 /// The arguments both directions share: gate and up as [rows, cols].
@@ -172,7 +175,8 @@ bool servesRotaryTensor(const at::Tensor &x, const at::Tensor &like) {
 bool servesRotary(const at::Tensor &q, const at::Tensor &k,
                   const at::Tensor &cos, const at::Tensor &sin) {
   if (!q.defined() || q.dim() != 4 || !dtypeOf(q) || q.size(3) % 2 ||
-      q.numel() == 0 || !servesRotaryTensor(q, q) || !servesRotaryTensor(k, q))
+      q.numel() == 0 || !servesRotaryTensor(q, q) ||
+      !servesRotaryTensor(k, q) || q.numel() + 2 * k.numel() >= kMaxGroups)
     return false;
   for (const at::Tensor &t : {cos, sin})
     if (!t.defined() || t.dim() != 4 || t.scalar_type() != q.scalar_type() ||
