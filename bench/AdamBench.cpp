@@ -21,7 +21,6 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -56,14 +55,7 @@ Row measure(const ModelShape &shape, c10::Device device, at::ScalarType dtype,
   Adam fused(fusedSettings), separate(separateSettings);
   auto time = [&](Adam &opt, ParamMap &params) {
     opt.step(params, grads); // the first step makes the moments and masters
-    bench::synchronize(device);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i)
-      opt.step(params, grads);
-    bench::synchronize(device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-               .count() /
-           reps;
+    return bench::meanSeconds(device, reps, [&] { opt.step(params, grads); });
   };
   Row r;
   r.separate = time(separate, a);

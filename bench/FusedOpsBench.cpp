@@ -18,7 +18,6 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -29,32 +28,18 @@ using namespace rlhf;
 
 namespace {
 
-at::Tensor swiGluOps(const at::Tensor &g, const at::Tensor &u) {
-  return at::silu(g) * u;
-}
-
 std::pair<at::Tensor, at::Tensor> rotaryOps(const at::Tensor &q,
                                             const at::Tensor &k,
                                             const at::Tensor &cos,
                                             const at::Tensor &sin) {
-  auto one = [&](const at::Tensor &x) {
-    return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sin);
-  };
-  return {one(q), one(k)};
+  return {fused::rotaryOps(q, cos, sin), fused::rotaryOps(k, cos, sin)};
 }
 
 /// Mean seconds per call of `f` after two warm-up calls.
 double timeIt(c10::Device device, int reps, const std::function<void()> &f) {
   f();
   f();
-  bench::synchronize(device);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i)
-    f();
-  bench::synchronize(device);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-             .count() /
-         reps;
+  return bench::meanSeconds(device, reps, f);
 }
 
 double maxDiff(const at::Tensor &a, const at::Tensor &b) {
@@ -79,7 +64,7 @@ Row swiGluRow(const std::string &what, int64_t tokens, int64_t inter,
   at::Tensor dy = at::randn({tokens, inter}, o);
   auto pass = [&](bool fused) {
     at::AutoGradMode grad(train);
-    at::Tensor out = fused ? fused::swiGlu(g, u) : swiGluOps(g, u);
+    at::Tensor out = fused ? fused::swiGlu(g, u) : fused::swiGluOps(g, u);
     if (train)
       out.backward(dy);
     return out;

@@ -19,7 +19,6 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -63,15 +62,8 @@ int main(int argc, char **argv) {
             .view({batch, 1, 1, cached});
     auto time = [&](GroupedKv g) {
       attention(q, k, v, mask, g);
-      bench::synchronize(device);
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < reps; ++i)
-        attention(q, k, v, mask, g);
-      bench::synchronize(device);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                           t0)
-                 .count() /
-             reps;
+      return bench::meanSeconds(device, reps,
+                                [&] { attention(q, k, v, mask, g); });
     };
     const double repeated = time(GroupedKv::Repeated);
     const double shared = time(GroupedKv::Shared);

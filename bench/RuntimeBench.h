@@ -12,6 +12,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -23,6 +24,20 @@ inline void synchronize(c10::Device device) {
   if (device.is_cuda())
     c10::impl::getDeviceGuardImpl(c10::kCUDA)
         ->synchronizeDevice(device.index());
+}
+
+/// Mean seconds of `reps` calls of `f` on `device`, from a synchronized
+/// start to a synchronized end (warm-ups are the caller's).
+template <typename F>
+double meanSeconds(c10::Device device, int reps, const F &f) {
+  synchronize(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i)
+    f();
+  synchronize(device);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+             .count() /
+         reps;
 }
 
 /// The device of `name [--cpu]`: cuda:0 where one is visible, unless --cpu.
