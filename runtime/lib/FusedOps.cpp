@@ -69,19 +69,26 @@ template <template <typename, int> class Body, typename Args> struct OnHost {
   }
 };
 
+/// Calls `launch` with the current stream of `on`'s device (that device
+/// current) and throws the error it returns, named `what`.
+template <typename F>
+void launchOn(const at::Tensor &on, const char *what, const F &launch) {
+  const c10::DeviceGuard guard(on.device());
+  void *stream = c10::impl::getDeviceGuardImpl(on.device().type())
+                     ->getStream(on.device())
+                     .native_handle();
+  if (const char *err = launch(stream))
+    throw Error(std::string(what) + ": " + err);
+}
+
 /// Runs Body over `a` where `on` lives: one kernel on its device's current
 /// stream, or the host loop.
 template <template <typename, int> class Body, typename Args>
 void run(const at::Tensor &on, Dtype dtype, int width, const Args &a,
          const char *(*launcher)(Dtype, int, const Args &, void *)) {
   if (on.is_cuda()) {
-    const c10::DeviceGuard guard(on.device());
-    const c10::impl::DeviceGuardImplInterface *impl =
-        c10::impl::getDeviceGuardImpl(on.device().type());
-    const char *err =
-        launcher(dtype, width, a, impl->getStream(on.device()).native_handle());
-    if (err)
-      throw Error(std::string("fused kernel: ") + err);
+    launchOn(on, "fused kernel",
+             [&](void *stream) { return launcher(dtype, width, a, stream); });
     return;
   }
   OnHost<Body, Args> host{a};
@@ -305,8 +312,8 @@ std::optional<CopySlice> copySliceOf(const at::Tensor &dst,
   c.rowBytes = last * es;
   c.dstPitch = dst.dim() == 2 ? dst.stride(0) * es : c.rowBytes;
   c.srcPitch = dst.dim() == 2 ? src.stride(0) * es : c.rowBytes;
-  // Rows are found by 32-bit division: a slice of 2^32 units or more is
-  // left to copy_.
+  // Rows are found by 32-bit division: a slice of 2^32 bytes or more (so
+  // possibly as many units) is left to copy_.
   if (c.rows * c.rowBytes >= (int64_t(1) << 32))
     return std::nullopt;
   return c;
@@ -334,12 +341,8 @@ void launchBatch(const at::Tensor &on, CopyArgs &a) {
         a.firstTile[k] + (units + a.unitsPerTile - 1) / a.unitsPerTile;
   }
   if (on.is_cuda()) {
-    const c10::DeviceGuard guard(on.device());
-    const c10::impl::DeviceGuardImplInterface *impl =
-        c10::impl::getDeviceGuardImpl(on.device().type());
-    if (const char *err =
-            launchCopies(unit, a, impl->getStream(on.device()).native_handle()))
-      throw Error(std::string("batched copy: ") + err);
+    launchOn(on, "batched copy",
+             [&](void *stream) { return launchCopies(unit, a, stream); });
     return;
   }
   CopyOnHost host{a};
@@ -352,6 +355,16 @@ bool wantsGrad(const at::Tensor &a, const at::Tensor &b) {
 }
 
 } // namespace
+
+at::Tensor rlhf::fused::swiGluOps(const at::Tensor &gate,
+                                  const at::Tensor &up) {
+  return at::silu(gate) * up;
+}
+
+at::Tensor rlhf::fused::rotaryOps(const at::Tensor &x, const at::Tensor &cos,
+                                  const at::Tensor &sinRot) {
+  return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sinRot);
+}
 
 bool rlhf::fused::enabled(c10::Device device) {
   static const std::string mode = [] {

@@ -24,6 +24,16 @@ namespace rlhf::fused {
 bool enabled(c10::Device device);
 inline bool enabled(const at::Tensor &t) { return enabled(t.device()); }
 
+/// LibTorch's separate ops that the fused ones replace: the model's path
+/// where no fused kernel serves, and the benchmark's baseline. Rotary is
+/// x * cos + rotate_half(x) * sin as transformers writes it, with
+/// rotate_half's sign folded into `sinRot` ([-sin, sin]): three kernels (a
+/// roll and a fused multiply-add) where the halves' negation and
+/// concatenation took five.
+at::Tensor swiGluOps(const at::Tensor &gate, const at::Tensor &up);
+at::Tensor rotaryOps(const at::Tensor &x, const at::Tensor &cos,
+                     const at::Tensor &sinRot);
+
 /// silu(gate) * up, contiguous, for gate and up of one shape and dtype
 /// (fp32, fp16 or bf16) whose leading dimensions collapse to one row stride
 /// (a narrow of the last dimension does). Undefined where it cannot serve.

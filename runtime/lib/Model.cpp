@@ -15,14 +15,12 @@
 
 #include "rlhf/runtime/Error.h"
 
-#include <c10/util/accumulate.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -118,7 +116,7 @@ struct RmsNormOps {
 };
 struct SwiGluOps {
   static at::Tensor run(const at::Tensor &gate, const at::Tensor &up, double) {
-    return at::silu(gate) * up;
+    return fused::swiGluOps(gate, up);
   }
 };
 
@@ -179,15 +177,6 @@ at::Tensor ropeFrequencies(const ModelConfig &cfg, int64_t headDim) {
   return at::where(medium, smoothed, scaled);
 }
 
-/// Rotary embedding, x * cos + rotate_half(x) * sin as transformers writes
-/// it, with rotate_half's sign folded into `sinRot` ([-sin, sin]): three
-/// kernels (a roll and a fused multiply-add) where the halves' negation and
-/// concatenation took five, per layer for q and for k.
-at::Tensor rotary(const at::Tensor &x, const at::Tensor &cos,
-                  const at::Tensor &sinRot) {
-  return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), sinRot);
-}
-
 /// q and k rotated: on CUDA in one kernel (one backward kernel too).
 std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
                                          const at::Tensor &k,
@@ -196,7 +185,7 @@ std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor &q,
   if (fused::enabled(q))
     if (auto r = fused::rotary(q, k, cos, sinRot); r.first.defined())
       return r;
-  return {rotary(q, cos, sinRot), rotary(k, cos, sinRot)};
+  return {fused::rotaryOps(q, cos, sinRot), fused::rotaryOps(k, cos, sinRot)};
 }
 
 /// `ws` as one tensor of their stacked rows when they lie back to back in
