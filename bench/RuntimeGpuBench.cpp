@@ -5,9 +5,15 @@
 // LlamaModel::generate, a forward pass with token log-probs, and trainStep
 // (SFT loss, Adam on fp32 master weights), in bf16 on one GPU with random
 // weights. Each point prints its tokens/s, the PyTorch row it mirrors, and
-// the CUDA caching allocator's peak. Rows go to DIR/runtime-h100.csv in
+// the CUDA caching allocator's peak. Rows go to DIR/runtime-TAG.csv in
 // measured-h100.csv's columns, for rlhf-cost-validate to set beside the
 // cost model.
+//
+// The rows are priced as the cost model's preset for the GPU the driver
+// names (an H100 SXM as H100_SXM and TAG h100, an H200 as H200 and h200;
+// --hardware names one): an H200's faster memory must not count as our
+// runtime beating an H100's prediction. PyTorch's rows are set beside only
+// on the same preset.
 //
 // A GPU node may lack LLVM, so the cost model's predictions travel as a
 // file made beforehand (scripts/gpu-bundle.sh): --list-points writes the
@@ -17,7 +23,7 @@
 // `runtime/cost-model geomean: X.XX`.
 //
 //   rlhf-bench-gpu-runtime --out DIR [--predicted F] [--pytorch CSV]
-//                                               on a GPU (exits 77 without)
+//                          [--hardware PRESET]  on a GPU (exits 77 without)
 //   rlhf-bench-gpu-runtime --out DIR --smoke    tiny shapes, CPU or GPU
 //   rlhf-bench-gpu-runtime --out DIR --probe --predicted F
 //                          the memory model on a CPU: LLaMA's vocabulary at a
@@ -29,8 +35,9 @@
 //                          times (--fp32: in fp32, as its --fp32)
 //                          (bench/runtime-vs-pytorch-cpu.py sets them side
 //                          by side)
-//   rlhf-bench-gpu-runtime --list-points [--smoke|--probe]
-//                                               the points as CSV rows
+//   rlhf-bench-gpu-runtime --list-points [--smoke|--probe] [--hardware A,B]
+//                          the points as CSV rows, once per preset (default
+//                          H100_SXM)
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +53,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -130,6 +138,32 @@ std::vector<Point> points(bool smoke, bool probe, bool cpuCompare = false) {
   return v;
 }
 
+/// The cost model's preset for a GPU the driver names, or "" where it has
+/// none: the PCIe and NVL boards run at other clocks and bandwidths than
+/// the SXM ones the presets describe.
+std::string presetFor(const std::string &gpu) {
+  auto has = [&](const char *s) { return gpu.find(s) != std::string::npos; };
+  if (has("PCIe") || has("NVL"))
+    return "";
+  if (has("H200"))
+    return "H200";
+  if (has("H100") || has("H800"))
+    return "H100_SXM";
+  if (has("A100") || has("A800"))
+    return has("80GB") ? "A100_80GB" : "A100_40GB";
+  return "";
+}
+
+/// The short name of a preset in file names and row ids: h100 for
+/// H100_SXM (the names docs/validation has used), h200, a100_80gb.
+std::string tagOf(std::string preset) {
+  if (preset.size() > 4 && preset.compare(preset.size() - 4, 4, "_SXM") == 0)
+    preset.resize(preset.size() - 4);
+  for (char &c : preset)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return preset;
+}
+
 /// category, model, batch, tokens in, tokens out
 using Key = std::tuple<std::string, std::string, int64_t, int64_t, int64_t>;
 
@@ -163,24 +197,43 @@ void forEachRow(const std::string &path, const std::string &what, F &&row) {
     row(fields(line));
 }
 
-/// rlhf-cost-validate --emit-predictions output.
-std::map<Key, Reference> readPredictions(const std::string &path) {
+/// rlhf-cost-validate --emit-predictions output: the rows of `preset` (a
+/// row without a hardware column is any preset's). A file made for other
+/// presets only is an error: its figures would price another GPU.
+std::map<Key, Reference> readPredictions(const std::string &path,
+                                         const std::string &preset) {
   std::map<Key, Reference> out;
+  std::string others;
   forEachRow(path, "predictions ", [&](const std::vector<std::string> &f) {
-    if (f.size() >= 9 && f[6] == "tokens_per_sec")
-      out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
-          std::stod(f[7]), std::stod(f[8])};
+    if (f.size() < 9 || f[6] != "tokens_per_sec")
+      return;
+    if (f.size() >= 10 && f[9] != preset) {
+      if (others.find(f[9]) == std::string::npos)
+        others += (others.empty() ? "" : ", ") + f[9];
+      return;
+    }
+    out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
+        std::stod(f[7]), std::stod(f[8])};
   });
+  if (out.empty() && !others.empty())
+    throw std::runtime_error("predictions '" + path + "' price " + others +
+                             ", not " + preset +
+                             "; make them for it (scripts/gpu-bundle.sh, or "
+                             "--list-points --hardware " +
+                             preset + ")");
   return out;
 }
 
-/// PyTorch's rows of measured-h100.csv: the unfused engine's plain points
-/// (ids own_h100_<category>_NN), not the fused or recomputed variants.
-std::map<Key, Reference> readPytorch(const std::string &path) {
+/// PyTorch's rows of measured-h100.csv on `preset`: the unfused engine's
+/// plain points (ids own_<tag>_<category>_NN), not the fused or recomputed
+/// variants.
+std::map<Key, Reference> readPytorch(const std::string &path,
+                                     const std::string &preset) {
   std::map<Key, Reference> out;
+  const std::string prefix = "own_" + tagOf(preset) + "_";
   forEachRow(path, "", [&](const std::vector<std::string> &f) {
-    if (f.size() >= 14 && f[12] == "tokens_per_sec" &&
-        f[0] == "own_h100_" + f[1] + "_" + f[0].substr(f[0].size() - 2))
+    if (f.size() >= 14 && f[3] == preset && f[12] == "tokens_per_sec" &&
+        f[0] == prefix + f[1] + "_" + f[0].substr(f[0].size() - 2))
       out[{f[1], f[2], toInt(f[8]), toInt(f[9]), toInt(f[10])}] = {
           std::stod(f[13]), 0};
   });
@@ -203,6 +256,7 @@ struct Bench {
   int memoryRows = 0, memoryWithin = 0;
   bool probe = false;
   at::ScalarType dtype = at::kBFloat16; ///< --fp32: at::kFloat
+  std::string preset = "H100_SXM";      ///< the rows' hardware column
 
   void sync() const { bench::synchronize(device); }
   void resetPeak() const { resetPeakBytes(device); }
@@ -252,7 +306,7 @@ struct Bench {
     Key k{cat, s.name, batch, in, out};
     if (auto it = predicted.find(k); it != predicted.end()) {
       double r = tokensPerSec / it->second.value;
-      if (device.is_cuda() || !probe) { // the model prices an H100's speed
+      if (device.is_cuda() || !probe) { // the model prices a GPU's speed
         speedRatios.push_back(r);
         std::printf("  | model %10.1f tok/s  runtime/model %5.2f",
                     it->second.value, r);
@@ -270,9 +324,10 @@ struct Bench {
     std::printf("  (%s)\n", what.c_str());
     std::fflush(stdout);
     char id[64];
-    std::snprintf(id, sizeof(id), "own_runtime_h100_%s_%02d", cat, ++rows);
-    csv << id << ',' << cat << ',' << s.name << ",H100_SXM,1,1,1,1," << batch
-        << ',' << in << ',' << (out ? std::to_string(out) : "")
+    std::snprintf(id, sizeof(id), "own_runtime_%s_%s_%02d",
+                  tagOf(preset).c_str(), cat, ++rows);
+    csv << id << ',' << cat << ',' << s.name << ',' << preset << ",1,1,1,1,"
+        << batch << ',' << in << ',' << (out ? std::to_string(out) : "")
         << (dtype == at::kFloat ? ",fp32" : ",bf16") << ",tokens_per_sec,"
         << tokensPerSec << ",tok/s,bench/RuntimeGpuBench.cpp,\"rlhfc runtime; "
         << what << "; allocator peak " << peak << " GiB\"\n";
@@ -366,12 +421,15 @@ void usage() {
   std::fprintf(
       stderr,
       "usage: rlhf-bench-gpu-runtime --out DIR [--smoke|--probe|--cpu-compare "
-      "[--fp32]] [--predicted FILE] [--pytorch CSV]\n"
-      "       rlhf-bench-gpu-runtime --list-points [--smoke|--probe]\n");
+      "[--fp32]] [--predicted FILE] [--pytorch CSV] [--hardware PRESET]\n"
+      "       rlhf-bench-gpu-runtime --list-points [--smoke|--probe] "
+      "[--hardware PRESET,...]\n"
+      "PRESET: the cost model's hardware (H100_SXM, H200, A100_80GB, "
+      "A100_40GB); default: the GPU's own, H100_SXM on the CPU\n");
 }
 
 int main(int argc, char **argv) {
-  std::string out, predictedPath, pytorchPath;
+  std::string out, predictedPath, pytorchPath, hardware;
   bool smoke = false, probe = false, list = false, cpuCompare = false,
        fp32 = false;
   for (int i = 1; i < argc; ++i) {
@@ -381,6 +439,8 @@ int main(int argc, char **argv) {
       predictedPath = argv[++i];
     else if (!std::strcmp(argv[i], "--pytorch") && i + 1 < argc)
       pytorchPath = argv[++i];
+    else if (!std::strcmp(argv[i], "--hardware") && i + 1 < argc)
+      hardware = argv[++i];
     else if (!std::strcmp(argv[i], "--smoke"))
       smoke = true;
     else if (!std::strcmp(argv[i], "--probe"))
@@ -402,11 +462,14 @@ int main(int argc, char **argv) {
     // Rows for rlhf-cost-validate to predict (the value is a placeholder).
     std::printf("%s", header);
     int n = 0;
-    for (const Point &p : points(smoke, probe))
-      std::printf("point_%02d,%s,%s,H100_SXM,1,1,1,1,%lld,%lld,%s,bf16,"
-                  "tokens_per_sec,1,tok/s,bench/RuntimeGpuBench.cpp,\n",
-                  ++n, p.category, p.shape->name, (long long)p.batch,
-                  (long long)p.in, p.out ? std::to_string(p.out).c_str() : "");
+    std::stringstream presets(hardware.empty() ? "H100_SXM" : hardware);
+    for (std::string hw; std::getline(presets, hw, ',');)
+      for (const Point &p : points(smoke, probe))
+        std::printf("point_%02d,%s,%s,%s,1,1,1,1,%lld,%lld,%s,bf16,"
+                    "tokens_per_sec,1,tok/s,bench/RuntimeGpuBench.cpp,\n",
+                    ++n, p.category, p.shape->name, hw.c_str(),
+                    (long long)p.batch, (long long)p.in,
+                    p.out ? std::to_string(p.out).c_str() : "");
     return 0;
   }
   if (out.empty() || (fp32 && !cpuCompare)) {
@@ -417,15 +480,6 @@ int main(int argc, char **argv) {
   b.probe = probe;
   if (fp32)
     b.dtype = at::kFloat;
-  try {
-    if (!predictedPath.empty())
-      b.predicted = readPredictions(predictedPath);
-    if (!pytorchPath.empty())
-      b.pytorch = readPytorch(pytorchPath);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
-    return 1;
-  }
   // --cpu-compare runs on the CPU, GPU or not.
   if (!cpuCompare && cudaDeviceCount() > 0)
     b.device = c10::Device(c10::kCUDA, 0);
@@ -436,21 +490,44 @@ int main(int argc, char **argv) {
                 "the CPU)\n");
     return 77;
   }
-  b.csv.open(out + "/runtime-h100.csv");
+  const std::string gpu = deviceName(b.device);
+  b.preset = !hardware.empty()    ? hardware
+             : b.device.is_cuda() ? presetFor(gpu)
+                                  : "H100_SXM";
+  if (b.preset.empty()) {
+    std::fprintf(stderr,
+                 "rlhf-bench-gpu-runtime: error: the cost model has no preset "
+                 "for '%s'; pass --hardware with the closest (H100_SXM, H200, "
+                 "A100_80GB, A100_40GB) to price its rows as that GPU\n",
+                 gpu.c_str());
+    return 2;
+  }
+  try {
+    if (!predictedPath.empty())
+      b.predicted = readPredictions(predictedPath, b.preset);
+    if (!pytorchPath.empty())
+      b.pytorch = readPytorch(pytorchPath, b.preset);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
+    return 1;
+  }
+  const std::string csvPath = out + "/runtime-" + tagOf(b.preset) + ".csv";
+  b.csv.open(csvPath);
   if (!b.csv) {
-    std::fprintf(
-        stderr,
-        "rlhf-bench-gpu-runtime: error: cannot write '%s/runtime-h100.csv'\n",
-        out.c_str());
+    std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: cannot write '%s'\n",
+                 csvPath.c_str());
     return 1;
   }
   b.csv << header;
-  std::printf("rlhfc runtime on %s, %s, random weights\n",
-              b.device.is_cuda() ? "cuda:0"
-              : probe            ? "the CPU (memory probe)"
-              : cpuCompare       ? "the CPU (beside PyTorch)"
-                                 : "the CPU (smoke)",
-              fp32 ? "fp32" : "bf16");
+  const std::string where = b.device.is_cuda() ? "cuda:0 (" + gpu + ")"
+                            : probe            ? "the CPU (memory probe)"
+                            : cpuCompare       ? "the CPU (beside PyTorch)"
+                                               : "the CPU (smoke)";
+  std::printf("rlhfc runtime on %s, %s, random weights; rows priced as %s\n",
+              where.c_str(), fp32 ? "fp32" : "bf16", b.preset.c_str());
+  if (!pytorchPath.empty() && b.pytorch.empty())
+    std::printf("(no PyTorch rows on %s in %s: no runtime/PyTorch column)\n",
+                b.preset.c_str(), pytorchPath.c_str());
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;

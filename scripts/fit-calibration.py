@@ -2,8 +2,9 @@
 """Fits a calibration file for the cost model to measured rows.
 
 Reads a CSV in the columns of docs/validation/measured-h100.csv (what
-rlhf-bench-gpu-runtime writes as DIR/runtime-h100.csv), picks the rows of one
-hardware preset, and fits the cost model's efficiency factors (the keys of a
+rlhf-bench-gpu-runtime writes as DIR/runtime-h100.csv or runtime-h200.csv),
+picks the rows of one hardware preset (--hardware), and fits the cost
+model's efficiency factors (the keys of a
 --calibration file, docs/cost-model.md) so that its predictions match them:
 least squares on log(predicted / measured). rlhf-cost-validate is the model:
 each candidate is written as a calibration file and predicted with
@@ -108,7 +109,7 @@ def read_rows(path, hardware, ids):
                 last = reader.line_num
     except OSError as e:
         raise FitError(f"cannot read {path}: {e.strerror}; pass the CSV that "
-                       "rlhf-bench-gpu-runtime wrote (DIR/runtime-h100.csv)")
+                       "rlhf-bench-gpu-runtime wrote (DIR/runtime-<gpu>.csv)")
     except (csv.Error, UnicodeDecodeError) as e:
         raise FitError(f"{path}:{last + 1}: {e}; fix this row")
     if not records or [c.strip() for c in records[0][1]] != COLUMNS:

@@ -9,8 +9,9 @@
 # Carried: Gloo's headers (c10d's ProcessGroupGloo.hpp includes them),
 # nlohmann-json, GoogleTest/GoogleMock (headers and static libraries), and
 # examples/*.rlhf compiled with `rlhfc --emit=obj`, and the cost model's
-# predictions for the GPU benchmark's points (predicted-h100.csv: a GPU node
-# has no LLVM to run the cost model). Not carried: sentencepiece
+# predictions for the GPU benchmark's points on each GPU a node may have
+# (predicted.csv, H100_SXM and H200 rows: a GPU node has no LLVM to run the
+# cost model, and the benchmark picks its GPU's). Not carried: sentencepiece
 # (optional there), LLVM (so no rlhf-run; torchrun launches the workers).
 #
 # Also the runtime built here (prebuilt/: runtime-only, Release, stripped;
@@ -43,9 +44,10 @@ sed -e 's/dp = 1, tp = 1, pp = 1, sp = 4/dp = 4, tp = 1, pp = 1/' \
   test/E2E/Inputs/tiny_grpo_sp.rlhf >"$nospsrc"
 build/bin/rlhfc "$nospsrc" --planner=manual --emit=obj -o "$dir/obj/tiny_grpo_nosp.o"
 rm -f "$nospsrc"
-build/bin/rlhf-bench-gpu-runtime --list-points >"$dir/points-h100.csv"
-build/bin/rlhf-cost-validate "$dir/points-h100.csv" \
-  --emit-predictions "$dir/predicted-h100.csv" >/dev/null
+build/bin/rlhf-bench-gpu-runtime --list-points --hardware H100_SXM,H200 \
+  >"$dir/points.csv"
+build/bin/rlhf-cost-validate "$dir/points.csv" \
+  --emit-predictions "$dir/predicted.csv" >/dev/null
 if [ "${RLHF_GPU_PREBUILT:-1}" = 1 ]; then
   pre=build-gpu-pre
   echo "gpu-bundle: building the runtime for GPU nodes in $pre (minutes the first time)"

@@ -277,8 +277,10 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
 # the .rlhf functions, async GRPO, sequence parallelism), and the other
 # benchmarks alone after them, within what the budget has left;
 # RLHF_GPU_CHECK_STEPS runs any that were cut off in a later window.
+# Its rows are priced as the GPU's own preset (H100_SXM, H200) and land in
+# runtime-<gpu>.csv (runtime-h100.csv, runtime-h200.csv).
 cap=180 step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
-  --predicted "$deps/predicted-h100.csv" --pytorch docs/validation/measured-h100.csv
+  --predicted "$deps/predicted.csv" --pytorch docs/validation/measured-h100.csv
 cap=45 step realloc-ipc realloc_bench
 
 # Side by side: each step in the background with its own cap; the tarball

@@ -5,13 +5,15 @@
 #   scripts/gpu-results.sh DIR      DIR: what scripts/gpu-check.sh wrote, or
 #                                   the .tgz of it (RLHF_GPU_CHECK_TAR)
 #
-# Fits a calibration to DIR/runtime-h100.csv (rlhf-bench-gpu-runtime's rows)
-# with scripts/fit-calibration.py; only if that succeeds, copies the rows to
-# docs/validation/runtime-h100.csv and the fit to
-# docs/validation/calibration-runtime-h100.json, then regenerates the
-# "Own runtime on H100" tables of docs/cost-model.md: with the built-in
-# factors (section runtime-table) and with the fitted ones
-# (runtime-calibrated-table). Review with `git diff docs/` and commit.
+# Fits a calibration to DIR/runtime-TAG.csv (rlhf-bench-gpu-runtime's rows,
+# priced as the run's GPU: TAG h100 for H100_SXM, h200 for H200) with
+# scripts/fit-calibration.py; only if that succeeds, copies the rows to
+# docs/validation/runtime-TAG.csv and the fit to
+# docs/validation/calibration-runtime-TAG.json, then regenerates that GPU's
+# "Own runtime on ..." tables of docs/cost-model.md: with the built-in
+# factors (section runtime-table on the H100, runtime-TAG-table on others)
+# and with the fitted ones (runtime-calibrated-table,
+# runtime-TAG-calibrated-table). Review with `git diff docs/` and commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() {
@@ -32,23 +34,34 @@ if [ -f "$src" ]; then
       "scripts/gpu-check.sh wrote"
   src=$tmp
 fi
-csv=$src/runtime-h100.csv
-[ -f "$csv" ] ||
-  die "$csv not found; pass the folder scripts/gpu-check.sh wrote (its" \
-    "rlhf-bench-gpu-runtime step writes runtime-h100.csv; see" \
+csvs=("$src"/runtime-*.csv)
+[ -f "${csvs[0]}" ] ||
+  die "no runtime-<gpu>.csv in $src; pass the folder scripts/gpu-check.sh" \
+    "wrote (its rlhf-bench-gpu-runtime step writes it; see" \
     "rlhf-bench-gpu-runtime.log there)"
-
-# The tables and the calibration are an H100's: a run on another GPU (the
-# lender can hand out an H200) must not land under that name.
+[ ${#csvs[@]} -eq 1 ] ||
+  die "$src holds ${#csvs[@]} runtime-*.csv files; pass the results of one run"
+csv=${csvs[0]}
+tag=$(basename "$csv" .csv)
+tag=${tag#runtime-}
+# The preset the benchmark priced its rows as (their hardware column).
+hw=$(awk -F, 'NR == 2 { print $4; exit }' "$csv")
+[ -n "$hw" ] || die "$csv has no rows; see rlhf-bench-gpu-runtime.log beside it"
 gpu=$(sed -n 's/^gpu: //p' "$src/env.txt" 2>/dev/null | head -n 1 || true)
-case "$gpu" in
-*H100*) ;;
-"") die "$src/env.txt names no GPU; was this run by scripts/gpu-check.sh" \
-  "on a GPU node?" ;;
-*) die "this run was on '$gpu', not an H100; its rows are not the \"own" \
-  "runtime on H100\" tables (keep them under docs/validation/ by hand," \
-  "named for that GPU)" ;;
-esac
+[ -n "$gpu" ] || die "$src/env.txt names no GPU; was this run by" \
+  "scripts/gpu-check.sh on a GPU node?"
+
+# Each GPU has its own tables (scripts/validate-cost-model.sh fills them):
+# the H100's kept their first names.
+sec=runtime-$tag
+[ "$tag" = h100 ] && sec=runtime
+for t in $sec-table $sec-calibrated-table; do
+  grep -q "<!-- $t:begin -->" docs/cost-model.md ||
+    die "docs/cost-model.md has no section for $hw's rows ('$t'); add one" \
+      "as \"Own runtime on H200\" is, with <!-- $sec-table:begin/end -->" \
+      "and <!-- $sec-calibrated-table:begin/end --> markers"
+done
+echo "run on '$gpu', rows priced as $hw"
 
 scripts/build.sh rlhf-cost-validate >/dev/null
 v=build/bin/rlhf-cost-validate
@@ -56,18 +69,19 @@ py=/opt/rlhfc/venv/bin/python3
 [ -x "$py" ] || py=python3
 
 # Fit first: a malformed CSV or a failed fit leaves docs/ as it was.
-rows=docs/validation/runtime-h100.csv
-cal=docs/validation/calibration-runtime-h100.json
-"$py" scripts/fit-calibration.py "$csv" --out "$tmp/calibration.json" \
-  --validate "$v"
+rows=docs/validation/runtime-$tag.csv
+cal=docs/validation/calibration-runtime-$tag.json
+"$py" scripts/fit-calibration.py "$csv" --hardware "$hw" \
+  --out "$tmp/calibration.json" --validate "$v"
 cp "$csv" "$rows"
 cp "$tmp/calibration.json" "$cal"
 echo "wrote $rows and $cal"
 
 echo
-echo "own runtime on H100, built-in factors:"
-$v "$rows" --section runtime-table --update docs/cost-model.md | tail -n 1
-echo "own runtime on H100, fitted factors ($cal):"
-$v "$rows" --section runtime-calibrated-table --calibration "$cal" \
-  --update docs/cost-model.md | tail -n 1
+# Every table from the code (this GPU's among them), as CI checks them.
+scripts/validate-cost-model.sh >/dev/null
+echo "own runtime on $hw, built-in factors:"
+$v "$rows" | tail -n 1
+echo "own runtime on $hw, fitted factors ($cal):"
+$v "$rows" --calibration "$cal" | tail -n 1
 echo "updated docs/cost-model.md; review with: git diff docs/"

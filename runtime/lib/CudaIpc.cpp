@@ -56,6 +56,15 @@ std::string ipc::deviceUuid() {
   return std::string(host) + "/" + id;
 }
 
+std::string ipc::deviceName(int index) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n)
+    return "";
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
 std::string ipc::deviceIdentity() {
   if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
     return "";

@@ -27,6 +27,10 @@ constexpr int64_t kRecordBytes = 256;
 /// CUDA device.
 std::string deviceUuid();
 
+/// The name the driver gives CUDA device `index` ("NVIDIA H200", as
+/// nvidia-smi shows it); empty without that device.
+std::string deviceName(int index);
+
 /// deviceUuid, for sharing memory: empty also with RLHF_CUDA_IPC=0 (then
 /// ranks sharing a GPU move tensors through host memory).
 std::string deviceIdentity();

@@ -7,6 +7,8 @@ using namespace rlhf;
 
 std::string ipc::deviceUuid() { return ""; }
 
+std::string ipc::deviceName(int) { return ""; }
+
 std::string ipc::deviceIdentity() { return ""; }
 
 void ipc::exportTensor(const at::Tensor &, uint8_t *) {

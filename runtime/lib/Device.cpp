@@ -27,6 +27,14 @@ int rlhf::cudaDeviceCount() {
              : 0;
 }
 
+std::string rlhf::deviceName(c10::Device device) {
+  if (!device.is_cuda())
+    return "";
+  return ipc::deviceName(
+      device.has_index() ? int(device.index())
+                         : int(at::detail::getCUDAHooks().current_device()));
+}
+
 c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
   std::string want = "auto";
   if (const char *v = std::getenv("RLHF_DEVICE"); v && *v)

@@ -433,11 +433,16 @@ int rlhf_prog_finish(rlhf_prog *p) {
     if (p->rank == 0) {
       double wall =
           std::chrono::duration<double>(Clock::now() - p->runStart).count();
+      const bool gpu = p->device.is_cuda();
+      // The plan prices its cluster's GPUs: name the one that ran, so that
+      // a run on other hardware is not read as the plan's error.
+      const std::string ranOn =
+          gpu ? "; ran on " + deviceName(p->device) : "; ran on the CPU";
       std::printf(
           "done: %lld steps in %.1f s (plan predicted %.3g s/step on the "
-          "planned hardware)\n",
-          (long long)(p->steps - p->firstStep), wall, p->predictedIteration);
-      const bool gpu = p->device.is_cuda();
+          "planned hardware%s)\n",
+          (long long)(p->steps - p->firstStep), wall, p->predictedIteration,
+          ranOn.c_str());
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",
                   gpu ? "of the CUDA caching allocator (and RSS)"

@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> skipped;
   std::string predictions =
       "id,category,model,batch,seq_in,seq_out,metric,predicted,"
-      "predicted_peak_bytes\n";
+      "predicted_peak_bytes,hardware\n";
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> f = splitCsv(lines[i]);
     if (f.size() < 17) {
@@ -366,10 +366,10 @@ int main(int argc, char **argv) {
       skipped.push_back(r.id + " (" + why + ")");
       continue;
     }
-    predictions +=
-        formatv("{0},{1},{2},{3},{4},{5},{6},{7:f3},{8:f0}\n", r.id, r.category,
-                r.model, r.batch, r.seqIn, r.seqOut, r.metric, *p, peak)
-            .str();
+    predictions += formatv("{0},{1},{2},{3},{4},{5},{6},{7:f3},{8:f0},{9}\n",
+                           r.id, r.category, r.model, r.batch, r.seqIn,
+                           r.seqOut, r.metric, *p, peak, r.hw)
+                       .str();
     double err = (*p - r.value) / r.value * 100.0;
     errors.push_back(std::fabs(err));
     byKind[r.category].push_back(std::fabs(err));

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace rlhf {
@@ -51,6 +52,9 @@ int runWorker(
 
 /// CUDA devices visible to this process (0 without a driver or a device).
 int cudaDeviceCount();
+
+/// The GPU's name as the driver gives it ("NVIDIA H200"); empty for the CPU.
+std::string deviceName(c10::Device device);
 
 /// Peak bytes the CUDA caching allocator has handed out on `device` since
 /// the process started or resetPeakBytes (what the plan's per-GPU memory
