@@ -22,7 +22,7 @@
 // and allocator peak against the plan's memory. The last line is
 // `runtime/cost-model geomean: X.XX`.
 //
-//   rlhf-bench-gpu-runtime --out DIR [--predicted F] [--pytorch CSV]
+//   rlhf-bench-gpu-runtime --out DIR [--predicted F] [--pytorch CSV]...
 //                          [--hardware PRESET]  on a GPU (exits 77 without)
 //   rlhf-bench-gpu-runtime --out DIR --smoke    tiny shapes, CPU or GPU
 //   rlhf-bench-gpu-runtime --out DIR --probe --predicted F
@@ -429,7 +429,8 @@ void usage() {
 }
 
 int main(int argc, char **argv) {
-  std::string out, predictedPath, pytorchPath, hardware;
+  std::string out, predictedPath, hardware;
+  std::vector<std::string> pytorchPaths; ///< --pytorch, once per file
   bool smoke = false, probe = false, list = false, cpuCompare = false,
        fp32 = false;
   for (int i = 1; i < argc; ++i) {
@@ -438,7 +439,7 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--predicted") && i + 1 < argc)
       predictedPath = argv[++i];
     else if (!std::strcmp(argv[i], "--pytorch") && i + 1 < argc)
-      pytorchPath = argv[++i];
+      pytorchPaths.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--hardware") && i + 1 < argc)
       hardware = argv[++i];
     else if (!std::strcmp(argv[i], "--smoke"))
@@ -505,8 +506,8 @@ int main(int argc, char **argv) {
   try {
     if (!predictedPath.empty())
       b.predicted = readPredictions(predictedPath, b.preset);
-    if (!pytorchPath.empty())
-      b.pytorch = readPytorch(pytorchPath, b.preset);
+    for (const std::string &path : pytorchPaths)
+      b.pytorch.merge(readPytorch(path, b.preset));
   } catch (const std::exception &e) {
     std::fprintf(stderr, "rlhf-bench-gpu-runtime: error: %s\n", e.what());
     return 1;
@@ -525,9 +526,13 @@ int main(int argc, char **argv) {
                                                : "the CPU (smoke)";
   std::printf("rlhfc runtime on %s, %s, random weights; rows priced as %s\n",
               where.c_str(), fp32 ? "fp32" : "bf16", b.preset.c_str());
-  if (!pytorchPath.empty() && b.pytorch.empty())
+  if (!pytorchPaths.empty() && b.pytorch.empty()) {
+    std::string files;
+    for (const std::string &path : pytorchPaths)
+      files += (files.empty() ? "" : ", ") + path;
     std::printf("(no PyTorch rows on %s in %s: no runtime/PyTorch column)\n",
-                b.preset.c_str(), pytorchPath.c_str());
+                b.preset.c_str(), files.c_str());
+  }
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;

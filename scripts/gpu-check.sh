@@ -12,8 +12,10 @@
 # compiled elsewhere, reallocation through host memory, the fused Adam step beside
 # separate ops, grouped-query decode attention shared beside repeated, the
 # .rlhf functions on the GPU against the CPU, asynchronous GRPO, sequence
-# parallelism, ring attention's fused kernel beside its explicit one, and a
-# 7B decode step's kernels (rlhf-bench-decode-kernels).
+# parallelism, ring attention's fused kernel beside its explicit one, a
+# 7B decode step's kernels (rlhf-bench-decode-kernels), and on a GPU that
+# docs/validation has no PyTorch rows for, PyTorch at the runtime
+# benchmark's points (scripts/measure-llama-h100.py --runtime-points).
 # Everything lands in DIR: one log per step and summary.txt, a line per
 # step with its exit status.
 #
@@ -265,8 +267,29 @@ realloc_bench() {
 realloc_bench_host() {
   RLHF_CUDA_IPC=0 realloc_bench
 }
+
+# PyTorch at the runtime benchmark's points, on a GPU that docs/validation
+# has no PyTorch rows for (an H200: measured-h100.csv is an H100's), into
+# measured-<gpu>.csv; scripts/gpu-results.sh sets our rows beside them.
+pytorch_reference() {
+  local rows hw tag
+  rows=$(ls "$out"/runtime-*.csv 2>/dev/null | head -n 1)
+  if [ -z "$rows" ]; then
+    echo "SKIP: the runtime benchmark wrote no rows, so this GPU's preset is unknown"
+    return 77
+  fi
+  hw=$(awk -F, 'NR == 2 { print $4; exit }' "$rows")
+  if cut -d, -f4 docs/validation/measured-*.csv | grep -qx "$hw"; then
+    echo "SKIP: docs/validation already has PyTorch's rows on $hw"
+    return 77
+  fi
+  tag=${rows##*/runtime-}
+  tag=${tag%.csv}
+  "$py" scripts/measure-llama-h100.py --runtime-points --hardware "$hw" \
+    --csv "$out/measured-$tag.csv"
+}
 export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
-  realloc_bench realloc_bench_host
+  realloc_bench realloc_bench_host pytorch_reference
 
 # Under a budget, the checks each acceptance point needs come first, each
 # capped so that one slow step cannot starve the rest. Timed steps run alone
@@ -278,9 +301,14 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
 # benchmarks alone after them, within what the budget has left;
 # RLHF_GPU_CHECK_STEPS runs any that were cut off in a later window.
 # Its rows are priced as the GPU's own preset (H100_SXM, H200) and land in
-# runtime-<gpu>.csv (runtime-h100.csv, runtime-h200.csv).
+# runtime-<gpu>.csv (runtime-h100.csv, runtime-h200.csv); PyTorch's rows on
+# that GPU, where docs/validation has them, stand beside them.
+pytorch_rows=()
+for f in docs/validation/measured-*.csv; do
+  pytorch_rows+=(--pytorch "$f")
+done
 cap=180 step rlhf-bench-gpu-runtime "$build/bin/rlhf-bench-gpu-runtime" --out "$out" \
-  --predicted "$deps/predicted.csv" --pytorch docs/validation/measured-h100.csv
+  --predicted "$deps/predicted.csv" "${pytorch_rows[@]}"
 cap=45 step realloc-ipc realloc_bench
 
 # Side by side: each step in the background with its own cap; the tarball
@@ -307,6 +335,9 @@ cap=45 step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
 cap=90 step ring-attention "$build/bin/rlhf-bench-ring-attention"
 # Where a 7B decode step's device time goes, kernel by kernel (Kineto).
 cap=90 step decode-kernels "$build/bin/rlhf-bench-decode-kernels"
+# PyTorch's figures where this GPU has none yet (an H200), last: the other
+# steps' checks come first in a short window.
+cap=240 step pytorch-reference pytorch_reference
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
   step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 fi

@@ -13,7 +13,10 @@
 # "Own runtime on ..." tables of docs/cost-model.md: with the built-in
 # factors (section runtime-table on the H100, runtime-TAG-table on others)
 # and with the fitted ones (runtime-calibrated-table,
-# runtime-TAG-calibrated-table). Review with `git diff docs/` and commit.
+# runtime-TAG-calibrated-table). Where the run measured PyTorch at the
+# same points (DIR/measured-TAG.csv, a GPU without PyTorch rows here), copies
+# them to docs/validation/ and prints runtime/PyTorch per point. Review with
+# `git diff docs/` and commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() {
@@ -76,6 +79,28 @@ cal=docs/validation/calibration-runtime-$tag.json
 cp "$csv" "$rows"
 cp "$tmp/calibration.json" "$cal"
 echo "wrote $rows and $cal"
+
+# PyTorch at the same points on this GPU, where gpu-check.sh measured it
+# (its pytorch-reference step: a GPU docs/validation had no PyTorch rows for).
+ref=$src/measured-$tag.csv
+if [ -f "$ref" ]; then
+  cp "$ref" "docs/validation/measured-$tag.csv"
+  echo "wrote docs/validation/measured-$tag.csv (PyTorch on $hw); runtime/PyTorch:"
+  "$py" - "$rows" "$ref" <<'PY'
+import csv, math, sys
+key = lambda r: (r["category"], r["model"], r["batch"], r["seq_in"], r["seq_out"])
+theirs = {key(r): float(r["value"]) for r in csv.DictReader(open(sys.argv[2]))}
+ratios = []
+for r in csv.DictReader(open(sys.argv[1])):
+    if key(r) in theirs:
+        ratios.append(float(r["value"]) / theirs[key(r)])
+        print(f"  {r['id']:32} {float(r['value']):10.1f} {theirs[key(r)]:10.1f}"
+              f"  {ratios[-1]:5.2f}")
+if ratios:
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"runtime/PyTorch geomean: {g:.2f} over {len(ratios)} points")
+PY
+fi
 
 echo
 # Every table from the code (this GPU's among them), as CI checks them.

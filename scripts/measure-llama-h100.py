@@ -26,11 +26,20 @@ With --compiled, generation only: each layer's norms, rotary embedding and
 SwiGLU are compiled by TorchInductor (fused kernels, one compiled layer for
 all layers); the cache write and attention stay eager; the same CUDA graph.
 
-Output: one line per point, read into docs/validation/measured-h100.csv.
+With --runtime-points, only the points rlhf-bench-gpu-runtime times through
+our own runtime (LLaMA-2 7B decode and inference, TinyLlama and the
+truncated 7B/70B training), so that a GPU other than the H100 gets PyTorch's
+figures beside ours in the same window (scripts/gpu-check.sh).
+
+Output: one line per point, read into docs/validation/measured-h100.csv;
+with --csv FILE --hardware PRESET also those rows in that file's columns
+(ids own_<gpu>_<category>_NN, as rlhf-bench-gpu-runtime --pytorch reads).
 Usage (on the GPU machine):
   python3 scripts/measure-llama-h100.py [--smoke] [--only generate|inference|train|recompute]
   python3 scripts/measure-llama-h100.py --compiled
+  python3 scripts/measure-llama-h100.py --runtime-points --hardware H200 --csv F
 """
+import csv
 import argparse
 import gc
 import sys
@@ -62,6 +71,22 @@ CPU_POINTS = ([(4, 256), (8, 512)], [(2, 256), (4, 512)], [(1, 128, 32), (16, 12
 # The compute dtype; --cpu --fp32 makes it fp32 (weights, caches, no
 # autocast), for CPUs whose bf16 is emulated.
 DTYPE = torch.bfloat16
+# --csv: the rows' writer, hardware preset, id prefix and count per category.
+ROWS = None
+
+
+def record(category, name, batch, seq_in, seq_out, value, notes):
+    """One measured-h100.csv row for a plain (unfused, unrecomputed) point."""
+    if ROWS is None:
+        return
+    ROWS["n"] += 1
+    ROWS["writer"].writerow([
+        f"{ROWS['prefix']}{category}_{ROWS['n']:02d}", category, name,
+        ROWS["hardware"], 1, 1, 1, 1, batch, seq_in, seq_out or "", "bf16",
+        "tokens_per_sec", f"{value:.1f}", "tok/s",
+        "scripts/measure-llama-h100.py --runtime-points",
+        f"random weights; {notes}"])
+    ROWS["file"].flush()
 
 
 class Llama:
@@ -249,6 +274,10 @@ def generation(name, batch, prompt, gen, reps, compiled=False):
         f"tokens_per_sec={batch*gen/total:.1f}",
         flush=True,
     )
+    record("decode", name, batch, prompt, gen, batch * gen / total,
+           f"prefill {prefill*1e3:.1f} ms + {gen} CUDA-graph decode steps at "
+           f"the mean context ({s_mean*1e3:.3f} ms); unfused PyTorch kernels, "
+           "contiguous KV cache")
     del caches, m
     torch.cuda.empty_cache()
 
@@ -272,6 +301,8 @@ def inference(name, batch, seq, reps):
         f"step_s={t:.4f} tokens_per_sec={batch*seq/t:.1f}",
         flush=True,
     )
+    record("inference", name, batch, seq, 0, batch * seq / t,
+           f"forward + next-token log-probs, {t*1e3:.1f} ms")
     del m
     empty_cache()
 
@@ -306,6 +337,10 @@ def training(name, batch, seq, reps, recompute=False):
         f"peak_gb={torch.cuda.max_memory_allocated()/1e9 if DEV == 'cuda' else 0:.1f}",
         flush=True,
     )
+    if not recompute:
+        record("train", name, batch, seq, 0, batch * seq / t,
+               f"one step {t:.4f} s: forward and backward under bf16 "
+               "autocast on fp32 weights, fused Adam; no recomputation")
     del opt, m
     empty_cache()
 
@@ -316,6 +351,14 @@ def main():
     ap.add_argument("--only", choices=["generate", "inference", "train", "recompute"])
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
+    ap.add_argument("--runtime-points", action="store_true",
+                    help="only the points rlhf-bench-gpu-runtime measures")
+    ap.add_argument("--csv", metavar="FILE",
+                    help="also write the plain points' rows to FILE "
+                         "(measured-h100.csv's columns); needs --hardware")
+    ap.add_argument("--hardware", metavar="PRESET",
+                    help="the cost model's preset of this GPU (H100_SXM, "
+                         "H200, ...) for --csv's rows")
     ap.add_argument("--cpu", action="store_true",
                     help="inference, training and generation of cpu_mid on the CPU")
     ap.add_argument("--fp32", action="store_true",
@@ -323,6 +366,19 @@ def main():
     args = ap.parse_args()
     if args.fp32 and not args.cpu:
         ap.error("--fp32 goes with --cpu (the GPU runs are bf16)")
+    if bool(args.csv) != bool(args.hardware):
+        ap.error("--csv and --hardware go together (the rows name the preset)")
+    if args.csv and (args.cpu or args.compiled):
+        ap.error("--csv records the GPU's plain points; drop --cpu/--compiled")
+    if args.csv:
+        global ROWS
+        tag = args.hardware.lower().removesuffix("_sxm")
+        f = open(args.csv, "w", newline="")
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow("id,category,model,hardware,gpus,tp,pp,dp,batch,seq_in,"
+                   "seq_out,dtype,metric,value,unit,source,notes".split(","))
+        ROWS = {"writer": w, "file": f, "hardware": args.hardware,
+                "prefix": f"own_{tag}_", "n": 0}
     torch.manual_seed(0)
     if args.cpu:
         global DEV, DTYPE
@@ -345,6 +401,18 @@ def main():
         inference("smoke", 4, 16, 2)
         training("smoke", 2, 32, 2)
         training("smoke", 2, 32, 2, recompute=True)
+        return
+    if args.runtime_points:
+        # rlhf-bench-gpu-runtime's points (bench/RuntimeGpuBench.cpp).
+        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+            generation("llama2_7b", batch, 128, gen, 20)
+        for batch, seq in [(16, 256), (64, 256), (32, 512), (128, 512), (16, 1024)]:
+            inference("llama2_7b", batch, seq, 5)
+        for name, points in [("tinyllama_1p1b", [(16, 512), (8, 1024), (4, 2048)]),
+                             ("llama2_7b_l4", [(8, 512), (8, 1024), (16, 1024)]),
+                             ("llama2_70b_l2", [(4, 1024), (8, 1024)])]:
+            for batch, seq in points:
+                training(name, batch, seq, 5)
         return
     if args.compiled:
         for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
