@@ -60,6 +60,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -164,6 +165,14 @@ std::string tagOf(std::string preset) {
   return preset;
 }
 
+/// `items` separated by ", ".
+template <typename C> std::string joined(const C &items) {
+  std::string s;
+  for (const std::string &x : items)
+    s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
 /// category, model, batch, tokens in, tokens out
 using Key = std::tuple<std::string, std::string, int64_t, int64_t, int64_t>;
 
@@ -203,21 +212,20 @@ void forEachRow(const std::string &path, const std::string &what, F &&row) {
 std::map<Key, Reference> readPredictions(const std::string &path,
                                          const std::string &preset) {
   std::map<Key, Reference> out;
-  std::string others;
+  std::set<std::string> others;
   forEachRow(path, "predictions ", [&](const std::vector<std::string> &f) {
     if (f.size() < 9 || f[6] != "tokens_per_sec")
       return;
     if (f.size() >= 10 && f[9] != preset) {
-      if (others.find(f[9]) == std::string::npos)
-        others += (others.empty() ? "" : ", ") + f[9];
+      others.insert(f[9]);
       return;
     }
     out[{f[1], f[2], toInt(f[3]), toInt(f[4]), toInt(f[5])}] = {
         std::stod(f[7]), std::stod(f[8])};
   });
   if (out.empty() && !others.empty())
-    throw std::runtime_error("predictions '" + path + "' price " + others +
-                             ", not " + preset +
+    throw std::runtime_error("predictions '" + path + "' price " +
+                             joined(others) + ", not " + preset +
                              "; make them for it (scripts/gpu-bundle.sh, or "
                              "--list-points --hardware " +
                              preset + ")");
@@ -526,13 +534,9 @@ int main(int argc, char **argv) {
                                                : "the CPU (smoke)";
   std::printf("rlhfc runtime on %s, %s, random weights; rows priced as %s\n",
               where.c_str(), fp32 ? "fp32" : "bf16", b.preset.c_str());
-  if (!pytorchPaths.empty() && b.pytorch.empty()) {
-    std::string files;
-    for (const std::string &path : pytorchPaths)
-      files += (files.empty() ? "" : ", ") + path;
+  if (!pytorchPaths.empty() && b.pytorch.empty())
     std::printf("(no PyTorch rows on %s in %s: no runtime/PyTorch column)\n",
-                b.preset.c_str(), files.c_str());
-  }
+                b.preset.c_str(), joined(pytorchPaths).c_str());
   // A point that fails (out of memory, say) is reported and the rest still
   // run: a GPU window is too short to lose the rows after it.
   int failed = 0;

@@ -11,9 +11,8 @@
 # docs/validation/runtime-TAG.csv and the fit to
 # docs/validation/calibration-runtime-TAG.json, then regenerates that GPU's
 # "Own runtime on ..." tables of docs/cost-model.md: with the built-in
-# factors (section runtime-table on the H100, runtime-TAG-table on others)
-# and with the fitted ones (runtime-calibrated-table,
-# runtime-TAG-calibrated-table). Where the run measured PyTorch at the
+# factors (section runtime-TAG-table) and with the fitted ones
+# (runtime-TAG-calibrated-table). Where the run measured PyTorch at the
 # same points (DIR/measured-TAG.csv, a GPU without PyTorch rows here), copies
 # them to docs/validation/ and prints runtime/PyTorch per point. Review with
 # `git diff docs/` and commit.
@@ -54,15 +53,12 @@ gpu=$(sed -n 's/^gpu: //p' "$src/env.txt" 2>/dev/null | head -n 1 || true)
 [ -n "$gpu" ] || die "$src/env.txt names no GPU; was this run by" \
   "scripts/gpu-check.sh on a GPU node?"
 
-# Each GPU has its own tables (scripts/validate-cost-model.sh fills them):
-# the H100's kept their first names.
-sec=runtime-$tag
-[ "$tag" = h100 ] && sec=runtime
-for t in $sec-table $sec-calibrated-table; do
+# Each GPU has its own tables (scripts/validate-cost-model.sh fills them).
+for t in runtime-$tag-table runtime-$tag-calibrated-table; do
   grep -q "<!-- $t:begin -->" docs/cost-model.md ||
     die "docs/cost-model.md has no section for $hw's rows ('$t'); add one" \
-      "as \"Own runtime on H200\" is, with <!-- $sec-table:begin/end -->" \
-      "and <!-- $sec-calibrated-table:begin/end --> markers"
+      "as \"Own runtime on H200\" is, with <!-- runtime-$tag-table:begin/end -->" \
+      "and <!-- runtime-$tag-calibrated-table:begin/end --> markers"
 done
 echo "run on '$gpu', rows priced as $hw"
 

@@ -39,8 +39,8 @@ Usage (on the GPU machine):
   python3 scripts/measure-llama-h100.py --compiled
   python3 scripts/measure-llama-h100.py --runtime-points --hardware H200 --csv F
 """
-import csv
 import argparse
+import csv
 import gc
 import sys
 import time
@@ -68,6 +68,11 @@ DEV = "cuda"
 # --cpu's points: (batch, seq) for inference, then for training; (batch,
 # prompt, new tokens) for generation.
 CPU_POINTS = ([(4, 256), (8, 512)], [(2, 256), (4, 512)], [(1, 128, 32), (16, 128, 32)])
+# LLaMA-2 7B's (batch, new tokens) after 128-token prompts, the planner
+# benchmark's generation lengths with batches whose KV cache fits one 80 GB
+# GPU beside the weights; and its (batch, seq) for inference.
+DECODE_7B = [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]
+INFERENCE_7B = [(16, 256), (64, 256), (32, 512), (128, 512), (16, 1024)]
 # The compute dtype; --cpu --fp32 makes it fp32 (weights, caches, no
 # autocast), for CPUs whose bf16 is emulated.
 DTYPE = torch.bfloat16
@@ -404,9 +409,9 @@ def main():
         return
     if args.runtime_points:
         # rlhf-bench-gpu-runtime's points (bench/RuntimeGpuBench.cpp).
-        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+        for batch, gen in DECODE_7B:
             generation("llama2_7b", batch, 128, gen, 20)
-        for batch, seq in [(16, 256), (64, 256), (32, 512), (128, 512), (16, 1024)]:
+        for batch, seq in INFERENCE_7B:
             inference("llama2_7b", batch, seq, 5)
         for name, points in [("tinyllama_1p1b", [(16, 512), (8, 1024), (4, 2048)]),
                              ("llama2_7b_l4", [(8, 512), (8, 1024), (16, 1024)]),
@@ -415,20 +420,18 @@ def main():
                 training(name, batch, seq, 5)
         return
     if args.compiled:
-        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+        for batch, gen in DECODE_7B:
             generation("llama2_7b", batch, 128, gen, 20, compiled=True)
         for batch, gen in [(1, 128), (64, 384)]:
             generation("llama2_13b", batch, 128, gen, 20, compiled=True)
         return
     if args.only in (None, "generate"):
-        # The planner benchmark's generation lengths; batches whose KV cache
-        # fits one 80 GB GPU beside the weights.
-        for batch, gen in [(1, 128), (16, 384), (64, 128), (64, 896), (128, 384), (256, 128)]:
+        for batch, gen in DECODE_7B:
             generation("llama2_7b", batch, 128, gen, 20)
         for batch, gen in [(1, 128), (64, 384)]:
             generation("llama2_13b", batch, 128, gen, 20)
     if args.only in (None, "inference"):
-        for batch, seq in [(16, 256), (64, 256), (32, 512), (128, 512), (16, 1024)]:
+        for batch, seq in INFERENCE_7B:
             inference("llama2_7b", batch, seq, 5)
         for batch, seq in [(16, 256), (64, 512)]:
             inference("llama2_13b", batch, seq, 5)

@@ -23,11 +23,8 @@ for rows in docs/validation/runtime-*.csv; do
   [ -f "$rows" ] || continue
   tag=$(basename "$rows" .csv)
   tag=${tag#runtime-}
-  # The H100's tables kept their first names.
-  sec=runtime-$tag
-  [ "$tag" = h100 ] && sec=runtime
-  $v "$rows" --section $sec-table --update $doc > /dev/null
-  $v "$rows" --section $sec-calibrated-table \
+  $v "$rows" --section runtime-$tag-table --update $doc > /dev/null
+  $v "$rows" --section runtime-$tag-calibrated-table \
     --calibration "docs/validation/calibration-runtime-$tag.json" \
     --update $doc > /dev/null
 done

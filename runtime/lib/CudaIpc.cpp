@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unistd.h>
 
 using namespace rlhf;
@@ -36,17 +37,27 @@ void check(cudaError_t e, const char *what) {
                 " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
 }
 
+/// Device `index`'s properties; none without a driver or that device.
+std::optional<cudaDeviceProp> properties(int index) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n)
+    return std::nullopt;
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  return prop;
+}
+
 } // namespace
 
 std::string ipc::deviceUuid() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
     return "";
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, c10::cuda::current_device()),
-        "cudaGetDeviceProperties");
+  std::optional<cudaDeviceProp> prop = properties(c10::cuda::current_device());
+  if (!prop)
+    return "";
   std::string id;
-  for (char b : prop.uuid.bytes) {
+  for (char b : prop->uuid.bytes) {
     char hex[3];
     std::snprintf(hex, sizeof(hex), "%02x", unsigned(uint8_t(b)));
     id += hex;
@@ -57,12 +68,8 @@ std::string ipc::deviceUuid() {
 }
 
 std::string ipc::deviceName(int index) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n)
-    return "";
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
-  return prop.name;
+  std::optional<cudaDeviceProp> prop = properties(index);
+  return prop ? prop->name : "";
 }
 
 std::string ipc::deviceIdentity() {
