@@ -20,7 +20,6 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -103,14 +102,8 @@ int main(int argc, char **argv) {
         world.barrier();
         resetPeakBytes(device);
         const double base = deviceCurrentBytes(device);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < reps; ++i)
-          once(kernel, run);
-        bench::synchronize(device);
-        run.ms = std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count() /
-                 reps;
+        run.ms =
+            1e3 * bench::meanSeconds(device, reps, [&] { once(kernel, run); });
         run.peakMiB = (devicePeakBytes(device) - base) / (1 << 20);
         world.barrier();
         return run;

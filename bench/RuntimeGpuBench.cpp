@@ -54,7 +54,6 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -279,14 +278,7 @@ struct Bench {
       reps = 1;
     if (!warm)
       f();
-    sync();
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i)
-      f();
-    sync();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-               .count() /
-           reps;
+    return bench::meanSeconds(device, reps, f);
   }
 
   LlamaModel model(const Shape &s, int64_t maxSeq, bool train) {
