@@ -34,6 +34,11 @@ figures beside ours in the same window (scripts/gpu-check.sh).
 Output: one line per point, read into docs/validation/measured-h100.csv;
 with --csv FILE --hardware PRESET also those rows in that file's columns
 (ids own_<gpu>_<category>_NN, as rlhf-bench-gpu-runtime --pytorch reads).
+
+With --smoke, a few steps at a tiny shape: the points of
+rlhf-bench-gpu-runtime --smoke. With --cpu too, they run on the CPU, and
+--csv's rows then check the file's format against the benchmark
+(test/CostModel/pytorch-rows.test); they measure nothing.
 Usage (on the GPU machine):
   python3 scripts/measure-llama-h100.py [--smoke] [--only generate|inference|train|recompute]
   python3 scripts/measure-llama-h100.py --compiled
@@ -84,12 +89,12 @@ def record(category, name, batch, seq_in, seq_out, value, notes):
     """One measured-h100.csv row for a plain (unfused, unrecomputed) point."""
     if ROWS is None:
         return
-    ROWS["n"] += 1
+    n = ROWS["n"][category] = ROWS["n"].get(category, 0) + 1
     ROWS["writer"].writerow([
-        f"{ROWS['prefix']}{category}_{ROWS['n']:02d}", category, name,
-        ROWS["hardware"], 1, 1, 1, 1, batch, seq_in, seq_out or "", "bf16",
-        "tokens_per_sec", f"{value:.1f}", "tok/s",
-        "scripts/measure-llama-h100.py --runtime-points",
+        f"{ROWS['prefix']}{category}_{n:02d}", category, name,
+        ROWS["hardware"], 1, 1, 1, 1, batch, seq_in, seq_out or "",
+        "fp32" if DTYPE == torch.float32 else "bf16",
+        "tokens_per_sec", f"{value:.1f}", "tok/s", ROWS["source"],
         f"random weights; {notes}"])
     ROWS["file"].flush()
 
@@ -246,6 +251,9 @@ def generation(name, batch, prompt, gen, reps, compiled=False):
             f"tokens_per_sec={batch*gen/total:.1f}",
             flush=True,
         )
+        record("decode", name, batch, prompt, gen, batch * gen / total,
+               f"prefill {prefill*1e3:.1f} ms + {gen} eager decode steps at "
+               f"the mean context ({s_mean*1e3:.3f} ms) on the CPU")
         return
     if compiled:
         # The decode layers' norms, rotary embedding and SwiGLU fused by
@@ -350,9 +358,19 @@ def training(name, batch, seq, reps, recompute=False):
     empty_cache()
 
 
+def smoke(compiled=False):
+    """rlhf-bench-gpu-runtime --smoke's points, and recomputed training."""
+    generation("smoke", 2, 8, 4, 4, compiled=compiled)
+    inference("smoke", 2, 16, 2)
+    training("smoke", 2, 16, 2)
+    training("smoke", 2, 16, 2, recompute=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few steps at a tiny shape (rlhf-bench-gpu-runtime "
+                         "--smoke's points); with --cpu on the CPU")
     ap.add_argument("--only", choices=["generate", "inference", "train", "recompute"])
     ap.add_argument("--compiled", action="store_true",
                     help="generation only, decode layers compiled by TorchInductor")
@@ -365,7 +383,8 @@ def main():
                     help="the cost model's preset of this GPU (H100_SXM, "
                          "H200, ...) for --csv's rows")
     ap.add_argument("--cpu", action="store_true",
-                    help="inference, training and generation of cpu_mid on the CPU")
+                    help="inference, training and generation of cpu_mid on the "
+                         "CPU (with --smoke: the smoke points)")
     ap.add_argument("--fp32", action="store_true",
                     help="with --cpu: in fp32, for a CPU without native bf16")
     args = ap.parse_args()
@@ -373,8 +392,11 @@ def main():
         ap.error("--fp32 goes with --cpu (the GPU runs are bf16)")
     if bool(args.csv) != bool(args.hardware):
         ap.error("--csv and --hardware go together (the rows name the preset)")
-    if args.csv and (args.cpu or args.compiled):
-        ap.error("--csv records the GPU's plain points; drop --cpu/--compiled")
+    if args.csv and args.compiled:
+        ap.error("--csv records the plain points; drop --compiled")
+    if args.csv and args.cpu and not args.smoke:
+        ap.error("--csv records the GPU's points; with --cpu only --smoke's "
+                 "(a check of the rows' format)")
     if args.csv:
         global ROWS
         tag = args.hardware.lower().removesuffix("_sxm")
@@ -383,7 +405,10 @@ def main():
         w.writerow("id,category,model,hardware,gpus,tp,pp,dp,batch,seq_in,"
                    "seq_out,dtype,metric,value,unit,source,notes".split(","))
         ROWS = {"writer": w, "file": f, "hardware": args.hardware,
-                "prefix": f"own_{tag}_", "n": 0}
+                "prefix": f"own_{tag}_", "n": {},
+                "source": "scripts/measure-llama-h100.py " + (
+                    "--smoke" + " --cpu" * args.cpu if args.smoke
+                    else "--runtime-points")}
     torch.manual_seed(0)
     if args.cpu:
         global DEV, DTYPE
@@ -391,6 +416,9 @@ def main():
         DTYPE = torch.float32 if args.fp32 else torch.bfloat16
         print(f"# CPU, {torch.get_num_threads()} threads, torch {torch.__version__}, "
               f"{'fp32' if args.fp32 else 'bf16'}", flush=True)
+        if args.smoke:
+            smoke()
+            return
         for batch, seq in CPU_POINTS[0]:
             inference("cpu_mid", batch, seq, 3)
         for batch, seq in CPU_POINTS[1]:
@@ -402,10 +430,7 @@ def main():
     print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}", flush=True)
     if args.smoke:
-        generation("smoke", 4, 16, 8, 4, compiled=args.compiled)
-        inference("smoke", 4, 16, 2)
-        training("smoke", 2, 32, 2)
-        training("smoke", 2, 32, 2, recompute=True)
+        smoke(compiled=args.compiled)
         return
     if args.runtime_points:
         # rlhf-bench-gpu-runtime's points (bench/RuntimeGpuBench.cpp).
