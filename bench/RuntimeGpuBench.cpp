@@ -138,22 +138,6 @@ std::vector<Point> points(bool smoke, bool probe, bool cpuCompare = false) {
   return v;
 }
 
-/// The cost model's preset for a GPU the driver names, or "" where it has
-/// none: the PCIe and NVL boards run at other clocks and bandwidths than
-/// the SXM ones the presets describe.
-std::string presetFor(const std::string &gpu) {
-  auto has = [&](const char *s) { return gpu.find(s) != std::string::npos; };
-  if (has("PCIe") || has("NVL"))
-    return "";
-  if (has("H200"))
-    return "H200";
-  if (has("H100") || has("H800"))
-    return "H100_SXM";
-  if (has("A100") || has("A800"))
-    return has("80GB") ? "A100_80GB" : "A100_40GB";
-  return "";
-}
-
 /// The short name of a preset in file names and row ids: h100 for
 /// H100_SXM (the names docs/validation has used), h200, a100_80gb.
 std::string tagOf(std::string preset) {
@@ -493,7 +477,7 @@ int main(int argc, char **argv) {
   }
   const std::string gpu = deviceName(b.device);
   b.preset = !hardware.empty()    ? hardware
-             : b.device.is_cuda() ? presetFor(gpu)
+             : b.device.is_cuda() ? hardwarePreset(gpu)
                                   : "H100_SXM";
   if (b.preset.empty()) {
     std::fprintf(stderr,

@@ -72,6 +72,11 @@ std::string ipc::deviceName(int index) {
   return prop ? prop->name : "";
 }
 
+double ipc::deviceMemory(int index) {
+  std::optional<cudaDeviceProp> prop = properties(index);
+  return prop ? double(prop->totalGlobalMem) : 0.0;
+}
+
 std::string ipc::deviceIdentity() {
   if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
     return "";

@@ -31,6 +31,9 @@ std::string deviceUuid();
 /// nvidia-smi shows it); empty without that device.
 std::string deviceName(int index);
 
+/// Device `index`'s memory in bytes; 0 without that device.
+double deviceMemory(int index);
+
 /// deviceUuid, for sharing memory: empty also with RLHF_CUDA_IPC=0 (then
 /// ranks sharing a GPU move tensors through host memory).
 std::string deviceIdentity();

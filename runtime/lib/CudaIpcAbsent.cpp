@@ -9,6 +9,8 @@ std::string ipc::deviceUuid() { return ""; }
 
 std::string ipc::deviceName(int) { return ""; }
 
+double ipc::deviceMemory(int) { return 0; }
+
 std::string ipc::deviceIdentity() { return ""; }
 
 void ipc::exportTensor(const at::Tensor &, uint8_t *) {

@@ -27,12 +27,32 @@ int rlhf::cudaDeviceCount() {
              : 0;
 }
 
+namespace {
+int indexOf(c10::Device device) {
+  return device.has_index() ? int(device.index())
+                            : int(at::detail::getCUDAHooks().current_device());
+}
+} // namespace
+
 std::string rlhf::deviceName(c10::Device device) {
-  if (!device.is_cuda())
+  return device.is_cuda() ? ipc::deviceName(indexOf(device)) : "";
+}
+
+double rlhf::deviceMemoryBytes(c10::Device device) {
+  return device.is_cuda() ? ipc::deviceMemory(indexOf(device)) : 0.0;
+}
+
+std::string rlhf::hardwarePreset(const std::string &gpu) {
+  auto has = [&](const char *s) { return gpu.find(s) != std::string::npos; };
+  if (has("PCIe") || has("NVL"))
     return "";
-  return ipc::deviceName(
-      device.has_index() ? int(device.index())
-                         : int(at::detail::getCUDAHooks().current_device()));
+  if (has("H200"))
+    return "H200";
+  if (has("H100") || has("H800"))
+    return "H100_SXM";
+  if (has("A100") || has("A800"))
+    return has("80GB") ? "A100_80GB" : "A100_40GB";
+  return "";
 }
 
 c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {

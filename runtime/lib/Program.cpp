@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlanHardware.h"
 #include "ProgramState.h"
 
 #include <cerrno>
@@ -196,6 +197,10 @@ void rlhf_prog_set_dataset_template(rlhf_prog *p, const char *name,
   });
 }
 
+void rlhf_prog_set_hardware(rlhf_prog *p, const char *name) {
+  p->plannedHardware = name ? name : "";
+}
+
 void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes) {
   if (gpu >= 0 && gpu < 1 << 20) {
     if (size_t(gpu) >= p->predictedMemory.size())
@@ -219,6 +224,22 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->peaks.emplace(p->device);
     p->weightDtype = selectPrecision(cfg, p->device);
     p->world = createWorldCommunicator(cfg, p->device);
+    if (p->device.is_cuda()) {
+      // Another GPU than the plan's: said now, not after an out-of-memory
+      // error mid-step. Each rank weighs its own share (ranks sharing one
+      // GPU in tests are not summed).
+      const std::string gpu = deviceName(p->device);
+      std::string note = hardwareNote(p->plannedHardware, gpu);
+      if (!note.empty() && p->rank == 0 && !p->quiet)
+        std::fprintf(stderr, "%s\n", note.c_str());
+      const double planned = size_t(p->rank) < p->predictedMemory.size()
+                                 ? p->predictedMemory[size_t(p->rank)]
+                                 : 0.0;
+      std::string warning =
+          memoryWarning(p->rank, planned, gpu, deviceMemoryBytes(p->device));
+      if (!warning.empty())
+        std::fprintf(stderr, "%s\n", warning.c_str());
+    }
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
 
@@ -438,11 +459,13 @@ int rlhf_prog_finish(rlhf_prog *p) {
       // a run on other hardware is not read as the plan's error.
       const std::string ranOn =
           gpu ? "; ran on " + deviceName(p->device) : "; ran on the CPU";
-      std::printf(
-          "done: %lld steps in %.1f s (plan predicted %.3g s/step on the "
-          "planned hardware%s)\n",
-          (long long)(p->steps - p->firstStep), wall, p->predictedIteration,
-          ranOn.c_str());
+      const std::string planned = p->plannedHardware.empty()
+                                      ? "the planned hardware"
+                                      : p->plannedHardware;
+      std::printf("done: %lld steps in %.1f s (plan predicted %.3g s/step on "
+                  "%s%s)\n",
+                  (long long)(p->steps - p->firstStep), wall,
+                  p->predictedIteration, planned.c_str(), ranOn.c_str());
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",
                   gpu ? "of the CUDA caching allocator (and RSS)"

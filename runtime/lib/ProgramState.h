@@ -252,6 +252,7 @@ struct rlhf_prog {
   int64_t steps = 0, seed = 0, saveInterval = 0, gpus = 0;
   double predictedIteration = 0;
   std::vector<double> predictedMemory;
+  std::string plannedHardware; ///< the cluster's hardware; empty if unknown
   std::string outDir, resumeFrom, tracePath;
   std::string exportHfDir; ///< --export-hf: trained models go here at the end
   std::unique_ptr<MeasuredTrace> trace; ///< with --trace

@@ -266,6 +266,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                {prog, e.string(m.getLoc(), resolveFrom(m.getLoc(), *tok))});
         break;
       }
+    e.call(loc, "rlhf_prog_set_hardware", e.voidTy,
+           {prog, e.string(loc, cluster.getHardware().getName())});
     for (auto [gpu, bytes] : llvm::enumerate(peak))
       if (bytes > 0) // unset GPUs predict nothing: a big cluster stays small
         e.call(loc, "rlhf_prog_set_predicted_memory", e.voidTy,

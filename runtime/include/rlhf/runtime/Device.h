@@ -56,6 +56,15 @@ int cudaDeviceCount();
 /// The GPU's name as the driver gives it ("NVIDIA H200"); empty for the CPU.
 std::string deviceName(c10::Device device);
 
+/// The GPU's memory in bytes; 0 for the CPU.
+double deviceMemoryBytes(c10::Device device);
+
+/// The cost model's hardware preset of a GPU the driver names `gpu`
+/// (H100_SXM, H200, A100_80GB, A100_40GB); empty for GPUs no preset
+/// describes, PCIe and NVL boards among them (their clocks and bandwidths
+/// differ from the SXM parts').
+std::string hardwarePreset(const std::string &gpu);
+
 /// Peak bytes the CUDA caching allocator has handed out on `device` since
 /// the process started or resetPeakBytes (what the plan's per-GPU memory
 /// predicts); on the CPU, the peak of CPU tensor bytes when

@@ -63,6 +63,9 @@ void rlhf_prog_set_dataset_template(rlhf_prog *p, const char *name,
 /* A sentencepiece .model file for every model and dataset; without one the
  * program uses the datasets' character vocabulary. */
 void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path);
+/* The hardware the plan priced: the cluster's preset (H100_SXM, ...) or the
+ * program's own `hardware` block. A run on another GPU says so. */
+void rlhf_prog_set_hardware(rlhf_prog *p, const char *name);
 /* The plan's predicted peak bytes on `gpu`, printed beside measured RSS. */
 void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
 /* Joins the job, builds the models (or resumes) and returns the first step. */
