@@ -105,6 +105,11 @@ int main() {
                     in.item<double>() / n / 1e6, reallocS * 1e3, copyS * 1e3,
                     ratio, mapS * 1e3, exchS * 1e3);
     }
+    // As the world found when it was created (a probe each rank mapped).
+    if (gpu && n > 1 && world.rank() == 0)
+      std::printf("ranks 0 and 1 shared the GPU's memory %s\n",
+                  world.sharesDevice(1) ? "through CUDA IPC"
+                                        : "through host memory");
     if (world.rank() == 0)
       std::printf("realloc speed / copy speed: geomean %.3f, worst pair %.3f\n",
                   std::exp(logSum / double(cases.size())), worst);

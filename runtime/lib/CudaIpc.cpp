@@ -141,6 +141,38 @@ at::Tensor ipc::importTensor(const uint8_t *in, const at::TensorOptions &opts) {
       [base](void *) {}, opts);
 }
 
+namespace {
+/// The probe's bytes for `tag`: distinct per rank, none zero.
+at::Tensor probeBytes(int64_t tag) {
+  at::Tensor b = at::empty({64}, at::kByte);
+  for (int64_t i = 0; i < b.numel(); ++i)
+    b.data_ptr<uint8_t>()[i] = uint8_t(1 + (tag * 37 + i * 11) % 255);
+  return b;
+}
+} // namespace
+
+void ipc::exportProbe(int64_t tag, uint8_t *record) {
+  static at::Tensor probe; // peers may map it at any time
+  if (!probe.defined())
+    probe = probeBytes(tag).to(
+        c10::Device(c10::kCUDA, c10::cuda::current_device()));
+  exportTensor(probe, record); // the copy above has finished: it blocks
+}
+
+std::string ipc::checkProbe(const uint8_t *record, int64_t tag) {
+  try {
+    at::Tensor theirs =
+        importTensor(record, at::TensorOptions().dtype(at::kByte).device(
+                                 c10::kCUDA, c10::cuda::current_device()));
+    if (!theirs.cpu().equal(probeBytes(tag)))
+      return "the peer's memory read back wrong";
+    return "";
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    return msg.substr(0, msg.find('\n'));
+  }
+}
+
 void ipc::synchronize(c10::Device device) {
   if (device.is_cuda())
     c10::cuda::getCurrentCUDAStream(device.index()).synchronize();

@@ -47,6 +47,16 @@ void exportTensor(const at::Tensor &t, uint8_t *record);
 /// device with `opts`'s dtype; the mapping lives as long as the tensor.
 at::Tensor importTensor(const uint8_t *record, const at::TensorOptions &opts);
 
+/// A small tensor of this process's GPU, exported into `record`
+/// (kRecordBytes) for a peer on the same GPU to test mapping with
+/// (checkProbe); its bytes follow from `tag`. It lives as long as the
+/// process. Throws where this GPU's memory cannot be shared.
+void exportProbe(int64_t tag, uint8_t *record);
+
+/// Maps a peer's probe and reads it back: empty when its bytes are those
+/// `tag` gives, else what went wrong.
+std::string checkProbe(const uint8_t *record, int64_t tag);
+
 /// Waits until the work queued on `device`'s current stream is done.
 void synchronize(c10::Device device);
 

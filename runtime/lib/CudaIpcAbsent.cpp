@@ -21,4 +21,12 @@ at::Tensor ipc::importTensor(const uint8_t *, const at::TensorOptions &) {
   throw Error("CUDA IPC: this runtime was built without CUDA");
 }
 
+void ipc::exportProbe(int64_t, uint8_t *) {
+  throw Error("CUDA IPC: this runtime was built without CUDA");
+}
+
+std::string ipc::checkProbe(const uint8_t *, int64_t) {
+  return "this runtime was built without CUDA";
+}
+
 void ipc::synchronize(c10::Device) {}

@@ -217,7 +217,7 @@ rlhf::createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device) {
                                                                     : "gloo";
   }
   return want == "nccl" ? createNcclCommunicator(cfg, store)
-                        : createGlooCommunicator(cfg, store);
+                        : createGlooCommunicator(cfg, store, device);
 }
 
 namespace {

@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
-#include <optional>
 
 using namespace rlhf;
 
@@ -44,9 +42,10 @@ public:
   GlooCommunicator(const RendezvousConfig &cfg,
                    c10::intrusive_ptr<c10d::Store> store,
                    const std::string &prefix, int rank, int size,
-                   int globalRank, std::vector<int> members)
+                   int globalRank, std::vector<int> members,
+                   std::shared_ptr<const std::vector<bool>> sharing)
       : cfg(cfg), store(store), globalRank(globalRank),
-        members(std::move(members)) {
+        members(std::move(members)), sharing(std::move(sharing)) {
     this->cfg.rank = rank;
     this->cfg.worldSize = size;
     try {
@@ -62,7 +61,8 @@ public:
   }
 
   GlooCommunicator(const RendezvousConfig &cfg,
-                   c10::intrusive_ptr<c10d::TCPStore> opened)
+                   c10::intrusive_ptr<c10d::TCPStore> opened,
+                   c10::Device device)
       : cfg(cfg), store(std::move(opened)), globalRank(cfg.rank) {
     for (int r = 0; r < cfg.worldSize; ++r)
       members.push_back(r);
@@ -81,6 +81,7 @@ public:
                          : cfg.masterAddr + " (port from " + cfg.portFile + ")";
       throw Error(where("rendezvous at " + at) + firstLine(e.what()));
     }
+    findSharing(device);
   }
 
   int rank() const override { return cfg.rank; }
@@ -207,38 +208,54 @@ public:
       global.push_back(members.at(size_t(r)));
     return std::make_unique<GlooCommunicator>(
         cfg, store, prefix, int(it - ranks.begin()), int(ranks.size()),
-        globalRank, std::move(global));
+        globalRank, std::move(global), sharing);
   }
 
   bool sharesDevice(int peer) override {
-    if (peer < 0 || peer >= cfg.worldSize || peer == cfg.rank)
+    if (peer < 0 || peer >= cfg.worldSize || peer == cfg.rank || !sharing)
       return false;
-    // Keys by global rank in the job's store, so subgroups agree with the
-    // world; a rank publishes its device once, at the first question.
-    auto key = [](int global) {
-      return "rlhf/device/" + std::to_string(global);
-    };
-    try {
-      if (!myDevice) {
-        myDevice = ipc::deviceIdentity();
-        std::string v = myDevice->empty() ? "-" : *myDevice; // "-": no GPU
-        store->set(key(globalRank), std::vector<uint8_t>(v.begin(), v.end()));
-      }
-      if (myDevice->empty())
-        return false;
-      auto known = peerShares.find(peer);
-      if (known != peerShares.end())
-        return known->second;
-      std::vector<uint8_t> theirs = store->get(key(members.at(size_t(peer))));
-      return peerShares[peer] =
-                 std::string(theirs.begin(), theirs.end()) == *myDevice;
-    } catch (const std::exception &e) {
-      throw Error(where("device lookup of rank " + std::to_string(peer)) +
-                  firstLine(e.what()));
-    }
+    return (*sharing)[size_t(members.at(size_t(peer)))];
   }
 
 private:
+  /// The ranks on this rank's GPU whose memory it maps (CUDA IPC), decided
+  /// once for the world: each exports a small probe, maps its peers', and
+  /// shares with a peer only where both could (ranksSharingMemory). A
+  /// sandbox or container may refuse CUDA IPC, and PyTorch's expandable
+  /// segments share otherwise; tensors between such ranks then go through
+  /// host memory, as with RLHF_CUDA_IPC=0.
+  void findSharing(c10::Device device) {
+    const std::string identity = device.is_cuda() ? ipc::deviceIdentity() : "";
+    std::vector<uint8_t> offer;
+    std::string offerError, failure;
+    if (!identity.empty()) {
+      offer.resize(size_t(ipc::kRecordBytes));
+      try {
+        ipc::exportProbe(cfg.rank, offer.data());
+      } catch (const std::exception &e) {
+        offerError = firstLine(e.what());
+      }
+    }
+    try {
+      sharing = std::make_shared<const std::vector<bool>>(ranksSharingMemory(
+          *store, cfg, identity, offer, offerError,
+          [](int peer, const std::vector<uint8_t> &rec) {
+            return rec.size() == size_t(ipc::kRecordBytes)
+                       ? ipc::checkProbe(rec.data(), peer)
+                       : "a malformed probe record";
+          },
+          &failure));
+    } catch (const std::exception &e) {
+      throw Error(where("device sharing") + firstLine(e.what()));
+    }
+    if (!failure.empty())
+      std::fprintf(stderr,
+                   "rank %d: note: CUDA IPC between ranks on this GPU failed "
+                   "(%s); tensors between them go through host memory "
+                   "(RLHF_CUDA_IPC=0 skips the attempt)\n",
+                   cfg.rank, failure.c_str());
+  }
+
   // Loopback workers bind to loopback; others bind to the address they use
   // to reach the master, which Gloo resolves from the hostname.
   std::string deviceHost() const {
@@ -292,19 +309,19 @@ private:
   int globalRank = 0;
   std::vector<int> members; ///< the global rank of each member
   int subgroupCount = 0;
-  /// This rank's ipc::deviceIdentity, once published.
-  std::optional<std::string> myDevice;
-  std::map<int, bool> peerShares;
+  /// By global rank: whether this rank maps that one's memory (findSharing).
+  std::shared_ptr<const std::vector<bool>> sharing;
 };
 
 } // namespace
 
 std::unique_ptr<Communicator>
 rlhf::createGlooCommunicator(const RendezvousConfig &cfg,
-                             c10::intrusive_ptr<c10d::TCPStore> store) {
+                             c10::intrusive_ptr<c10d::TCPStore> store,
+                             c10::Device device) {
   // Every worker joins its job here, so the thread policy lives here too.
   setHostThreads(cfg);
-  return std::make_unique<GlooCommunicator>(cfg, std::move(store));
+  return std::make_unique<GlooCommunicator>(cfg, std::move(store), device);
 }
 
 std::unique_ptr<Communicator>

@@ -79,3 +79,65 @@ bool rlhf::ranksHaveDistinctDevices(c10d::Store &store,
   }
   return distinct;
 }
+
+std::vector<bool> rlhf::ranksSharingMemory(c10d::Store &store,
+                                           const RendezvousConfig &cfg,
+                                           const std::string &identity,
+                                           const std::vector<uint8_t> &offer,
+                                           const std::string &offerError,
+                                           const SharingTry &tryPeer,
+                                           std::string *failure) {
+  auto key = [](const char *what, int rank) {
+    return std::string("rlhf/sharing/") + what + "/" + std::to_string(rank);
+  };
+  auto bytes = [](char tag, const std::string &s) {
+    std::vector<uint8_t> v{uint8_t(tag)};
+    v.insert(v.end(), s.begin(), s.end());
+    return v;
+  };
+  auto text = [](const std::vector<uint8_t> &v) {
+    return v.empty() ? std::string() : std::string(v.begin() + 1, v.end());
+  };
+  std::vector<bool> shares(size_t(cfg.worldSize), false);
+  store.set(key("device", cfg.rank), bytes('d', identity));
+  if (identity.empty())
+    return shares; // "d" alone: no device memory to share
+  // 'y' and the offer, or 'n' and why there is none.
+  std::vector<uint8_t> mine =
+      offerError.empty() ? bytes('y', "") : bytes('n', offerError);
+  if (offerError.empty())
+    mine.insert(mine.end(), offer.begin(), offer.end());
+  store.set(key("offer", cfg.rank), mine);
+  auto fail = [&](int peer, const std::string &why) {
+    if (failure && failure->empty())
+      *failure = "rank " + std::to_string(peer) + ": " + why;
+  };
+  std::string tried(size_t(cfg.worldSize), '0'); // '1': this rank could map
+  std::vector<int> same;
+  for (int r = 0; r < cfg.worldSize; ++r) {
+    if (r == cfg.rank || text(store.get(key("device", r))) != identity)
+      continue; // get waits for the rank to publish
+    same.push_back(r);
+    std::vector<uint8_t> theirs = store.get(key("offer", r));
+    if (!offerError.empty()) {
+      fail(cfg.rank, offerError);
+    } else if (theirs.empty() || theirs[0] != 'y') {
+      fail(r, "cannot share its memory: " + text(theirs));
+    } else {
+      std::string why =
+          tryPeer(r, std::vector<uint8_t>(theirs.begin() + 1, theirs.end()));
+      if (why.empty())
+        tried[size_t(r)] = '1';
+      else
+        fail(r, why);
+    }
+  }
+  store.set(key("tried", cfg.rank), bytes('t', tried));
+  for (int r : same) {
+    std::string theirs = text(store.get(key("tried", r)));
+    shares[size_t(r)] = tried[size_t(r)] == '1' &&
+                        theirs.size() == size_t(cfg.worldSize) &&
+                        theirs[size_t(cfg.rank)] == '1';
+  }
+  return shares;
+}

@@ -2,10 +2,15 @@
 
 #include "rlhf/runtime/Rendezvous.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Store.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <future>
+#include <map>
 
 namespace {
 
@@ -103,3 +108,73 @@ TEST(Rendezvous, PortZeroNeedsARendezvousFile) {
 }
 
 } // namespace
+
+/// ranksSharingMemory on every rank of a job at once (threads over one
+/// store): rank r publishes ids[r], "offer r" (or errors[r] where set), and
+/// fails to map the peers `refuses` lists for it. Each rank's answer and
+/// failure text.
+std::vector<std::pair<std::vector<bool>, std::string>>
+shareAll(const std::vector<std::string> &ids,
+         const std::vector<std::string> &errors,
+         const std::multimap<int, int> &refuses) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(20));
+  std::vector<std::future<std::pair<std::vector<bool>, std::string>>> ranks;
+  for (int r = 0; r < int(ids.size()); ++r)
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      rlhf::RendezvousConfig cfg;
+      cfg.rank = r;
+      cfg.worldSize = int(ids.size());
+      std::string offer = "offer " + std::to_string(r), failure;
+      auto tryPeer = [&](int peer, const std::vector<uint8_t> &theirs) {
+        if (std::string(theirs.begin(), theirs.end()) !=
+            "offer " + std::to_string(peer))
+          return std::string("wrong offer");
+        auto [lo, hi] = refuses.equal_range(r);
+        for (auto it = lo; it != hi; ++it)
+          if (it->second == peer)
+            return std::string("cannot map");
+        return std::string();
+      };
+      std::vector<bool> shares = rlhf::ranksSharingMemory(
+          *store, cfg, ids[size_t(r)],
+          std::vector<uint8_t>(offer.begin(), offer.end()), errors[size_t(r)],
+          tryPeer, &failure);
+      return std::make_pair(shares, failure);
+    }));
+  std::vector<std::pair<std::vector<bool>, std::string>> out;
+  for (auto &f : ranks)
+    out.push_back(f.get());
+  return out;
+}
+
+// Ranks share device memory only with ranks on their GPU that could map
+// theirs and whose memory they could map: a one-sided failure stops both,
+// so the exporter never sends records to a reader expecting bytes.
+TEST(Rendezvous, RanksShareMemoryOnlyWhereBothCanMap) {
+  // 0-2 on one GPU, 3 on another, 4 on the CPU; rank 2 cannot map rank 0.
+  auto all = shareAll({"gpuA", "gpuA", "gpuA", "gpuB", ""},
+                      {"", "", "", "", ""}, {{2, 0}});
+  EXPECT_EQ(all[0].first,
+            (std::vector<bool>{false, true, false, false, false}));
+  EXPECT_EQ(all[1].first, (std::vector<bool>{true, false, true, false, false}));
+  EXPECT_EQ(all[2].first,
+            (std::vector<bool>{false, true, false, false, false}));
+  EXPECT_EQ(all[3].first, std::vector<bool>(5, false));
+  EXPECT_EQ(all[4].first, std::vector<bool>(5, false));
+  // The rank that failed says so; the others met no failure.
+  EXPECT_EQ(all[2].second, "rank 0: cannot map");
+  EXPECT_EQ(all[0].second, "");
+  EXPECT_EQ(all[1].second, "");
+}
+
+// A rank that cannot export (expandable segments, a sandbox) shares with
+// no one, and its peers say why.
+TEST(Rendezvous, ARankWithoutAnOfferSharesWithNoOne) {
+  auto all = shareAll({"gpuA", "gpuA", "gpuA"}, {"", "no IPC here", ""}, {});
+  EXPECT_EQ(all[0].first, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(all[1].first, std::vector<bool>(3, false));
+  EXPECT_EQ(all[2].first, (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(all[0].second, "rank 1: cannot share its memory: no IPC here");
+  EXPECT_EQ(all[1].second, "rank 1: no IPC here");
+}

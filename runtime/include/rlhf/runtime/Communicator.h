@@ -81,11 +81,11 @@ public:
   /// Nothing to do where every call waits for itself.
   virtual void watchQueued(const std::string &what) { (void)what; }
 
-  /// Whether rank `peer` computes on this rank's GPU, so that each can map
-  /// the other's device memory (CUDA IPC, ipc::deviceIdentity). Both ranks
-  /// of a pair must ask at about the same time: the first question
-  /// publishes this rank's device. False across devices, on the CPU, and
-  /// under NCCL, where each rank owns its GPU.
+  /// Whether rank `peer` computes on this rank's GPU and each can map the
+  /// other's device memory (CUDA IPC, ipc::deviceIdentity), as the world
+  /// found when it was created (a probe each rank exports and its peers
+  /// map). False across devices, on the CPU, where IPC failed, and under
+  /// NCCL, where each rank owns its GPU.
   virtual bool sharesDevice(int peer) {
     (void)peer;
     return false;

@@ -14,8 +14,12 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <c10/core/Device.h>
+
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rlhf {
 
@@ -32,11 +36,32 @@ c10::intrusive_ptr<c10d::TCPStore> openStore(const RendezvousConfig &cfg);
 bool ranksHaveDistinctDevices(c10d::Store &store, const RendezvousConfig &cfg,
                               const std::string &identity);
 
+/// Tries one peer's offer (what ranksSharingMemory exchanged): empty when
+/// this rank could use it, else why not.
+using SharingTry =
+    std::function<std::string(int peer, const std::vector<uint8_t> &offer)>;
+
+/// Which ranks this one shares device memory with, by rank (false for
+/// itself): ranks that publish the same non-empty `identity` each publish
+/// `offer` (or, where `offerError` says why, none), try every such peer's
+/// offer, and share with a peer only where both tries worked. Every rank of
+/// the job calls it; ranks with an identity wait for all to publish. The
+/// first failure a try or a peer met goes to `failure` ("rank P: why").
+std::vector<bool> ranksSharingMemory(c10d::Store &store,
+                                     const RendezvousConfig &cfg,
+                                     const std::string &identity,
+                                     const std::vector<uint8_t> &offer,
+                                     const std::string &offerError,
+                                     const SharingTry &tryPeer,
+                                     std::string *failure);
+
 /// The backends of Communicator.h over a store opened already (by
-/// openStore, for the same job).
+/// openStore, for the same job). A Gloo world on `device` (CUDA) finds the
+/// ranks that share its GPU and can map each other's memory (ipc::).
 std::unique_ptr<Communicator>
 createGlooCommunicator(const RendezvousConfig &cfg,
-                       c10::intrusive_ptr<c10d::TCPStore> store);
+                       c10::intrusive_ptr<c10d::TCPStore> store,
+                       c10::Device device = c10::Device(c10::kCPU));
 std::unique_ptr<Communicator>
 createNcclCommunicator(const RendezvousConfig &cfg,
                        c10::intrusive_ptr<c10d::TCPStore> store);
