@@ -104,6 +104,9 @@ step() {
   echo "commit: $(git describe --always --dirty --abbrev=40 2>/dev/null || echo unknown); bundle from $(cat "$deps/commit" 2>/dev/null)"
   # gpu-results.sh reads the first GPU's name from the "gpu:" line.
   echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+  # The sandbox: gVisor reports kernel 4.4.0, a microVM its own (CUDA IPC,
+  # counters and timings may differ between them).
+  echo "kernel: $(uname -r)"
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())'
   command -v nvcc && nvcc --version | tail -n 2
