@@ -152,11 +152,11 @@ at::Tensor probeBytes(int64_t tag) {
 } // namespace
 
 void ipc::exportProbe(int64_t tag, uint8_t *record) {
-  static at::Tensor probe; // peers may map it at any time
-  if (!probe.defined())
-    probe = probeBytes(tag).to(
-        c10::Device(c10::kCUDA, c10::cuda::current_device()));
-  exportTensor(probe, record); // the copy above has finished: it blocks
+  // Peers may map it at any time. Never freed: a static's destructor could
+  // run after the caching allocator's at exit.
+  static at::Tensor *probe = new at::Tensor(
+      probeBytes(tag).to(c10::Device(c10::kCUDA, c10::cuda::current_device())));
+  exportTensor(*probe, record); // the copy above has finished: it blocks
 }
 
 std::string ipc::checkProbe(const uint8_t *record, int64_t tag) {
