@@ -6,16 +6,18 @@
 # takes the runtime scripts/gpu-bundle.sh built (against the same torch wheel)
 # where it loads, else builds the runtime alone (RLHF_RUNTIME_ONLY: no MLIR,
 # LLVM or ANTLR) against the node's PyTorch (python3's torch, or
-# $RLHF_PYTHON) and CUDA, then runs: our runtime's benchmark beside the cost
-# model, reallocation beside a device-to-device copy through CUDA IPC, the
-# ctest tests labelled `gpu`, tiny_grpo trained from the object rlhfc
-# compiled elsewhere, reallocation through host memory, the fused Adam step beside
-# separate ops, grouped-query decode attention shared beside repeated, the
-# .rlhf functions on the GPU against the CPU, asynchronous GRPO, sequence
-# parallelism, ring attention's fused kernel beside its explicit one, a
-# 7B decode step's kernels (rlhf-bench-decode-kernels), and on a GPU that
+# $RLHF_PYTHON) and CUDA, then runs, in this order: our runtime's benchmark
+# beside the cost model; reallocation beside a device-to-device copy through
+# CUDA IPC; side by side, the ctest tests labelled `gpu`, tiny_grpo trained
+# from the object rlhfc compiled elsewhere, the .rlhf functions on the GPU
+# against the CPU, asynchronous GRPO and sequence parallelism; on a GPU that
 # docs/validation has no PyTorch rows for, PyTorch at the runtime
-# benchmark's points (scripts/measure-llama-h100.py --runtime-points).
+# benchmark's points (scripts/measure-llama-h100.py --runtime-points); then
+# the diagnostics: the fused Adam step and the fused SwiGLU and rotary
+# beside separate ops, grouped-query decode attention shared beside
+# repeated, ring attention's fused kernel beside its explicit one, a 7B
+# decode step's kernels (rlhf-bench-decode-kernels), and reallocation
+# through host memory.
 # Everything lands in DIR: one log per step and summary.txt, a line per
 # step with its exit status.
 #
@@ -300,8 +302,9 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
 # come; the last line of its log is `runtime/cost-model geomean: X.XX`) and
 # reallocation beside a device copy. The correctness steps, which time
 # nothing, then run side by side (the layout tests, tiny_grpo's training,
-# the .rlhf functions, async GRPO, sequence parallelism), and the other
-# benchmarks alone after them, within what the budget has left;
+# the .rlhf functions, async GRPO, sequence parallelism), then PyTorch's
+# rows where this GPU has none, and the other benchmarks alone after them,
+# within what the budget has left;
 # RLHF_GPU_CHECK_STEPS runs any that were cut off in a later window.
 # Its rows are priced as the GPU's own preset (H100_SXM, H200) and land in
 # runtime-<gpu>.csv (runtime-h100.csv, runtime-h200.csv); PyTorch's rows on
@@ -327,7 +330,9 @@ wait
 tarball=$tar_each
 [ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null
 
-cap=45 step realloc-host realloc_bench_host
+# PyTorch's figures where this GPU has none yet (an H200): the benchmark's
+# rows stand beside them, so they come before the diagnostics below.
+cap=180 step pytorch-reference pytorch_reference
 # The fused AdamW step beside separate ops, over 1.07B parameters.
 cap=45 step adam "$build/bin/rlhf-bench-adam"
 # Fused SwiGLU and rotary beside separate ops (decode and train shapes).
@@ -338,9 +343,8 @@ cap=45 step gqa-decode "$build/bin/rlhf-bench-gqa-decode"
 cap=90 step ring-attention "$build/bin/rlhf-bench-ring-attention"
 # Where a 7B decode step's device time goes, kernel by kernel (Kineto).
 cap=90 step decode-kernels "$build/bin/rlhf-bench-decode-kernels"
-# PyTorch's figures where this GPU has none yet (an H200), last: the other
-# steps' checks come first in a short window.
-cap=240 step pytorch-reference pytorch_reference
+# Reallocation through host memory (Gloo's staging), for comparison.
+cap=45 step realloc-host realloc_bench_host
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
   step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 fi
