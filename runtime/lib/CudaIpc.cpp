@@ -168,8 +168,7 @@ std::string ipc::checkProbe(const uint8_t *record, int64_t tag) {
       return "the peer's memory read back wrong";
     return "";
   } catch (const std::exception &e) {
-    std::string msg = e.what();
-    return msg.substr(0, msg.find('\n'));
+    return e.what();
   }
 }
 

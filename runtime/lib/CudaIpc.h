@@ -54,7 +54,7 @@ at::Tensor importTensor(const uint8_t *record, const at::TensorOptions &opts);
 void exportProbe(int64_t tag, uint8_t *record);
 
 /// Maps a peer's probe and reads it back: empty when its bytes are those
-/// `tag` gives, else what went wrong.
+/// `tag` gives, else what went wrong (an exception's whole message).
 std::string checkProbe(const uint8_t *record, int64_t tag);
 
 /// Waits until the work queued on `device`'s current stream is done.

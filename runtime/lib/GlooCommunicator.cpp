@@ -241,7 +241,7 @@ private:
           *store, cfg, identity, offer, offerError,
           [](int peer, const std::vector<uint8_t> &rec) {
             return rec.size() == size_t(ipc::kRecordBytes)
-                       ? ipc::checkProbe(rec.data(), peer)
+                       ? firstLine(ipc::checkProbe(rec.data(), peer))
                        : "a malformed probe record";
           },
           &failure));
