@@ -4,6 +4,7 @@
 #include "rlhf/runtime/Error.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -37,14 +38,13 @@ void check(cudaError_t e, const char *what) {
                 " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
 }
 
-/// Device `index`'s properties; none without a driver or that device.
+/// Device `index`'s properties (ATen reads them once per device); none
+/// without a driver or that device.
 std::optional<cudaDeviceProp> properties(int index) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n)
     return std::nullopt;
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
-  return prop;
+  return *at::cuda::getDeviceProperties(c10::DeviceIndex(index));
 }
 
 } // namespace

@@ -1,9 +1,14 @@
 //===- PlanHardware.cpp - the plan's GPU beside the one that runs ---------===//
 
 #include "PlanHardware.h"
+#include "CudaIpc.h"
+#include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Device.h"
 
+#include <ATen/ATen.h>
+
 #include <cstdio>
+#include <functional>
 
 using namespace rlhf;
 
@@ -22,17 +27,73 @@ std::string rlhf::hardwareNote(const std::string &planned,
   return note;
 }
 
-std::string rlhf::memoryWarning(int rank, double plannedBytes,
-                                const std::string &gpu, double gpuBytes) {
-  if (plannedBytes <= 0 || gpuBytes <= 0 || plannedBytes <= gpuBytes)
+GpuShare rlhf::gpuShare(int rank, const std::vector<int64_t> &devices,
+                        const std::vector<double> &planned) {
+  GpuShare share;
+  auto plannedOf = [&](size_t r) {
+    return r < planned.size() ? planned[r] : 0.0;
+  };
+  const int64_t mine =
+      size_t(rank) < devices.size() ? devices[size_t(rank)] : int64_t(0);
+  for (size_t r = 0; r < devices.size(); ++r)
+    if (int(r) == rank || (mine != 0 && devices[r] == mine)) {
+      share.ranks.push_back(int(r));
+      share.plannedBytes += plannedOf(r);
+    }
+  if (share.ranks.empty()) { // a rank outside `devices`: itself alone
+    share.ranks.push_back(rank);
+    share.plannedBytes = plannedOf(size_t(rank));
+  }
+  return share;
+}
+
+std::string rlhf::memoryWarning(const GpuShare &share, const std::string &gpu,
+                                double gpuBytes) {
+  const double planned = share.plannedBytes;
+  if (share.ranks.empty() || planned <= 0 || gpuBytes <= 0 ||
+      planned <= gpuBytes)
     return "";
-  char text[512];
+  char text[640];
+  const double gib = double(1 << 30);
+  const char *advice = "expect an out-of-memory error, and plan for this "
+                       "GPU's memory (the cluster's hardware, or more GPUs)";
+  if (share.ranks.size() == 1) {
+    std::snprintf(text, sizeof(text),
+                  "warning: rank %d: the plan puts %.1f GiB on this rank's "
+                  "GPU, more than the %.1f GiB of this %s; %s",
+                  share.ranks[0], planned / gib, gpuBytes / gib, gpu.c_str(),
+                  advice);
+    return text;
+  }
+  std::string ranks;
+  for (int r : share.ranks)
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   std::snprintf(text, sizeof(text),
-                "warning: rank %d: the plan puts %.1f GiB on this rank's GPU, "
-                "more than the %.1f GiB of this %s; expect an out-of-memory "
-                "error, and plan for this GPU's memory (the cluster's "
-                "hardware, or more GPUs)",
-                rank, plannedBytes / (1 << 30), gpuBytes / (1 << 30),
-                gpu.c_str());
+                "warning: ranks %s share one %s and the plan puts %.1f GiB "
+                "on them, more than its %.1f GiB; %s",
+                ranks.c_str(), gpu.c_str(), planned / gib, gpuBytes / gib,
+                advice);
   return text;
+}
+
+std::string rlhf::planFitWarning(Communicator &world, c10::Device device,
+                                 const std::vector<double> &planned) {
+  const int rank = world.rank();
+  std::vector<int64_t> devices(size_t(world.size()), 0);
+  if (device.is_cuda())
+    devices[size_t(rank)] =
+        int64_t(std::hash<std::string>()(ipc::deviceUuid()));
+  // NCCL refuses two ranks on one GPU: each has its own.
+  if (std::string(world.backendName()) == "gloo") {
+    at::Tensor mine = at::tensor({devices[size_t(rank)]}, at::kLong);
+    at::Tensor all = world.allGather(mine).contiguous();
+    const int64_t *d = all.data_ptr<int64_t>();
+    devices.assign(d, d + all.numel());
+  }
+  if (!device.is_cuda())
+    return "";
+  GpuShare share = gpuShare(rank, devices, planned);
+  if (share.ranks.front() != rank)
+    return "";
+  return memoryWarning(share, deviceName(device), deviceMemoryBytes(device));
 }

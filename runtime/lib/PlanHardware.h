@@ -10,7 +10,11 @@
 #ifndef RLHF_RUNTIME_PLANHARDWARE_H
 #define RLHF_RUNTIME_PLANHARDWARE_H
 
+#include <c10/core/Device.h>
+
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rlhf {
 
@@ -18,10 +22,31 @@ namespace rlhf {
 /// `planned`; empty when it is, or when either is unknown.
 std::string hardwareNote(const std::string &planned, const std::string &gpu);
 
-/// A warning when the plan puts more than the GPU holds on this rank's GPU;
-/// empty when it fits or either size is unknown (0).
-std::string memoryWarning(int rank, double plannedBytes, const std::string &gpu,
+/// The ranks that compute on one GPU (ascending) and what the plan puts on
+/// them together.
+struct GpuShare {
+  std::vector<int> ranks;
+  double plannedBytes = 0;
+};
+
+/// Rank `rank`'s share of its GPU, from every rank's device (`devices`,
+/// equal for ranks on one GPU, 0 on the CPU) and planned peak (`planned`).
+GpuShare gpuShare(int rank, const std::vector<int64_t> &devices,
+                  const std::vector<double> &planned);
+
+/// A warning when the plan puts more on this GPU, over all the ranks in
+/// `share`, than it holds; empty when it fits or either size is unknown (0).
+std::string memoryWarning(const GpuShare &share, const std::string &gpu,
                           double gpuBytes);
+
+class Communicator;
+
+/// memoryWarning for this rank's GPU with every rank on it counted: under
+/// Gloo, ranks may share a GPU, so the world gathers each rank's device and
+/// planned peak (collective: every rank calls it). Empty on the CPU, and
+/// for every rank of a group but its first, so that a group warns once.
+std::string planFitWarning(Communicator &world, c10::Device device,
+                           const std::vector<double> &planned);
 
 } // namespace rlhf
 

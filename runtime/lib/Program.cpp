@@ -224,22 +224,18 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     p->peaks.emplace(p->device);
     p->weightDtype = selectPrecision(cfg, p->device);
     p->world = createWorldCommunicator(cfg, p->device);
-    if (p->device.is_cuda()) {
-      // Another GPU than the plan's: said now, not after an out-of-memory
-      // error mid-step. Each rank weighs its own share (ranks sharing one
-      // GPU in tests are not summed).
-      const std::string gpu = deviceName(p->device);
-      std::string note = hardwareNote(p->plannedHardware, gpu);
-      if (!note.empty() && p->rank == 0 && !p->quiet)
+    // Another GPU than the plan's, or a plan that does not fit it: said
+    // now, not after an out-of-memory error mid-step.
+    if (p->device.is_cuda() && p->rank == 0 && !p->quiet) {
+      std::string note =
+          hardwareNote(p->plannedHardware, deviceName(p->device));
+      if (!note.empty())
         std::fprintf(stderr, "%s\n", note.c_str());
-      const double planned = size_t(p->rank) < p->predictedMemory.size()
-                                 ? p->predictedMemory[size_t(p->rank)]
-                                 : 0.0;
-      std::string warning =
-          memoryWarning(p->rank, planned, gpu, deviceMemoryBytes(p->device));
-      if (!warning.empty())
-        std::fprintf(stderr, "%s\n", warning.c_str());
     }
+    std::string warning =
+        planFitWarning(*p->world, p->device, p->predictedMemory);
+    if (!warning.empty())
+      std::fprintf(stderr, "%s\n", warning.c_str());
     p->replicated = Layout{0, 1, p->gpus, 1};
     p->runStart = Clock::now();
 

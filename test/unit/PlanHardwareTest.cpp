@@ -39,16 +39,45 @@ TEST(PlanHardware, NoteOnlyWhenTheGpuIsNotThePlans) {
 
 TEST(PlanHardware, WarnsOnlyWhenThePlanDoesNotFit) {
   const double gib = double(1 << 30);
-  EXPECT_EQ(memoryWarning(3, 30 * gib, "NVIDIA A100-SXM4-40GB", 40 * gib), "");
-  EXPECT_EQ(memoryWarning(3, 50 * gib, "", 0), ""); // the CPU
-  EXPECT_EQ(memoryWarning(3, 0, "NVIDIA A100-SXM4-40GB", 40 * gib), "");
+  auto alone = [](int rank, double bytes) { return GpuShare{{rank}, bytes}; };
+  EXPECT_EQ(
+      memoryWarning(alone(3, 30 * gib), "NVIDIA A100-SXM4-40GB", 40 * gib), "");
+  EXPECT_EQ(memoryWarning(alone(3, 50 * gib), "", 0), ""); // the CPU
+  EXPECT_EQ(memoryWarning(alone(3, 0), "NVIDIA A100-SXM4-40GB", 40 * gib), "");
   std::string w =
-      memoryWarning(3, 52.25 * gib, "NVIDIA A100-SXM4-40GB", 39.5 * gib);
+      memoryWarning(alone(3, 52.25 * gib), "NVIDIA A100-SXM4-40GB", 39.5 * gib);
   EXPECT_EQ(
       w.rfind("warning: rank 3: the plan puts 52.2 GiB on this rank's "
               "GPU, more than the 39.5 GiB of this NVIDIA A100-SXM4-40GB;",
               0),
       0u)
+      << w;
+}
+
+// Ranks on one GPU (several processes sharing it over Gloo) are weighed
+// together: each alone fits, all four do not.
+TEST(PlanHardware, RanksSharingAGpuAreSummed) {
+  const double gib = double(1 << 30);
+  const std::vector<int64_t> devices{7, 9, 7, 7, 0};
+  const std::vector<double> planned{40 * gib, 50 * gib, 30 * gib, 10 * gib,
+                                    99 * gib};
+  GpuShare s = gpuShare(2, devices, planned);
+  EXPECT_EQ(s.ranks, (std::vector<int>{0, 2, 3}));
+  EXPECT_DOUBLE_EQ(s.plannedBytes, 80 * gib);
+  EXPECT_EQ(gpuShare(1, devices, planned).ranks, std::vector<int>{1});
+  // A CPU rank (device 0) shares with no one, not even other CPU ranks.
+  EXPECT_EQ(gpuShare(4, devices, planned).ranks, std::vector<int>{4});
+  EXPECT_EQ(gpuShare(4, {0, 0, 0, 0, 0}, planned).ranks, std::vector<int>{4});
+  // A plan shorter than the world counts the missing ranks as nothing.
+  EXPECT_DOUBLE_EQ(gpuShare(3, devices, {40 * gib}).plannedBytes, 40 * gib);
+
+  EXPECT_EQ(memoryWarning(s, "NVIDIA H100 80GB HBM3", 80.5 * gib), "");
+  std::string w = memoryWarning(s, "NVIDIA A100-SXM4-40GB", 39.5 * gib);
+  EXPECT_EQ(w.rfind("warning: ranks 0, 2, 3 share one NVIDIA A100-SXM4-40GB "
+                    "and the plan puts 80.0 GiB on them, more than its "
+                    "39.5 GiB;",
+                    0),
+            0u)
       << w;
 }
 
