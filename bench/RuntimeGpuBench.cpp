@@ -527,8 +527,7 @@ int main(int argc, char **argv) {
         b.train(*p.shape, p.batch, p.in);
     } catch (const std::exception &e) {
       ++failed;
-      std::string what = e.what();
-      what = what.substr(0, what.find('\n'));
+      std::string what = firstLine(e.what());
       label(p.category, *p.shape, p.batch, p.in, p.out);
       std::printf("FAILED: %s\n", what.c_str());
       std::fflush(stdout);

@@ -96,10 +96,8 @@ void ipc::exportTensor(const at::Tensor &t, uint8_t *out) {
     h = c10::cuda::CUDACachingAllocator::shareIpcHandle(
         t.storage().mutable_data());
   } catch (const std::exception &e) {
-    std::string msg = e.what();
-    throw Error(
-        "CUDA IPC: cannot share a tensor: " + msg.substr(0, msg.find('\n')) +
-        " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
+    throw Error("CUDA IPC: cannot share a tensor: " + firstLine(e.what()) +
+                " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
   }
   if (h.handle.size() > sizeof(r.handle))
     throw Error("CUDA IPC: the allocator's handle has " +
@@ -128,9 +126,7 @@ at::Tensor ipc::importTensor(const uint8_t *in, const at::TensorOptions &opts) {
     base = c10::cuda::CUDACachingAllocator::getIpcDevPtr(
         std::string(r.handle, size_t(r.handleBytes)));
   } catch (const std::exception &e) {
-    std::string msg = e.what();
-    throw Error("CUDA IPC: cannot map a peer's memory: " +
-                msg.substr(0, msg.find('\n')) +
+    throw Error("CUDA IPC: cannot map a peer's memory: " + firstLine(e.what()) +
                 " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
   }
   std::vector<int64_t> sizes(r.sizes, r.sizes + r.dims),

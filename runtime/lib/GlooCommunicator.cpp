@@ -29,13 +29,6 @@ void fromHost(at::Tensor &t, const at::Tensor &host) {
     t.copy_(host);
 }
 
-// c10::Error appends a C++ backtrace; users need the first line only.
-std::string firstLine(std::string msg) {
-  if (auto nl = msg.find('\n'); nl != std::string::npos)
-    msg.resize(nl);
-  return msg;
-}
-
 class GlooCommunicator final : public Communicator {
 public:
   /// A subgroup: `rank`/`size` within it, sharing the parent's store.

@@ -161,8 +161,7 @@ void StepGraphs::run(int64_t key, const std::function<void()> &step) {
       if (failure)
         std::rethrow_exception(failure);
     } catch (const std::exception &e) {
-      why = e.what();
-      why = why.substr(0, why.find('\n'));
+      why = firstLine(e.what());
       if (why.empty())
         why = "unknown error";
     }

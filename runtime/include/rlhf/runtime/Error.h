@@ -15,6 +15,14 @@ public:
   explicit Error(const std::string &msg) : std::runtime_error(msg) {}
 };
 
+/// The first line of `msg`: c10::Error appends a C++ backtrace, and users
+/// need the first line only.
+inline std::string firstLine(std::string msg) {
+  if (auto nl = msg.find('\n'); nl != std::string::npos)
+    msg.resize(nl);
+  return msg;
+}
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_ERROR_H
