@@ -76,24 +76,30 @@ std::string rlhf::memoryWarning(const GpuShare &share, const std::string &gpu,
   return text;
 }
 
+int64_t rlhf::deviceId(c10::Device device) {
+  if (!device.is_cuda())
+    return 0;
+  const int64_t id = int64_t(std::hash<std::string>()(ipc::deviceUuid()));
+  return id == 0 ? 1 : id; // 0 means the CPU
+}
+
+std::vector<int64_t> rlhf::gatherDevices(Communicator &world, int64_t mine) {
+  std::vector<int64_t> devices(size_t(world.size()), 0);
+  devices[size_t(world.rank())] = mine;
+  if (std::string(world.backendName()) != "gloo")
+    return devices;
+  at::Tensor all = world.allGather(at::tensor({mine}, at::kLong)).contiguous();
+  const int64_t *d = all.data_ptr<int64_t>();
+  return std::vector<int64_t>(d, d + all.numel());
+}
+
 std::string rlhf::planFitWarning(Communicator &world, c10::Device device,
                                  const std::vector<double> &planned) {
-  const int rank = world.rank();
-  std::vector<int64_t> devices(size_t(world.size()), 0);
-  if (device.is_cuda())
-    devices[size_t(rank)] =
-        int64_t(std::hash<std::string>()(ipc::deviceUuid()));
-  // NCCL refuses two ranks on one GPU: each has its own.
-  if (std::string(world.backendName()) == "gloo") {
-    at::Tensor mine = at::tensor({devices[size_t(rank)]}, at::kLong);
-    at::Tensor all = world.allGather(mine).contiguous();
-    const int64_t *d = all.data_ptr<int64_t>();
-    devices.assign(d, d + all.numel());
-  }
+  std::vector<int64_t> devices = gatherDevices(world, deviceId(device));
   if (!device.is_cuda())
     return "";
-  GpuShare share = gpuShare(rank, devices, planned);
-  if (share.ranks.front() != rank)
+  GpuShare share = gpuShare(world.rank(), devices, planned);
+  if (share.ranks.front() != world.rank())
     return "";
   return memoryWarning(share, deviceName(device), deviceMemoryBytes(device));
 }

@@ -41,10 +41,18 @@ std::string memoryWarning(const GpuShare &share, const std::string &gpu,
 
 class Communicator;
 
-/// memoryWarning for this rank's GPU with every rank on it counted: under
-/// Gloo, ranks may share a GPU, so the world gathers each rank's device and
-/// planned peak (collective: every rank calls it). Empty on the CPU, and
-/// for every rank of a group but its first, so that a group warns once.
+/// This process's device as gatherDevices takes it: a hash of the GPU's
+/// host/UUID (ipc::deviceUuid), equal for ranks on one GPU; 0 on the CPU.
+int64_t deviceId(c10::Device device);
+
+/// Every rank's deviceId, `mine` being this rank's. Under Gloo, ranks may
+/// share a GPU, so the world gathers them (collective: every rank calls
+/// it); under NCCL, which refuses two ranks on one GPU, the others are 0.
+std::vector<int64_t> gatherDevices(Communicator &world, int64_t mine);
+
+/// memoryWarning for this rank's GPU with every rank on it counted
+/// (gatherDevices: collective). Empty on the CPU, and for every rank of a
+/// group but its first, so that a group warns once.
 std::string planFitWarning(Communicator &world, c10::Device device,
                            const std::vector<double> &planned);
 

@@ -51,6 +51,24 @@ TEST(GlooComm, RanksCompareDevicesOverTheStore) {
   }
 }
 
+// A program's start gathers every rank's device over the Gloo world, and
+// the ranks on one GPU are weighed together against its memory.
+TEST(GlooComm, RanksOnOneGpuFindEachOther) {
+  auto ps =
+      launch(RLHF_COMM_WORKER, 4, {"RLHF_TEST_IDENTITIES=gpu-a,gpu-b,gpu-a,"});
+  ASSERT_TRUE(waitAll(ps, std::chrono::seconds(60))) << "workers hung";
+  const char *want[] = {"ranks 0,2, planned 4 GiB", "ranks 1, planned 2 GiB",
+                        "ranks 0,2, planned 4 GiB", "ranks 3, planned 4 GiB"};
+  for (int r = 0; r < 4; ++r) {
+    std::string out = ps[r].output();
+    EXPECT_TRUE(exitedOk(ps[r])) << "rank " << r << ":\n" << out;
+    EXPECT_NE(out.find("rank " + std::to_string(r) + ": on its GPU " + want[r]),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << out;
+  }
+}
+
 TEST(GlooComm, KilledPeerEndsWithAnErrorNotAHang) {
   auto ps = launch(RLHF_COMM_WORKER, 2, {"RLHF_TEST_STALL_RANK=1"});
   // Wait until rank 1 finished the first all-reduce and stalls, then kill it

@@ -9,10 +9,13 @@
 // an exchange posted by startExchange completes after a barrier.
 // RLHF_TEST_IDENTITIES=a,b,... instead has rank r claim device identity r of
 // the list, compare it with the others' over the store (as Device.cpp does
-// to pick a backend), then build the world on that same store.
+// to pick a backend), then build the world on that same store, and gather
+// the identities over it as a program's start does to weigh the ranks that
+// share a GPU (PlanHardware.h), rank r planning r+1 GiB.
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlanHardware.h"
 #include "rlhf/runtime/Communicator.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/Store.h"
@@ -49,6 +52,20 @@ int compareDevices(const std::string &list) {
     std::printf("rank %d: distinct devices %s, all-reduce over the same "
                 "store %g\n",
                 rank, distinct ? "yes" : "no", t.item<double>());
+    const std::string &mine = ids.at(size_t(rank));
+    std::vector<double> planned;
+    for (size_t r = 0; r < ids.size(); ++r)
+      planned.push_back(double(r + 1) * (1 << 30));
+    rlhf::GpuShare share = rlhf::gpuShare(
+        rank,
+        rlhf::gatherDevices(
+            *world, mine.empty() ? 0 : int64_t(std::hash<std::string>()(mine))),
+        planned);
+    std::string ranks;
+    for (int r : share.ranks)
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    std::printf("rank %d: on its GPU ranks %s, planned %.0f GiB\n", rank,
+                ranks.c_str(), share.plannedBytes / (1 << 30));
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
