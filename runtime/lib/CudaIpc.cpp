@@ -31,13 +31,6 @@ struct Record {
 };
 static_assert(sizeof(Record) == ipc::kRecordBytes);
 
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA IPC: ") + what + ": " +
-                cudaGetErrorString(e) +
-                " (RLHF_CUDA_IPC=0 moves tensors through host memory instead)");
-}
-
 /// Device `index`'s properties (ATen reads them once per device); none
 /// without a driver or that device.
 std::optional<cudaDeviceProp> properties(int index) {
