@@ -76,11 +76,15 @@ std::string rlhf::memoryWarning(const GpuShare &share, const std::string &gpu,
   return text;
 }
 
-int64_t rlhf::deviceId(c10::Device device) {
-  if (!device.is_cuda())
+int64_t rlhf::deviceIdOf(const std::string &identity) {
+  if (identity.empty())
     return 0;
-  const int64_t id = int64_t(std::hash<std::string>()(ipc::deviceUuid()));
+  const int64_t id = int64_t(std::hash<std::string>()(identity));
   return id == 0 ? 1 : id; // 0 means the CPU
+}
+
+int64_t rlhf::deviceId(c10::Device device) {
+  return device.is_cuda() ? deviceIdOf(ipc::deviceUuid()) : 0;
 }
 
 std::vector<int64_t> rlhf::gatherDevices(Communicator &world, int64_t mine) {

@@ -41,8 +41,12 @@ std::string memoryWarning(const GpuShare &share, const std::string &gpu,
 
 class Communicator;
 
-/// This process's device as gatherDevices takes it: a hash of the GPU's
-/// host/UUID (ipc::deviceUuid), equal for ranks on one GPU; 0 on the CPU.
+/// A device identity (host/UUID, as ipc::deviceUuid gives it) as
+/// gatherDevices takes it: a hash, equal for ranks on one GPU; 0 for an
+/// empty identity (the CPU).
+int64_t deviceIdOf(const std::string &identity);
+
+/// This process's device as gatherDevices takes it; 0 on the CPU.
 int64_t deviceId(c10::Device device);
 
 /// Every rank's deviceId, `mine` being this rank's. Under Gloo, ranks may

@@ -52,14 +52,12 @@ int compareDevices(const std::string &list) {
     std::printf("rank %d: distinct devices %s, all-reduce over the same "
                 "store %g\n",
                 rank, distinct ? "yes" : "no", t.item<double>());
-    const std::string &mine = ids.at(size_t(rank));
     std::vector<double> planned;
     for (size_t r = 0; r < ids.size(); ++r)
       planned.push_back(double(r + 1) * (1 << 30));
     rlhf::GpuShare share = rlhf::gpuShare(
         rank,
-        rlhf::gatherDevices(
-            *world, mine.empty() ? 0 : int64_t(std::hash<std::string>()(mine))),
+        rlhf::gatherDevices(*world, rlhf::deviceIdOf(ids.at(size_t(rank)))),
         planned);
     std::string ranks;
     for (int r : share.ranks)
