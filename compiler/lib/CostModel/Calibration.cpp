@@ -12,7 +12,7 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
   // Fitted to the published measurements in docs/validation/published.csv;
   // docs/cost-model.md lists the fit and its errors.
   if (name.starts_with("A100") || name.starts_with("A800")) {
-    e.matmul = 0.66;
+    e.matmul = 0.68;
     // FlashAttention-2 reaches 50-73% of peak on an A100 (arXiv 2307.08691,
     // abstract); causal attention sits at the low end.
     e.attention = 0.50;
@@ -22,7 +22,7 @@ Efficiency rlhfc::cost::defaultEfficiency(llvm::StringRef name) {
     e.gemmFill = 1.2e6 * 108 / 132; // 108 SMs to the H100's 132
   } else if (name.starts_with("H100") || name.starts_with("H800") ||
              name.starts_with("H200")) {
-    e.matmul = 0.60;
+    e.matmul = 0.64;
     // FlashAttention-2, causal, head dim 128, 8K-16K tokens: 333-335
     // TFLOP/s (arXiv 2407.08608, Fig. 5; docs/validation/published.csv).
     e.attention = 0.34;

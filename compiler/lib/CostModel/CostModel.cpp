@@ -202,10 +202,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
            (train ? kLogitChunksBackward : kLogitChunksForward);
   };
 
+  const double kvDim = m.kvHeads * (h / m.heads), ffn = double(m.ffn);
   // Utilization of a layer's GEMMs on `rows` rows (tokens of a micro-batch,
   // or sequences of a decode step) per rank: q/k/v and gate/up are split by
   // output columns over tp, o and down by depth; weighted by their FLOPs.
-  const double kvDim = m.kvHeads * (h / m.heads), ffn = double(m.ffn);
   auto layerUtilization = [&](double rows) {
     const double gemms[4][3] = {{(h + 2 * kvDim) / tp, h, 0},
                                 {h, h / tp, 0},
@@ -218,6 +218,22 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
       time += f / gemmUtilization(rows, g[0], g[1], hw.eff);
     }
     return flops / time;
+  };
+
+  // Memory-bound passes over a stage's activations that no GEMM or attention
+  // kernel does: per layer and token, two RMSNorms (read and write h), two
+  // residual adds (read 2h, write h), rotary on q and k, and SwiGLU (read
+  // the gate and up, write their product), in bf16; the head's fp32 logits
+  // written and read once per head pass. Backward moves about twice the
+  // forward's bytes, so training counts `passes` as the GEMMs do. Their
+  // share of a layer grows as 1/h against the GEMMs' FLOPs: without them a
+  // 2048-wide model's training was priced 23-28% fast (docs/cost-model.md).
+  auto elementwiseTime = [&](double tokens, double passes, double headPasses) {
+    double layer = 10 * h + (2 * (h + kvDim) + 3 * ffn) / tp;
+    double bytes = passes * stageLayers * tokens * layer * kBf16;
+    if (!m.valueHead)
+      bytes += headPasses * 2 * 4.0 * tokens * V / tp;
+    return bytes / memRate;
   };
 
   // One pass of `tokensPerMb` tokens per micro-batch through the pipeline:
@@ -241,10 +257,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     const double attnLayer = causalAttentionFlops(local, ctx, h, 1) / tp;
     const double attnPasses = passes > 1 ? passes + 0.5 : 1;
     double attn = attentionTime(attnPasses * stageLayers * attnLayer, hw);
-    double compute =
-        std::max({flops / (flopRate * layerUtilization(local)) + attn,
-                  weightsRank / memRate,
-                  passes * stageLayers * hw.eff.kernelOverhead});
+    double compute = std::max(
+        {flops / (flopRate * layerUtilization(local)) + attn +
+             elementwiseTime(local, passes, headPasses),
+         weightsRank / memRate, passes * stageLayers * hw.eff.kernelOverhead});
     double act = local * h * kBf16;
     double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
                         : 0.0;
