@@ -224,7 +224,9 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // kernel does: per layer and token, two RMSNorms (read and write h), two
   // residual adds (read 2h, write h), rotary on q and k, and SwiGLU (read
   // the gate and up, write their product), in bf16; the head's fp32 logits
-  // written and read once per head pass. Backward moves about twice the
+  // written and read once per head pass, whole: a pipeline's last stage
+  // holds the head, and the slowest stage paces 1F1B (stageTime's GEMM term
+  // spreads the head's FLOPs over the stages). Backward moves about twice the
   // forward's bytes, so training counts `passes` as the GEMMs do. Their
   // share of a layer grows as 1/h against the GEMMs' FLOPs: without them a
   // 2048-wide model's training was priced 23-28% fast (docs/cost-model.md).
