@@ -22,9 +22,10 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
 
 /// The search under staleness k > 0: the annealing, then each of the few
 /// best generator meshes it saw searched again with the generators fixed
-/// there (SearchAsync.cpp).
+/// there (SearchAsync.cpp). `seed` is one of the annealing's starts.
 std::optional<Assignment> searchAsync(const Problem &p, const SearchOptions &o,
-                                      SearchStats &stats);
+                                      SearchStats &stats,
+                                      const Assignment *seed = nullptr);
 
 } // namespace rlhfc::plan::detail
 

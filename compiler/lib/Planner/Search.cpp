@@ -413,8 +413,23 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       // weak once generation may overlap training (Bounds.cpp), so only
       // annealing and its descent run, then the split search around the
       // best generator meshes (SearchAsync.cpp). Every candidate carries
-      // its micro-batching.
-      a = detail::searchAsync(p, o, st);
+      // its micro-batching. The synchronous annealing's plan is one of the
+      // starts: where its generate shares its trainer's layout it keeps no
+      // copy and runs nothing ahead, so it prices as without staleness, and
+      // the plan under staleness is no slower. (A generate in a layout of
+      // its own keeps a copy under staleness, which may price higher.)
+      Problem sync = p;
+      sync.staleness = 0;
+      SearchOptions so = o;
+      so.progress = nullptr;
+      // A quarter of the budget and no polish: on the ReaLHF settings that
+      // found the starts that mattered, for about a quarter more search time.
+      so.budget = std::max<int64_t>(1, o.budget / 4);
+      so.polishNodes = 0;
+      SearchStats ss;
+      std::optional<Assignment> seed = solve(sync, Method::Search, so, &ss);
+      st.evaluated += ss.evaluated;
+      a = detail::searchAsync(p, o, st, seed ? &*seed : nullptr);
     } else if (space <= double(o.exhaustiveLimit)) {
       ExactStats ex;
       a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},

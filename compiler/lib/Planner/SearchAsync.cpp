@@ -38,7 +38,8 @@ using Mesh = std::pair<int64_t, int64_t>; ///< (first GPU, GPUs)
 
 std::optional<Assignment> plan::detail::searchAsync(const Problem &p,
                                                     const SearchOptions &o,
-                                                    SearchStats &st) {
+                                                    SearchStats &st,
+                                                    const Assignment *seed) {
   // The free generates that may run ahead, whose meshes key the split.
   std::vector<size_t> gens;
   for (size_t c = 0; c < p.calls.size(); ++c)
@@ -55,7 +56,7 @@ std::optional<Assignment> plan::detail::searchAsync(const Problem &p,
       if (!added && s < it->second.first)
         it->second = {s, a};
     };
-  std::optional<Assignment> best = anneal(p, o, st, nullptr, seen);
+  std::optional<Assignment> best = anneal(p, o, st, seed, seen);
   if (!best)
     return best;
   double bestScore = st.bestTime;
@@ -65,6 +66,9 @@ std::optional<Assignment> plan::detail::searchAsync(const Problem &p,
   std::map<std::vector<int64_t>, std::pair<double, const std::vector<Mesh> *>>
       bySize;
   for (const auto &[key, entry] : bestOn) {
+    // A generator on the whole cluster leaves no GPU to split off.
+    if (llvm::any_of(key, [&](Mesh m) { return m.second >= p.gpus; }))
+      continue;
     std::vector<int64_t> size;
     for (Mesh m : key)
       size.push_back(m.second);
@@ -108,17 +112,17 @@ std::optional<Assignment> plan::detail::searchAsync(const Problem &p,
     // The best plan seen on this mesh, in the copy's indices, if it is a
     // split.
     const Assignment &on = bestOn[*key].second;
-    Assignment seed(on.size(), -1);
+    Assignment start(on.size(), -1);
     bool seeded = true;
     for (size_t c = 0; c < on.size(); ++c)
       if (on[c] >= 0) {
         auto it = llvm::find(from[c], on[c]);
         seeded &= it != from[c].end();
-        seed[c] = int(it - from[c].begin());
+        start[c] = int(it - from[c].begin());
       }
     SearchStats fs;
     std::optional<Assignment> a =
-        anneal(split, q, fs, seeded ? &seed : nullptr);
+        anneal(split, q, fs, seeded ? &start : nullptr);
     st.evaluated += fs.evaluated;
     if (!a || !(fs.bestTime < bestScore))
       continue;
