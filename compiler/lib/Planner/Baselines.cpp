@@ -82,7 +82,8 @@ std::optional<Assignment> plan::detail::fastestFitting(
 /// call takes the smallest sp that fits, and an overflowing model first moves
 /// its largest call to a candidate with a smaller footprint at the same
 /// (tp, pp) (smallest sp, then fastest: ZeRO, recomputation, more
-/// micro-batches or sp), deepening its pipeline only when none is left.
+/// micro-batches or sp), deepening its pipeline only when none is left; a
+/// model that can do neither passes the turn to the next heaviest.
 std::optional<Assignment> plan::detail::heuristic(const Problem &p,
                                                   bool savers) {
   size_t nm = p.models.size();
@@ -165,28 +166,42 @@ std::optional<Assignment> plan::detail::heuristic(const Problem &p,
     a[big] = best;
     return true;
   };
-  // Co-resident models overflow: pipeline the heaviest model further.
+  // Co-resident models overflow: pipeline the heaviest model further. With
+  // savers, a model that can neither lighten nor deepen passes the turn to
+  // the next heaviest, as an engineer would, rather than giving up.
   for (int guard = 0; guard < 256; ++guard) {
     SimResult r = simulate(p, a);
     if (!r.oom)
       return a;
-    size_t heaviest = 0;
-    double most = -1;
+    std::vector<std::pair<double, size_t>> order; // (bytes, model)
     for (size_t m = 0; m < nm; ++m) {
       double bytes = 0;
       for (size_t c : callsOf[m])
         bytes = std::max(bytes, p.cands[c][a[c]].mem.total());
-      if (bytes > most && pp[m] * tp[m] < p.gpus) {
-        most = bytes;
-        heaviest = m;
-      }
+      if (pp[m] * tp[m] < p.gpus || savers)
+        order.push_back({bytes, m});
     }
-    if (most < 0)
-      return std::nullopt;
-    if (savers && lighten(heaviest))
-      continue;
-    ++pp[heaviest];
-    if (!set(heaviest))
+    std::stable_sort(
+        order.begin(), order.end(),
+        [](const auto &x, const auto &y) { return x.first > y.first; });
+    if (!savers && !order.empty())
+      order.resize(1);
+    bool moved = false;
+    for (auto [bytes, m] : order) {
+      if (savers && lighten(m)) {
+        moved = true;
+        break;
+      }
+      if (pp[m] * tp[m] >= p.gpus)
+        continue;
+      int64_t was = pp[m]++;
+      if (set(m)) {
+        moved = true;
+        break;
+      }
+      pp[m] = was;
+    }
+    if (!moved)
       return std::nullopt;
   }
   return std::nullopt;
