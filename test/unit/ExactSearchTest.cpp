@@ -535,9 +535,8 @@ TEST(Search, AsyncSearchStartsFromTheSynchronousPlan) {
     o.budget = budget;
     SearchStats as;
     ASSERT_TRUE(solve(p, Method::Search, o, &as).has_value());
-    o.budget = std::max<int64_t>(1, budget / 4); // as the start's search
-    o.polishNodes = 0;
-    std::optional<Assignment> s = solve(sync, Method::Search, o);
+    std::optional<Assignment> s =
+        solve(sync, Method::Search, detail::synchronousStart(o));
     ASSERT_TRUE(s.has_value());
     EXPECT_LE(as.bestTime, score(p, *s) * (1 + 1e-12));
   };

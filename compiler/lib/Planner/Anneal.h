@@ -20,6 +20,10 @@ std::optional<Assignment> anneal(const Problem &p, const SearchOptions &o,
                                  const Assignment *seed = nullptr,
                                  const SeenFn &seen = nullptr);
 
+/// The options of the synchronous annealing whose plan starts the search
+/// under staleness: a quarter of the budget, no polish (Search.cpp).
+SearchOptions synchronousStart(const SearchOptions &o);
+
 /// The search under staleness k > 0: the annealing, then each of the few
 /// best generator meshes it saw searched again with the generators fixed
 /// there (SearchAsync.cpp). `seed` is one of the annealing's starts.

@@ -377,6 +377,16 @@ std::optional<Method> plan::parseMethod(llvm::StringRef name) {
       .Default(std::nullopt);
 }
 
+SearchOptions detail::synchronousStart(const SearchOptions &o) {
+  SearchOptions so = o;
+  so.progress = nullptr;
+  // A quarter of the budget and no polish: on the ReaLHF settings that found
+  // the starts that mattered, for about a quarter more search time.
+  so.budget = std::max<int64_t>(1, o.budget / 4);
+  so.polishNodes = 0;
+  return so;
+}
+
 std::optional<Assignment> plan::solve(const Problem &p, Method m,
                                       const SearchOptions &o,
                                       SearchStats *stats) {
@@ -420,14 +430,9 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       // its own keeps a copy under staleness, which may price higher.)
       Problem sync = p;
       sync.staleness = 0;
-      SearchOptions so = o;
-      so.progress = nullptr;
-      // A quarter of the budget and no polish: on the ReaLHF settings that
-      // found the starts that mattered, for about a quarter more search time.
-      so.budget = std::max<int64_t>(1, o.budget / 4);
-      so.polishNodes = 0;
       SearchStats ss;
-      std::optional<Assignment> seed = solve(sync, Method::Search, so, &ss);
+      std::optional<Assignment> seed =
+          solve(sync, Method::Search, detail::synchronousStart(o), &ss);
       st.evaluated += ss.evaluated;
       a = detail::searchAsync(p, o, st, seed ? &*seed : nullptr);
     } else if (space <= double(o.exhaustiveLimit)) {
