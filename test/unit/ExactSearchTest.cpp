@@ -192,9 +192,11 @@ TEST(IterationBounds, WindowsHoldCallsThatNeverOverlap) {
                       };
                       for (const Problem::Window &w : p.windows())
                         for (size_t x : w.serial) {
-                          for (size_t y : w.serial)
-                            if (x != y)
+                          for (size_t y : w.serial) {
+                            if (x != y) {
                               ASSERT_FALSE(overlap(x, y)) << x << " and " << y;
+                            }
+                          }
                           for (size_t y : w.apart)
                             ASSERT_FALSE(overlap(x, y)) << x << " and " << y;
                         }
@@ -422,60 +424,13 @@ TEST(AsyncFloor, LiesUnderEveryPlanOfTinyProblems) {
   EXPECT_GT(tighter, 8) << "the relaxation should beat the simple floor";
 }
 
-/// PPO's dataflow on one node of `gpus` GPUs (actor, critic, reference and
-/// reward; the generator may run one version ahead), every call on any
-/// aligned mesh with tp and pp up to `split` (data parallel for the rest).
-Problem ppoOnOneNode(int64_t gpus, int64_t genLen, int64_t split,
-                     int64_t actorLayers, int64_t criticLayers) {
-  Problem p = test::fourGpus(80e9);
-  p.hw.gpusPerNode = p.gpus = gpus;
-  auto arch = [](int64_t layers) {
-    return cost::Arch::get(test::llamaShape(layers, 4096, 32, 32, 11008), 4096);
-  };
-  p.models = {{"actor", arch(actorLayers), true},
-              {"critic", arch(criticLayers), true},
-              {"ref", arch(actorLayers), false},
-              {"reward", arch(criticLayers), false}};
-  const double rows = 64 * 256 * 4.0;
-  test::addCall(p, 0, cost::CallKind::Generate, {});
-  test::addCall(p, 3, cost::CallKind::Inference, {{0, rows}});
-  test::addCall(p, 2, cost::CallKind::Inference, {{0, rows}});
-  test::addCall(p, 1, cost::CallKind::Inference, {{0, rows}});
-  Call gae;
-  gae.host = true;
-  gae.hostTime = 0.01;
-  gae.deps = {{1, rows}, {2, rows}, {3, rows}};
-  p.calls.push_back(gae);
-  test::addCall(p, 0, cost::CallKind::Train, {{0, rows}, {4, rows}});
-  test::addCall(p, 1, cost::CallKind::Train, {{3, rows}, {4, rows}});
-  p.calls[0].shape.genLen = genLen;
-  p.staleness = 1;
-  p.calls[0].stale = 1;
-  p.cands.assign(p.calls.size(), {});
-  for (size_t c = 0; c < p.calls.size(); ++c)
-    if (!p.calls[c].host)
-      for (int64_t size = 1; size <= gpus; size *= 2)
-        for (int64_t first = 0; first < gpus; first += size)
-          for (int64_t tp = 1; tp <= std::min(size, split); tp *= 2)
-            for (int64_t pp = 1; pp <= std::min(split, size / tp); pp *= 2) {
-              cost::Strategy s;
-              s.firstGpu = first;
-              s.tp = tp;
-              s.pp = pp;
-              s.dp = size / tp / pp;
-              p.cands[c].push_back(Candidate::priced(
-                  p.models[p.calls[c].model].arch, p.hw, s, p.calls[c].shape));
-            }
-  return p;
-}
-
 TEST(AsyncFloor, LiesUnderEveryPpoPlanOnFourGpus) {
   // Six calls on 1, 2 or 4 GPUs, data parallel only: 7^6 plans.
   for (int64_t genLen : {128, 896})
     for (auto [actor, critic] : {std::pair(24, 16), std::pair(8, 32)}) {
       SCOPED_TRACE(testing::Message() << "gen " << genLen << " actor " << actor
                                       << " critic " << critic);
-      Problem p = ppoOnOneNode(4, genLen, 1, actor, critic);
+      Problem p = test::ppoOnOneNode(4, genLen, 1, actor, critic);
       std::optional<AsyncFloor> f = asyncFloor(p);
       ASSERT_TRUE(f.has_value());
       double best = floorUnderEveryPlan(p, f->time);
@@ -488,7 +443,7 @@ TEST(AsyncFloor, LiesUnderSearchedAndRandomPpoPlans) {
   std::mt19937_64 rng(11);
   for (int64_t genLen : {128, 896}) {
     SCOPED_TRACE(testing::Message() << "gen " << genLen);
-    Problem p = ppoOnOneNode(8, genLen, 2, 24, 16);
+    Problem p = test::ppoOnOneNode(8, genLen, 2, 24, 16);
     std::optional<AsyncFloor> f = asyncFloor(p);
     ASSERT_TRUE(f.has_value());
     std::optional<Assignment> searched = solve(p, Method::Search);
@@ -548,7 +503,7 @@ TEST(Search, AsyncSearchStartsFromTheSynchronousPlan) {
         check(tinyAsync(1, genLen, batch, gae), 20);
       }
   SCOPED_TRACE("PPO on 8 GPUs");
-  check(ppoOnOneNode(8, 128, 2, 24, 16), 200);
+  check(test::ppoOnOneNode(8, 128, 2, 24, 16), 200);
 }
 
 } // namespace

@@ -13,6 +13,8 @@
 #include "LlamaShape.h"
 #include "rlhfc/Planner/Planner.h"
 
+#include <algorithm>
+
 namespace rlhfc::plan::test {
 
 using rlhfc::shapes::llamaShape;
@@ -44,9 +46,10 @@ inline void addCall(Problem &p, int model, cost::CallKind kind,
   p.calls.push_back(c);
 }
 
-/// Gives every model call a candidate per aligned mesh and tp, offloaded
-/// too where its model may be.
-inline void addCandidates(Problem &p) {
+/// Gives every model call a candidate per aligned mesh, tp up to `maxTp`
+/// and pp up to `maxPp` (data parallel for the rest), offloaded too where
+/// its model may be.
+inline void addCandidates(Problem &p, int64_t maxTp = 4, int64_t maxPp = 1) {
   p.cands.assign(p.calls.size(), {});
   for (size_t c = 0; c < p.calls.size(); ++c) {
     if (p.calls[c].host)
@@ -55,19 +58,56 @@ inline void addCandidates(Problem &p) {
     for (bool offload : {false, true}) {
       if (offload && !m.offloadable)
         continue;
-      for (int64_t size = 1; size <= 4; size *= 2)
-        for (int64_t first = 0; first < 4; first += size)
-          for (int64_t tp = 1; tp <= size; tp *= 2) {
-            cost::Strategy s;
-            s.firstGpu = first;
-            s.tp = tp;
-            s.dp = size / tp;
-            s.offload = offload;
-            p.cands[c].push_back(
-                Candidate::priced(m.arch, p.hw, s, p.calls[c].shape));
-          }
+      for (int64_t size = 1; size <= p.gpus; size *= 2)
+        for (int64_t first = 0; first < p.gpus; first += size)
+          for (int64_t tp = 1; tp <= std::min(size, maxTp); tp *= 2)
+            for (int64_t pp = 1; pp <= std::min(maxPp, size / tp); pp *= 2) {
+              cost::Strategy s;
+              s.firstGpu = first;
+              s.tp = tp;
+              s.pp = pp;
+              s.dp = size / tp / pp;
+              s.offload = offload;
+              p.cands[c].push_back(
+                  Candidate::priced(m.arch, p.hw, s, p.calls[c].shape));
+            }
     }
   }
+}
+
+/// PPO's dataflow on one node of `gpus` GPUs (actor, critic, reference and
+/// reward; the generator may run one version ahead), every call on any
+/// aligned mesh with tp and pp up to `split` (data parallel for the rest);
+/// with `offloadFrozen`, the reference and reward offloaded too.
+inline Problem ppoOnOneNode(int64_t gpus, int64_t genLen, int64_t split,
+                            int64_t actorLayers, int64_t criticLayers,
+                            bool offloadFrozen = false) {
+  Problem p = test::fourGpus(80e9);
+  p.hw.gpusPerNode = p.gpus = gpus;
+  auto arch = [](int64_t layers) {
+    return cost::Arch::get(test::llamaShape(layers, 4096, 32, 32, 11008), 4096);
+  };
+  p.models = {{"actor", arch(actorLayers), true},
+              {"critic", arch(criticLayers), true},
+              {"ref", arch(actorLayers), false, offloadFrozen},
+              {"reward", arch(criticLayers), false, offloadFrozen}};
+  const double rows = 64 * 256 * 4.0;
+  test::addCall(p, 0, cost::CallKind::Generate, {});
+  test::addCall(p, 3, cost::CallKind::Inference, {{0, rows}});
+  test::addCall(p, 2, cost::CallKind::Inference, {{0, rows}});
+  test::addCall(p, 1, cost::CallKind::Inference, {{0, rows}});
+  Call gae;
+  gae.host = true;
+  gae.hostTime = 0.01;
+  gae.deps = {{1, rows}, {2, rows}, {3, rows}};
+  p.calls.push_back(gae);
+  test::addCall(p, 0, cost::CallKind::Train, {{0, rows}, {4, rows}});
+  test::addCall(p, 1, cost::CallKind::Train, {{3, rows}, {4, rows}});
+  p.calls[0].shape.genLen = genLen;
+  p.staleness = 1;
+  p.calls[0].stale = 1;
+  addCandidates(p, split, split);
+  return p;
 }
 
 } // namespace rlhfc::plan::test

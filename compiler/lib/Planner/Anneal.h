@@ -31,6 +31,13 @@ std::optional<Assignment> searchAsync(const Problem &p, const SearchOptions &o,
                                       SearchStats &stats,
                                       const Assignment *seed = nullptr);
 
+/// The search under staleness as solve() runs it: the synchronous start and
+/// searchAsync on the candidates without offloading, then, where the problem
+/// offers offloaded ones, searchAsync on all of them from that plan
+/// (SearchAsync.cpp).
+std::optional<Assignment> solveAsync(const Problem &p, const SearchOptions &o,
+                                     SearchStats &stats);
+
 } // namespace rlhfc::plan::detail
 
 #endif // RLHFC_PLANNER_ANNEAL_H

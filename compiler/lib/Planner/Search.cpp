@@ -422,19 +422,8 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
       // Asynchronous plans: the bounds the exact search prunes with are
       // weak once generation may overlap training (Bounds.cpp), so only
       // annealing and its descent run, then the split search around the
-      // best generator meshes (SearchAsync.cpp). Every candidate carries
-      // its micro-batching. The synchronous annealing's plan is one of the
-      // starts: where its generate shares its trainer's layout it keeps no
-      // copy and runs nothing ahead, so it prices as without staleness, and
-      // the plan under staleness is no slower. (A generate in a layout of
-      // its own keeps a copy under staleness, which may price higher.)
-      Problem sync = p;
-      sync.staleness = 0;
-      SearchStats ss;
-      std::optional<Assignment> seed =
-          solve(sync, Method::Search, detail::synchronousStart(o), &ss);
-      st.evaluated += ss.evaluated;
-      a = detail::searchAsync(p, o, st, seed ? &*seed : nullptr);
+      // best generator meshes (SearchAsync.cpp).
+      a = detail::solveAsync(p, o, st);
     } else if (space <= double(o.exhaustiveLimit)) {
       ExactStats ex;
       a = exactSearch(p, ExactOptions{std::numeric_limits<int64_t>::max(), 0},
@@ -470,7 +459,13 @@ mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
                                              const cost::Calibration &cal,
                                              Method m, const SearchOptions &o,
                                              SearchStats *stats) {
-  auto p = buildProblem(alg, cal);
+  // Under staleness the generator keeps a copy of the weights and a split
+  // confines the other models to the GPUs it leaves, so a frozen model's
+  // weights resting in host memory is what lets many splits fit at all:
+  // offer it from the start (the search tries without it first).
+  ProblemOptions first;
+  first.offload = alg.getStaleness() > 0;
+  auto p = buildProblem(alg, cal, first);
   if (mlir::failed(p))
     return mlir::failure();
   Planned out{std::move(*p), std::nullopt};
