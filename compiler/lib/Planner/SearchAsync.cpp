@@ -25,6 +25,7 @@
 #include "llvm/ADT/Sequence.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 using namespace rlhfc;
@@ -176,6 +177,9 @@ std::optional<Assignment> plan::detail::solveAsync(const Problem &p,
     for (size_t c = 0; c < a->size(); ++c)
       if ((*a)[c] >= 0)
         (*a)[c] = from[c][(*a)[c]];
+  if (o.progress)
+    o.progress("trying frozen models offloaded", 1.0,
+               a ? st.bestTime : std::numeric_limits<double>::infinity());
   SearchOptions q = o;
   q.budget = std::max<int64_t>(1, o.budget / kOffloadShare);
   q.progress = nullptr;
