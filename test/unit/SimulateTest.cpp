@@ -3,10 +3,13 @@
 // A reallocation occupies the GPUs of both layouts and no others: the
 // runtime moves slices point to point, so a call on GPUs between two
 // disjoint meshes runs while the parameters move past it. Gradients live
-// only in their train call, as the runtime's fp32 accumulators do.
+// only in their train call, as the runtime's fp32 accumulators do. The
+// simulators keep GPU times and memory per run of GPUs, not per GPU; both
+// agree with a GPU-by-GPU reference.
 //
 //===----------------------------------------------------------------------===//
 
+#include "SimulateImpl.h"
 #include "TinyProblem.h"
 #include "rlhfc/Planner/Planner.h"
 
@@ -15,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -98,6 +102,56 @@ TEST(Simulate, GradientsLiveOnlyInTheirTrainCall) {
     least = std::min(least, bytes);
   EXPECT_NEAR(least, x.weights + y.weights + x.optimizer + y.optimizer,
               1e-6 * expected);
+}
+
+TEST(Simulate, GpuTimelineAgreesWithOneTimePerGpu) {
+  // Random runs on 128 GPUs, as calls and moves occupy them, against a time
+  // per GPU.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t gpus = 128;
+    detail::GpuTimeline runs(gpus);
+    std::vector<double> busy(gpus, 0.0);
+    for (int op = 0; op < 40; ++op) {
+      int64_t first = int64_t(rng() % gpus);
+      int64_t count = int64_t(rng() % (gpus - first + 1));
+      double expect = 0;
+      for (int64_t g = first; g < first + count; ++g)
+        expect = std::max(expect, busy[g]);
+      ASSERT_EQ(runs.busyUntil(first, count), expect)
+          << "trial " << trial << " op " << op;
+      double until = expect + double(rng() % 100) / 10;
+      runs.occupy(first, count, until);
+      for (int64_t g = first; g < first + count; ++g)
+        busy[g] = until;
+    }
+    for (int64_t g = 0; g < gpus; ++g)
+      ASSERT_EQ(runs.busyUntil(g, 1), busy[g]) << "GPU " << g;
+  }
+}
+
+TEST(Simulate, GpuRunsSumPerRunAsPerGpu) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t gpus = 64;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (int r = 0; r < 6; ++r) {
+      int64_t first = int64_t(rng() % gpus);
+      ranges.push_back({first, int64_t(rng() % (gpus - first + 1))});
+    }
+    detail::GpuRuns runs(gpus);
+    for (auto [first, count] : ranges)
+      runs.cut(first, count);
+    runs.seal();
+    std::vector<double> perRun(runs.size(), 0.0), perGpu(gpus, 0.0);
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      auto [first, count] = ranges[r];
+      runs.each(first, count, [&](size_t i) { perRun[i] += double(r + 1); });
+      for (int64_t g = first; g < first + count; ++g)
+        perGpu[g] += double(r + 1);
+    }
+    EXPECT_EQ(runs.perGpu(perRun), perGpu) << "trial " << trial;
+  }
 }
 
 } // namespace

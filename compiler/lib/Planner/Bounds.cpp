@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Cycle.h"
+#include "SimulateImpl.h"
 
 #include "llvm/ADT/BitVector.h"
 
@@ -180,36 +181,42 @@ double plan::memoryLowerBound(const Problem &p, const Assignment &a,
                               int64_t *gpu) {
   const size_t n = p.calls.size();
   auto known = [&](size_t c) { return !p.calls[c].host && a[c] >= 0; };
-  std::vector<double> resident(p.gpus, 0.0), working(p.gpus, 0.0);
   // A model's weights rest in the layout of its last call, once that is known
   // (or in host memory, offloaded: then its call holds them while it runs).
   std::vector<int> lastOf(p.models.size(), -1);
   for (size_t c = 0; c < n; ++c)
     if (!p.calls[c].host)
       lastOf[p.calls[c].model] = int(c);
+  detail::GpuRuns runs(p.gpus);
+  for (size_t c = 0; c < n; ++c)
+    if (known(c))
+      runs.cut(p.cands[c][a[c]].s.firstGpu, p.cands[c][a[c]].devices);
+  runs.seal();
+  std::vector<double> resident(runs.size(), 0.0), working(runs.size(), 0.0);
   for (int c : lastOf)
     if (c >= 0 && known(size_t(c)) && !p.cands[c][a[c]].s.offload) {
       const Candidate &k = p.cands[c][a[c]];
-      for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g)
-        resident[g] += k.mem.weights;
+      runs.each(k.s.firstGpu, k.devices,
+                [&](size_t i) { resident[i] += k.mem.weights; });
     }
   for (size_t c = 0; c < n; ++c) {
     if (!known(c))
       continue;
     const Candidate &k = p.cands[c][a[c]];
-    for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
-      if (p.calls[c].shape.kind == cost::CallKind::Train)
-        resident[g] += k.mem.optimizer;
-      working[g] = std::max(working[g], k.mem.working() +
-                                            (k.s.offload ? k.mem.weights : 0.0));
-    }
+    const bool train = p.calls[c].shape.kind == cost::CallKind::Train;
+    const double work = k.mem.working() + (k.s.offload ? k.mem.weights : 0.0);
+    runs.each(k.s.firstGpu, k.devices, [&](size_t i) {
+      if (train)
+        resident[i] += k.mem.optimizer;
+      working[i] = std::max(working[i], work);
+    });
   }
   double worst = 0;
-  for (int64_t g = 0; g < p.gpus; ++g)
-    if (resident[g] + working[g] > worst) {
-      worst = resident[g] + working[g];
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (resident[i] + working[i] > worst) {
+      worst = resident[i] + working[i];
       if (gpu)
-        *gpu = g;
+        *gpu = runs.first(i);
     }
   return worst;
 }

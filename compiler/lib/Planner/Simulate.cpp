@@ -93,17 +93,12 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
   // its GPUs, with `inFlight` of its batches waiting to be trained.
   auto cand = [&](size_t c) -> const Candidate & { return p.cands[c][a[c]]; };
   auto owned = [&](size_t c) { return !owns.empty() && owns[c]; };
-  r.peakMemory.assign(p.gpus, 0.0);
-  std::vector<double> working(p.gpus, 0.0);
   auto homeWeights = [&](int m, int64_t g) {
     const Candidate *home = layout[m];
     return home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices
                ? home->mem.weights
                : 0.0;
   };
-  for (size_t mi = 0; mi < p.models.size(); ++mi)
-    for (int64_t g = 0; g < p.gpus; ++g)
-      r.peakMemory[g] += homeWeights(int(mi), g);
   auto workingSet = [&](size_t c, int64_t g) {
     const Candidate &k = cand(c);
     int m = p.calls[c].model;
@@ -112,29 +107,58 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
       work += std::max(0.0, k.mem.weights - homeWeights(m, g));
     return work;
   };
+  GpuRuns runs(p.gpus);
+  for (const Candidate *home : layout)
+    if (home)
+      runs.cut(home->s.firstGpu, home->devices);
+  for (size_t c = 0; c < p.calls.size(); ++c)
+    if (!p.calls[c].host)
+      runs.cut(cand(c).s.firstGpu, cand(c).devices);
+  runs.seal();
+  std::vector<double> peak(runs.size(), 0.0), work(runs.size(), 0.0);
+  for (const Candidate *home : layout)
+    if (home)
+      runs.each(home->s.firstGpu, home->devices,
+                [&](size_t i) { peak[i] += home->mem.weights; });
   for (size_t c = 0; c < p.calls.size(); ++c) {
     if (p.calls[c].host)
       continue;
     const Candidate &k = cand(c);
-    for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g) {
-      if (p.calls[c].shape.kind == cost::CallKind::Train)
-        r.peakMemory[g] += k.mem.optimizer;
-      if (owned(c))
-        r.peakMemory[g] += k.mem.weights + double(inFlight) *
-                                               p.calls[c].outBytes /
-                                               double(k.s.dp);
-      working[g] = std::max(working[g], workingSet(c, g));
-    }
+    double resting = 0;
+    if (p.calls[c].shape.kind == cost::CallKind::Train)
+      resting += k.mem.optimizer;
+    if (owned(c))
+      resting += k.mem.weights +
+                 double(inFlight) * p.calls[c].outBytes / double(k.s.dp);
+    // workingSet() on and off the model's resting shard.
+    const Candidate *home = layout[p.calls[c].model];
+    const bool copies = !owned(c) && (!home || !cost::sameLayout(home->s, k.s));
+    const double inHome =
+        copies && home
+            ? k.mem.working() + std::max(0.0, k.mem.weights - home->mem.weights)
+            : k.mem.working();
+    const double outside = copies
+                               ? k.mem.working() + std::max(0.0, k.mem.weights)
+                               : k.mem.working();
+    runs.each(k.s.firstGpu, k.devices, [&](size_t i) {
+      peak[i] += resting;
+      int64_t g = runs.first(i);
+      bool atHome =
+          home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices;
+      work[i] = std::max(work[i], atHome ? inHome : outside);
+    });
   }
-  for (int64_t g = 0; g < p.gpus; ++g) {
-    r.peakMemory[g] += working[g];
-    if (r.peakMemory[g] > p.memoryLimit && !r.oom) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    peak[i] += work[i];
+    if (peak[i] > p.memoryLimit && !r.oom) {
       r.oom = true;
-      r.oomGpu = int(g);
+      r.oomGpu = int(runs.first(i));
     }
   }
+  r.peakMemory = runs.perGpu(peak);
   if (!record)
     return;
+  std::vector<double> working = runs.perGpu(work);
   r.memoryTrace.assign(p.gpus, {});
   for (int64_t g = 0; g < p.gpus; ++g)
     r.memoryTrace[g].push_back({0.0, r.peakMemory[g] - working[g]});

@@ -8,23 +8,44 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace rlhfc::plan::detail {
 
-/// When each GPU is next free, for the simulators' list scheduling.
+/// When each GPU is next free, for the simulators' list scheduling. Calls
+/// occupy runs of GPUs, so the times are kept as runs of equal time (a few
+/// per call, against every GPU of a 128-GPU cluster per query).
 class GpuTimeline {
 public:
-  explicit GpuTimeline(int64_t gpus) : busy(size_t(gpus), 0.0) {}
+  explicit GpuTimeline(int64_t gpus) : gpus(gpus), runs{{0, 0.0}} {}
   double busyUntil(int64_t first, int64_t count) const {
     double t = 0;
-    for (int64_t g = first; g < first + count; ++g)
-      t = std::max(t, busy[size_t(g)]);
+    if (count <= 0)
+      return t;
+    for (size_t i = runAt(first);
+         i < runs.size() && runs[i].first < first + count; ++i)
+      t = std::max(t, runs[i].second);
     return t;
   }
   void occupy(int64_t first, int64_t count, double until) {
-    for (int64_t g = first; g < first + count; ++g)
-      busy[size_t(g)] = until;
+    if (count <= 0)
+      return;
+    const int64_t last = first + count;
+    // The run that resumes after the range keeps its time.
+    std::optional<std::pair<int64_t, double>> after;
+    if (last < gpus)
+      after = std::make_pair(last, runs[runAt(last)].second);
+    auto lo =
+        std::lower_bound(runs.begin(), runs.end(), first,
+                         [](const auto &r, int64_t g) { return r.first < g; });
+    auto hi =
+        std::upper_bound(lo, runs.end(), last,
+                         [](int64_t g, const auto &r) { return g < r.first; });
+    lo = runs.erase(lo, hi);
+    lo = runs.insert(lo, {first, until});
+    if (after)
+      runs.insert(lo + 1, *after);
   }
   /// A parameter move over `span` lasting `duration`: it starts once
   /// `ready` and every GPU of the span is free, and holds them all until it
@@ -46,7 +67,55 @@ public:
   }
 
 private:
-  std::vector<double> busy;
+  /// The index of the run holding GPU `g`.
+  size_t runAt(int64_t g) const {
+    auto it =
+        std::upper_bound(runs.begin(), runs.end(), g,
+                         [](int64_t x, const auto &r) { return x < r.first; });
+    return size_t(it - runs.begin()) - 1;
+  }
+  int64_t gpus;
+  /// (first GPU, free from), by first GPU; each run ends where the next
+  /// begins, the last at `gpus`.
+  std::vector<std::pair<int64_t, double>> runs;
+};
+
+/// The runs that some GPU ranges cut [0, gpus) into. Every GPU of a run
+/// lies in the same ranges, so a sum over the ranges takes one value per
+/// run, not per GPU (a few runs against 128 GPUs in the memory checks).
+class GpuRuns {
+public:
+  explicit GpuRuns(int64_t gpus) : cuts{0, gpus} {}
+  void cut(int64_t first, int64_t count) {
+    if (count > 0) {
+      cuts.push_back(first);
+      cuts.push_back(first + count);
+    }
+  }
+  /// Call once all ranges are cut, before the rest.
+  void seal() {
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  }
+  size_t size() const { return cuts.size() - 1; }
+  int64_t first(size_t run) const { return cuts[run]; }
+  /// `f(run)` for each run of a range that was cut.
+  template <typename F> void each(int64_t first, int64_t count, F f) const {
+    size_t i = size_t(std::lower_bound(cuts.begin(), cuts.end(), first) -
+                      cuts.begin());
+    for (; i + 1 < cuts.size() && cuts[i] < first + count; ++i)
+      f(i);
+  }
+  /// One value per GPU from one per run.
+  std::vector<double> perGpu(llvm::ArrayRef<double> values) const {
+    std::vector<double> out(size_t(cuts.back()));
+    for (size_t i = 0; i < size(); ++i)
+      std::fill(out.begin() + cuts[i], out.begin() + cuts[i + 1], values[i]);
+    return out;
+  }
+
+private:
+  std::vector<int64_t> cuts;
 };
 
 /// When call `c` of assignment `a` has its inputs in iteration `it`: each
