@@ -128,7 +128,21 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
       p.staleness > 0 &&
       llvm::any_of(p.calls, [](const Call &c) { return c.stale > 0; });
   // Busiest GPU and total GPU-seconds.
-  std::vector<double> work(p.gpus, 0.0);
+  std::vector<double> rts(n, 0.0);
+  std::vector<ReallocSpan> spans(n);
+  detail::GpuRuns runs(p.gpus);
+  for (size_t c = 0; c < n; ++c) {
+    if (!known(c))
+      continue;
+    runs.cut(cand(c).s.firstGpu, cand(c).devices);
+    if ((rts[c] = ahead ? 0.0 : reallocInto(c)) > 0) {
+      spans[c] = reallocSpan(cand(size_t(mc.prev[c])), cand(c));
+      for (auto [first, count] : spans[c].ranges)
+        runs.cut(first, count);
+    }
+  }
+  runs.seal();
+  std::vector<double> work(runs.size(), 0.0);
   double area = 0;
   for (size_t c = 0; c < n; ++c) {
     if (p.calls[c].host)
@@ -138,15 +152,12 @@ IterationBounds plan::iterationBounds(const Problem &p, const Assignment &a) {
       continue;
     }
     const Candidate &k = cand(c);
-    for (int64_t g = k.s.firstGpu; g < k.s.firstGpu + k.devices; ++g)
-      work[g] += k.time;
+    runs.each(k.s.firstGpu, k.devices, [&](size_t i) { work[i] += k.time; });
     area += k.time * double(k.devices);
-    if (double rt = ahead ? 0.0 : reallocInto(c); rt > 0) {
-      ReallocSpan span = reallocSpan(cand(size_t(mc.prev[c])), k);
-      for (auto [first, count] : span.ranges)
-        for (int64_t g = first; g < first + count; ++g)
-          work[g] += rt;
-      area += rt * double(span.devices());
+    if (rts[c] > 0) {
+      for (auto [first, count] : spans[c].ranges)
+        runs.each(first, count, [&](size_t i) { work[i] += rts[c]; });
+      area += rts[c] * double(spans[c].devices());
     }
   }
   for (double w : work)
