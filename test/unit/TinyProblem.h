@@ -14,6 +14,7 @@
 #include "rlhfc/Planner/Planner.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace rlhfc::plan::test {
 
@@ -49,7 +50,9 @@ inline void addCall(Problem &p, int model, cost::CallKind kind,
 /// Gives every model call a candidate per aligned mesh, tp up to `maxTp`
 /// and pp up to `maxPp` (data parallel for the rest), offloaded too where
 /// its model may be.
-inline void addCandidates(Problem &p, int64_t maxTp = 4, int64_t maxPp = 1) {
+inline void addCandidates(Problem &p,
+                          int64_t maxTp = std::numeric_limits<int64_t>::max(),
+                          int64_t maxPp = 1) {
   p.cands.assign(p.calls.size(), {});
   for (size_t c = 0; c < p.calls.size(); ++c) {
     if (p.calls[c].host)

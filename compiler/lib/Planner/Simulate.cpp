@@ -130,22 +130,10 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
     if (owned(c))
       resting += k.mem.weights +
                  double(inFlight) * p.calls[c].outBytes / double(k.s.dp);
-    // workingSet() on and off the model's resting shard.
-    const Candidate *home = layout[p.calls[c].model];
-    const bool copies = !owned(c) && (!home || !cost::sameLayout(home->s, k.s));
-    const double inHome =
-        copies && home
-            ? k.mem.working() + std::max(0.0, k.mem.weights - home->mem.weights)
-            : k.mem.working();
-    const double outside = copies
-                               ? k.mem.working() + std::max(0.0, k.mem.weights)
-                               : k.mem.working();
+    // Every GPU of a run lies on or off the model's resting shard alike.
     runs.each(k.s.firstGpu, k.devices, [&](size_t i) {
       peak[i] += resting;
-      int64_t g = runs.first(i);
-      bool atHome =
-          home && g >= home->s.firstGpu && g < home->s.firstGpu + home->devices;
-      work[i] = std::max(work[i], atHome ? inHome : outside);
+      work[i] = std::max(work[i], workingSet(c, runs.first(i)));
     });
   }
   for (size_t i = 0; i < runs.size(); ++i) {
