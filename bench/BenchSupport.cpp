@@ -116,7 +116,7 @@ bench::SyncFloor bench::syncFloor(const plan::Problem &p, int64_t nodeLimit) {
 double bench::sweepAsync(mlir::rlhf::AlgorithmOp alg,
                          const cost::Calibration &cal, int64_t budget,
                          double current, bool show) {
-  auto base = plan::buildProblem(alg, cal);
+  auto base = plan::buildProblem(alg, cal, plan::problemOptionsFor(alg));
   if (mlir::failed(base))
     return INFINITY;
   size_t g = 0;

@@ -252,6 +252,11 @@ TEST(CostModel, CollectivesUseTheRightLink) {
   EXPECT_EQ(membersPerNode(0, 16, 1, 8), 8);
   EXPECT_EQ(membersPerNode(0, 8, 1, 8), 8);
   EXPECT_EQ(membersPerNode(0, 8, 2, 8), 4);
+  // A mesh starting mid-node: the first node holds fewer of the group, and
+  // its NICs carry the group's traffic across.
+  EXPECT_EQ(membersPerNode(4, 6, 2, 8), 2);  // 4 6 | 8 10 12 14
+  EXPECT_EQ(membersPerNode(4, 12, 1, 8), 4); // 4..7 | 8..15
+  EXPECT_EQ(membersPerNode(0, 3, 4, 8), 1);  // 0 4 | 8
   EXPECT_GT(allReduce(1e9, 16, net), allReduce(1e9, 8, nv));
 }
 

@@ -72,7 +72,20 @@ int64_t rlhfc::cost::membersPerNode(int64_t first, int64_t n, int64_t stride,
     return 1;
   if (first / gpusPerNode == (first + (n - 1) * stride) / gpusPerNode)
     return n;
-  return std::max<int64_t>(1, std::min<int64_t>(n, gpusPerNode / stride));
+  // The fewest on any node it touches: that node's NICs carry the group's
+  // traffic across, and a mesh starting mid-node leaves fewer members on its
+  // first and last nodes.
+  int64_t least = n, count = 0, node = first / gpusPerNode;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t at = (first + i * stride) / gpusPerNode;
+    if (at != node) {
+      least = std::min(least, count);
+      node = at;
+      count = 0;
+    }
+    ++count;
+  }
+  return std::min(least, count);
 }
 
 Link rlhfc::cost::groupLink(const Hardware &hw, int64_t n, int64_t perNode) {

@@ -29,8 +29,9 @@ using Mesh = std::pair<int64_t, int64_t>; ///< (first GPU, GPUs)
 constexpr int64_t kDirectNodes = 16;
 
 /// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
-/// whole nodes), widened to any whole-node count.
-std::vector<Mesh> meshes(int64_t nodes, int64_t gpn);
+/// whole nodes), widened to any whole-node count; with `halfNodes`, also the
+/// runs of an odd number (from 3) of half nodes, starting on a half node.
+std::vector<Mesh> meshes(int64_t nodes, int64_t gpn, bool halfNodes = false);
 
 /// Appends to every free call's candidates its strategies on `meshes` that
 /// fit (on the whole cluster all of them, elsewhere the fastest few per

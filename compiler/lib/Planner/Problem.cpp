@@ -136,10 +136,8 @@ Problem::restricted(llvm::function_ref<bool(size_t, const Candidate &)> keep,
   return q;
 }
 
-/// The meshes of ReaLHF (aligned power-of-two runs inside a node, contiguous
-/// whole nodes), widened to any whole-node count.
-std::vector<plan::detail::Mesh> plan::detail::meshes(int64_t nodes,
-                                                     int64_t gpn) {
+std::vector<plan::detail::Mesh> plan::detail::meshes(int64_t nodes, int64_t gpn,
+                                                     bool halfNodes) {
   std::vector<Mesh> out;
   for (int64_t n = 0; n < nodes; ++n)
     for (int64_t size = 1; size < gpn; size *= 2)
@@ -148,6 +146,12 @@ std::vector<plan::detail::Mesh> plan::detail::meshes(int64_t nodes,
   for (int64_t count = 1; count <= nodes; ++count)
     for (int64_t first = 0; first + count <= nodes; ++first)
       out.push_back({first * gpn, count * gpn});
+  // Odd counts only: an even count is a whole-node size, offered above at
+  // every node boundary.
+  if (halfNodes && gpn % 2 == 0)
+    for (int64_t halves = 3; halves < 2 * nodes; halves += 2)
+      for (int64_t first = 0; first + halves <= 2 * nodes; ++first)
+        out.push_back({first * gpn / 2, halves * gpn / 2});
   return out;
 }
 
@@ -468,7 +472,9 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
   int none = p.nodes > plan::detail::kDirectNodes
                  ? plan::detail::addLargeClusterCandidates(p, opts, fitting)
                  : plan::detail::addCandidates(
-                       p, opts, plan::detail::meshes(p.nodes, p.hw.gpusPerNode),
+                       p, opts,
+                       plan::detail::meshes(p.nodes, p.hw.gpusPerNode,
+                                            opts.halfNodeMeshes),
                        fitting);
   if (none >= 0) {
     const Call &c = p.calls[none];

@@ -455,17 +455,23 @@ std::optional<Assignment> plan::solve(const Problem &p, Method m,
   return a;
 }
 
+ProblemOptions plan::problemOptionsFor(mlir::rlhf::AlgorithmOp alg) {
+  // Under staleness the generator keeps a copy of the weights and a split
+  // confines the other models to the GPUs it leaves, so a frozen model's
+  // weights resting in host memory is what lets many splits fit at all:
+  // offer it from the start (the search tries without it first). Half-node
+  // meshes let the calls beside the generator balance their share.
+  ProblemOptions o;
+  o.offload = alg.getStaleness() > 0;
+  o.halfNodeMeshes = alg.getStaleness() > 0;
+  return o;
+}
+
 mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
                                              const cost::Calibration &cal,
                                              Method m, const SearchOptions &o,
                                              SearchStats *stats) {
-  // Under staleness the generator keeps a copy of the weights and a split
-  // confines the other models to the GPUs it leaves, so a frozen model's
-  // weights resting in host memory is what lets many splits fit at all:
-  // offer it from the start (the search tries without it first).
-  ProblemOptions first;
-  first.offload = alg.getStaleness() > 0;
-  auto p = buildProblem(alg, cal, first);
+  auto p = buildProblem(alg, cal, problemOptionsFor(alg));
   if (mlir::failed(p))
     return mlir::failure();
   Planned out{std::move(*p), std::nullopt};
@@ -475,7 +481,7 @@ mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
   // Nothing fits together: plan again with the memory savers, which cost
   // time (a copy from host memory per call; more dp traffic or a forward
   // pass more per train step).
-  ProblemOptions savers;
+  ProblemOptions savers = problemOptionsFor(alg);
   savers.offload = true;
   savers.trainSavers = true;
   auto q = buildProblem(alg, cal, savers);

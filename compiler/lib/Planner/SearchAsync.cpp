@@ -13,9 +13,11 @@
 // over the whole space (docs/benchmarks.md).
 //
 // Offloaded candidates (a frozen model's weights resting in host memory)
-// make many splits fit, but widen the space, and the annealing then misses
-// plans it found without them. So the search runs without them first, then
-// with them from that plan, and is never slower than the first pass.
+// make many splits fit, and meshes of whole nodes and a half balance the
+// calls beside the generator, but both widen the space, and the annealing
+// then misses plans it found without them. So the search runs without them
+// first, then with them from that plan, and is never slower than the first
+// pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,8 +39,9 @@ namespace {
 /// on a fifth of the budget.
 constexpr size_t kRefinedMeshes = 3;
 constexpr int64_t kBudgetShare = 5;
-/// The pass with offloaded candidates starts from the plan without them and
-/// takes half the budget: the full budget found no better plans there.
+/// The pass with offloaded candidates and half-node meshes starts from the
+/// plan without them and takes half the budget: the full budget found no
+/// better plans there.
 constexpr int64_t kOffloadShare = 2;
 
 using Mesh = std::pair<int64_t, int64_t>; ///< (first GPU, GPUs)
@@ -162,9 +165,14 @@ std::optional<Assignment> plan::detail::solveAsync(const Problem &p,
     st.evaluated += ss.evaluated;
     return searchAsync(q, o, st, start ? &*start : nullptr);
   };
+  // The first pass keeps to the narrow space: resident weights, and meshes
+  // of power-of-two GPUs inside a node or of whole nodes.
+  const int64_t gpn = p.hw.gpusPerNode;
+  auto narrow = [&](size_t, const Candidate &k) {
+    return !k.s.offload && (k.devices <= gpn || k.devices % gpn == 0);
+  };
   std::vector<std::vector<int>> from;
-  Problem stay = p.restricted(
-      [](size_t, const Candidate &k) { return !k.s.offload; }, from);
+  Problem stay = p.restricted(narrow, from);
   bool offered = false, fits = true;
   for (size_t c = 0; c < p.calls.size(); ++c) {
     offered |= stay.cands[c].size() != p.cands[c].size();
@@ -178,7 +186,7 @@ std::optional<Assignment> plan::detail::solveAsync(const Problem &p,
       if ((*a)[c] >= 0)
         (*a)[c] = from[c][(*a)[c]];
   if (o.progress)
-    o.progress("trying frozen models offloaded", 1.0,
+    o.progress("widening to offloaded models and half-node meshes", 1.0,
                a ? st.bestTime : std::numeric_limits<double>::infinity());
   SearchOptions q = o;
   q.budget = std::max<int64_t>(1, o.budget / kOffloadShare);

@@ -184,7 +184,8 @@ struct Link {
 /// GPU's NIC, so `perNode` NICs carry the group's traffic between nodes:
 /// the group sees min(NVLink, perNode x NIC) per GPU.
 Link groupLink(const Hardware &hw, int64_t n, int64_t perNode);
-/// Members per node of the group {first + i*stride | i < n}.
+/// Members per node of the group {first + i*stride | i < n}: all of them
+/// inside one node, else the fewest on any node it touches.
 int64_t membersPerNode(int64_t first, int64_t n, int64_t stride, int64_t gpusPerNode);
 double allReduce(double bytes, int64_t n, const Link &l);
 double allGather(double bytesTotal, int64_t n, const Link &l);

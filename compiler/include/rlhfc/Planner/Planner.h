@@ -153,7 +153,11 @@ struct ProblemOptions {
   /// those that fit only so are offered anyway to a call that has no other
   /// candidate. ZeRO twins alone are always offered.
   bool trainSavers = false;
-  bool wideMeshes = true; ///< also non-power-of-two whole-node counts
+  /// Also meshes of whole nodes and a half (1.5, 2.5, ... nodes) that start
+  /// on a half-node boundary. Under staleness the generator takes whole nodes
+  /// and the other calls share the rest, whose balance whole nodes alone
+  /// often miss by a wide margin (docs/cost-model.md, "Meshes").
+  bool halfNodeMeshes = false;
 };
 
 /// Reads the calls of `alg` and enumerates their candidates. Calls with a
@@ -315,10 +319,15 @@ struct Planned {
   std::optional<Assignment> assignment; ///< nullopt: nothing fits
 };
 
-/// Builds the problem of `alg` and solves it with `m`. Offloading a frozen
-/// model buys memory and costs a copy per call, so the search offers it only
-/// when no plan fits without it (then on a problem rebuilt with offloaded
-/// candidates). Fails, with a located error, where buildProblem does.
+/// The options planAlgorithm first builds the problem of `alg` with: under
+/// staleness, offloaded candidates and half-node meshes; else the defaults.
+ProblemOptions problemOptionsFor(mlir::rlhf::AlgorithmOp alg);
+
+/// Builds the problem of `alg` (problemOptionsFor) and solves it with `m`.
+/// Offloading a frozen model buys memory and costs a copy per call, so
+/// without staleness the search offers it only when no plan fits without it
+/// (then on a problem rebuilt with offloaded candidates and the memory
+/// savers). Fails, with a located error, where buildProblem does.
 mlir::FailureOr<Planned> planAlgorithm(mlir::rlhf::AlgorithmOp alg,
                                        const cost::Calibration &cal, Method m,
                                        const SearchOptions &opts = {},
