@@ -2,9 +2,9 @@
 //
 // ReaLHF's meshes (power-of-two runs inside a node, whole nodes) and, under
 // staleness, runs of whole nodes and a half. A generator on whole nodes
-// leaves the other calls a whole-node remainder, whose split between the two
-// trainers whole nodes alone often miss by half a node (docs/cost-model.md,
-// "Meshes").
+// leaves the other calls a whole-node remainder, which whole nodes alone
+// often split badly between the two trainers (docs/cost-model.md, "How the
+// search finds the split").
 //
 //===----------------------------------------------------------------------===//
 

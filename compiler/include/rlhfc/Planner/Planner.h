@@ -155,8 +155,8 @@ struct ProblemOptions {
   bool trainSavers = false;
   /// Also meshes of whole nodes and a half (1.5, 2.5, ... nodes) that start
   /// on a half-node boundary. Under staleness the generator takes whole nodes
-  /// and the other calls share the rest, whose balance whole nodes alone
-  /// often miss by a wide margin (docs/cost-model.md, "Meshes").
+  /// and the other calls share the rest, which whole nodes alone often split
+  /// badly (docs/cost-model.md, "How the search finds the split").
   bool halfNodeMeshes = false;
 };
 
