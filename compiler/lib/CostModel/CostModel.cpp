@@ -41,8 +41,6 @@ constexpr double kLogitChunksForward = 2.0, kLogitChunksBackward = 3.0;
 /// CPU).
 constexpr double kSampleChunks = 7.2, kGreedyChunks = 1.0;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Sequence-parallel ranks hold weights as data-parallel ones do.
 rlhf::Layout layoutOf(const Strategy &s) {
   return rlhf::Layout{s.firstGpu, s.dp * s.sp, s.tp, s.pp};
