@@ -25,10 +25,12 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Sequence.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <string>
 
 using namespace rlhfc;
 using namespace rlhfc::plan;
@@ -132,6 +134,14 @@ std::optional<Assignment> plan::detail::searchAsync(const Problem &p,
         seeded &= it != from[c].end();
         start[c] = int(it - from[c].begin());
       }
+    if (o.progress) {
+      std::string where;
+      for (Mesh m : *key)
+        where += llvm::formatv("{0}[{1}:{2}]", where.empty() ? "" : ", ",
+                               m.first, m.first + m.second)
+                     .str();
+      o.progress("splitting around the generator on " + where, 1.0, bestScore);
+    }
     SearchStats fs;
     std::optional<Assignment> a =
         anneal(split, q, fs, seeded ? &start : nullptr);
@@ -185,12 +195,16 @@ std::optional<Assignment> plan::detail::solveAsync(const Problem &p,
     for (size_t c = 0; c < a->size(); ++c)
       if ((*a)[c] >= 0)
         (*a)[c] = from[c][(*a)[c]];
-  if (o.progress)
-    o.progress("widening to offloaded models and half-node meshes", 1.0,
-               a ? st.bestTime : std::numeric_limits<double>::infinity());
   SearchOptions q = o;
   q.budget = std::max<int64_t>(1, o.budget / kOffloadShare);
-  q.progress = nullptr;
+  // The second pass reports as the first, its stages marked as widened.
+  if (o.progress) {
+    o.progress("widening to offloaded models and half-node meshes", 1.0,
+               a ? st.bestTime : std::numeric_limits<double>::infinity());
+    q.progress = [&o](llvm::StringRef stage, double done, double best) {
+      o.progress(("widened: " + stage).str(), done, best);
+    };
+  }
   SearchStats fs;
   std::optional<Assignment> b = searchAsync(p, q, fs, a ? &*a : nullptr);
   st.evaluated += fs.evaluated;

@@ -60,7 +60,7 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
                             llvm::StringRef stage, double done, double best) {
           llvm::errs() << llvm::formatv("rlhfc: planning '{0}': {1}", name,
                                         stage);
-          if (stage == "annealing")
+          if (stage.ends_with("annealing"))
             llvm::errs() << llvm::formatv(" {0:f0}%", 100 * done);
           if (std::isfinite(best))
             llvm::errs() << llvm::formatv(", best {0:f3} s", best);
