@@ -60,7 +60,8 @@ static llvm::cl::opt<bool> async(
     "async",
     llvm::cl::desc("instead of the baselines, plan every setting with "
                    "staleness 1 and compare the searched asynchronous plan "
-                   "with the synchronous heuristic and search"),
+                   "with the synchronous heuristic and search (with --scale: "
+                   "the scale programs, async beside sync)"),
     llvm::cl::cat(benchCat));
 static llvm::cl::opt<bool> asyncSweep(
     "async-sweep",
@@ -103,23 +104,15 @@ struct Setting {
   int actor, critic, gpus;
 };
 
-/// The search's wall time at scale: PPO with four LLaMA-2 70B models
-/// (actor, critic, reference, reward), generation 128 tokens, the batch
-/// weak-scaled with the cluster (4 prompts per GPU: 512 at 16 nodes, the
-/// 70B+70B setting above). Per node count: the problem's size, the time
-/// to build it (candidates) and to search it, as rlhfc pays them, and the
-/// searched plan against the heuristic's.
-int scaleBench(const cost::Calibration &cal) {
+/// The scale programs, lowered, one per node count of --scale-nodes (8 to
+/// 512 by default): PPO with four LLaMA-2 70B models, generation 128 tokens,
+/// 4 prompts per GPU. `f(nodes, gpus, batch, alg)` reports a row; false
+/// from it or from a lowering stops the run.
+bool forEachScale(
+    llvm::function_ref<bool(int, int, int, mlir::rlhf::AlgorithmOp)> f) {
   std::vector<int> nodes(scaleNodes.begin(), scaleNodes.end());
   if (nodes.empty())
     nodes = {8, 16, 32, 64, 128, 256, 512};
-  llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6} {5,6} {6,6} "
-                          "{7,6} {8,6} {9,6} {10,7} | {11,9} {12,9} {13,8}\n",
-                          "nodes", "GPUs", "batch", "cands", "build", "starts",
-                          "anneal", "descnt", "polish", "refine", "total s",
-                          "heuristic", "search", "vs heur");
-  double largest = 0;
-  int largestGpus = 0;
   for (int n : nodes) {
     mlir::MLIRContext ctx;
     mlir::ScopedDiagnosticHandler report(&ctx, [](mlir::Diagnostic &d) {
@@ -127,11 +120,32 @@ int scaleBench(const cost::Calibration &cal) {
       return mlir::success();
     });
     const int gpus = 8 * n, batch = 4 * gpus;
-    std::chrono::steady_clock::time_point t1;
     auto module = lower(ctx, program(70, 70, gpus, 128, batch));
-    if (!module)
-      return 1;
-    auto alg = *module->getOps<mlir::rlhf::AlgorithmOp>().begin();
+    if (!module ||
+        !f(n, gpus, batch, *module->getOps<mlir::rlhf::AlgorithmOp>().begin()))
+      return false;
+    llvm::outs().flush();
+  }
+  return true;
+}
+
+/// The search's wall time at scale: PPO with four LLaMA-2 70B models
+/// (actor, critic, reference, reward), generation 128 tokens, the batch
+/// weak-scaled with the cluster (4 prompts per GPU: 512 at 16 nodes, the
+/// 70B+70B setting above). Per node count: the problem's size, the time
+/// to build it (candidates) and to search it, as rlhfc pays them, and the
+/// searched plan against the heuristic's.
+int scaleBench(const cost::Calibration &cal) {
+  llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6} {5,6} {6,6} "
+                          "{7,6} {8,6} {9,6} {10,7} | {11,9} {12,9} {13,8}\n",
+                          "nodes", "GPUs", "batch", "cands", "build", "starts",
+                          "anneal", "descnt", "polish", "refine", "total s",
+                          "heuristic", "search", "vs heur");
+  double largest = 0;
+  int largestGpus = 0;
+  bool ok = forEachScale([&](int n, int gpus, int batch,
+                             mlir::rlhf::AlgorithmOp alg) {
+    std::chrono::steady_clock::time_point t1;
     plan::SearchOptions so;
     so.budget = common.budget;
     // Seconds spent before each stage the search reports begins: the
@@ -143,7 +157,7 @@ int scaleBench(const cost::Calibration &cal) {
     auto t0 = std::chrono::steady_clock::now();
     auto p = plan::buildProblem(alg, cal);
     if (mlir::failed(p))
-      return 1;
+      return false;
     double build = secondsSince(t0);
     t1 = std::chrono::steady_clock::now();
     auto searched = plan::solve(*p, plan::Method::Search, so);
@@ -179,14 +193,65 @@ int scaleBench(const cost::Calibration &cal) {
                             n, gpus, batch, cands, build, spans, total,
                             timeOf(heur), timeOf(searched),
                             timeOf(heur) / timeOf(searched));
-    llvm::outs().flush();
     if (gpus >= largestGpus) {
       largestGpus = gpus;
       largest = total;
     }
-  }
+    return true;
+  });
+  if (!ok)
+    return 1;
   llvm::outs() << formatv("search time at {0} GPUs (4 x 70B PPO): {1:f1} s\n",
                           largestGpus, largest);
+  return 0;
+}
+
+void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k);
+
+/// --scale --async: the same programs with staleness 1, planned as rlhfc
+/// plans them (planAlgorithm: half-node meshes and offloaded models, and
+/// above 16 nodes the scaled-down copy searched asynchronously too), beside
+/// the synchronous search's plan. Per node count: the async search's wall
+/// time (building included) and its plan against the synchronous one.
+int scaleAsyncBench(const cost::Calibration &cal) {
+  llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7} {4,7} | {5,9} {6,9} "
+                          "{7,8}\n",
+                          "nodes", "GPUs", "batch", "sync s", "async s", "sync",
+                          "async k1", "vs sync");
+  double largest = 0;
+  int largestGpus = 0;
+  bool ok = forEachScale([&](int n, int gpus, int batch,
+                             mlir::rlhf::AlgorithmOp alg) {
+    plan::SearchOptions so;
+    so.budget = common.budget;
+    auto timed = [&](double &wall) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+      wall = secondsSince(t0);
+      if (mlir::failed(planned) || !planned->assignment)
+        return double(INFINITY);
+      return plan::simulate(planned->problem, *planned->assignment)
+          .iterationTime;
+    };
+    double syncWall = 0, asyncWall = 0;
+    double sync = timed(syncWall);
+    makeAsync(alg, 1);
+    double asyncTime = timed(asyncWall);
+    llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7:f2} {4,7:f2} | "
+                            "{5,8:f2}s {6,8:f2}s {7,7:f2}x\n",
+                            n, gpus, batch, syncWall, asyncWall, sync,
+                            asyncTime, sync / asyncTime);
+    if (gpus >= largestGpus) {
+      largestGpus = gpus;
+      largest = asyncWall;
+    }
+    return true;
+  });
+  if (!ok)
+    return 1;
+  llvm::outs() << formatv(
+      "async search time at {0} GPUs (4 x 70B PPO, staleness 1): {1:f1} s\n",
+      largestGpus, largest);
   return 0;
 }
 
@@ -409,7 +474,7 @@ int main(int argc, char **argv) {
           "rlhf-bench-planner", cal))
     return 1;
   if (scale)
-    return scaleBench(cal);
+    return async ? scaleAsyncBench(cal) : scaleBench(cal);
   std::vector<Setting> settings = {
       {7, 7, 8},   {13, 7, 16},  {34, 7, 32},  {70, 7, 64},   // actor scaling
       {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling

@@ -96,6 +96,7 @@ Problem coarseCopy(const Problem &p, int64_t k) {
   q.models = p.models;
   q.calls = p.calls;
   q.memoryLimit = p.memoryLimit;
+  q.staleness = p.staleness; // the copy is searched as asynchronous too
   q.cands.resize(q.calls.size());
   for (size_t c = 0; c < q.calls.size(); ++c) {
     Call &call = q.calls[c];
@@ -126,7 +127,8 @@ bool addScaled(Problem &p, int64_t k, const ProblemOptions &opts,
   const int64_t gpn = p.hw.gpusPerNode;
   Problem q = coarseCopy(p, k);
   std::vector<Mesh> ms;
-  for (Mesh m : meshes(q.nodes, gpn))
+  // Half a node of the copy is k/2 whole nodes here where k is even.
+  for (Mesh m : meshes(q.nodes, gpn, opts.halfNodeMeshes))
     if (isMesh(m.first * k, m.second * k, gpn))
       ms.push_back(m);
   std::vector<std::vector<Candidate>> coarseFitting(q.calls.size());
