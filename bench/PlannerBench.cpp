@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlannerBench.h"
 #include "BenchSupport.h"
 
 #include "rlhfc/Planner/Planner.h"
@@ -73,9 +74,8 @@ static llvm::cl::opt<bool>
     show("show", llvm::cl::desc("print each plan's calls to stderr"),
          llvm::cl::cat(benchCat));
 
-namespace {
-
-std::string program(int actor, int critic, int gpus, int gen, int batch) {
+std::string bench::program(int actor, int critic, int gpus, int gen,
+                           int batch) {
   return formatv(R"(import "hardware/nvidia.rlhf";
 import "models/llama2.rlhf";
 cluster c : H100_SXM {{ nodes = {0}; gpus_per_node = {1}; }
@@ -100,166 +100,7 @@ run ppo(actor, critic, ref, reward, prompts) {{ steps = 1; }
       .str();
 }
 
-struct Setting {
-  int actor, critic, gpus;
-};
-
-/// The scale programs, lowered, one per node count of --scale-nodes (8 to
-/// 512 by default): PPO with four LLaMA-2 70B models, generation 128 tokens,
-/// 4 prompts per GPU. `f(nodes, gpus, batch, alg)` reports a row; false
-/// from it or from a lowering stops the run.
-bool forEachScale(
-    llvm::function_ref<bool(int, int, int, mlir::rlhf::AlgorithmOp)> f) {
-  std::vector<int> nodes(scaleNodes.begin(), scaleNodes.end());
-  if (nodes.empty())
-    nodes = {8, 16, 32, 64, 128, 256, 512};
-  for (int n : nodes) {
-    mlir::MLIRContext ctx;
-    mlir::ScopedDiagnosticHandler report(&ctx, [](mlir::Diagnostic &d) {
-      llvm::errs() << d << "\n";
-      return mlir::success();
-    });
-    const int gpus = 8 * n, batch = 4 * gpus;
-    auto module = lower(ctx, program(70, 70, gpus, 128, batch));
-    if (!module ||
-        !f(n, gpus, batch, *module->getOps<mlir::rlhf::AlgorithmOp>().begin()))
-      return false;
-    llvm::outs().flush();
-  }
-  return true;
-}
-
-/// The search's wall time at scale: PPO with four LLaMA-2 70B models
-/// (actor, critic, reference, reward), generation 128 tokens, the batch
-/// weak-scaled with the cluster (4 prompts per GPU: 512 at 16 nodes, the
-/// 70B+70B setting above). Per node count: the problem's size, the time
-/// to build it (candidates) and to search it, as rlhfc pays them, and the
-/// searched plan against the heuristic's.
-int scaleBench(const cost::Calibration &cal) {
-  llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6} {5,6} {6,6} "
-                          "{7,6} {8,6} {9,6} {10,7} | {11,9} {12,9} {13,8}\n",
-                          "nodes", "GPUs", "batch", "cands", "build", "starts",
-                          "anneal", "descnt", "polish", "refine", "total s",
-                          "heuristic", "search", "vs heur");
-  double largest = 0;
-  int largestGpus = 0;
-  bool ok = forEachScale([&](int n, int gpus, int batch,
-                             mlir::rlhf::AlgorithmOp alg) {
-    std::chrono::steady_clock::time_point t1;
-    plan::SearchOptions so;
-    so.budget = common.budget;
-    // Seconds spent before each stage the search reports begins: the
-    // starts (baselines, partitions) end at annealing's first report.
-    llvm::StringMap<double> stageStart;
-    so.progress = [&](llvm::StringRef stage, double, double) {
-      stageStart.try_emplace(stage, secondsSince(t1));
-    };
-    auto t0 = std::chrono::steady_clock::now();
-    auto p = plan::buildProblem(alg, cal);
-    if (mlir::failed(p))
-      return false;
-    double build = secondsSince(t0);
-    t1 = std::chrono::steady_clock::now();
-    auto searched = plan::solve(*p, plan::Method::Search, so);
-    double search = secondsSince(t1), total = secondsSince(t0);
-    auto heur = plan::solve(*p, plan::Method::Heuristic);
-    auto timeOf = [&](const std::optional<plan::Assignment> &a) {
-      return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
-    };
-    size_t cands = 0;
-    for (const auto &cs : p->cands)
-      cands += cs.size();
-    // Each stage's seconds, from its start to the next reported stage's
-    // (the starts: the baselines and partitions before annealing); "-"
-    // where the search had no such stage.
-    std::vector<std::pair<const char *, double>> at = {{"", 0.0}};
-    for (const char *stage : {"annealing", "descent", "polishing", "refining"})
-      if (auto it = stageStart.find(stage); it != stageStart.end())
-        at.push_back({stage, it->second});
-    std::string spans;
-    for (const char *stage :
-         {"", "annealing", "descent", "polishing", "refining"}) {
-      auto it = llvm::find_if(
-          at, [&](auto &x) { return llvm::StringRef(x.first) == stage; });
-      if (it == at.end()) {
-        spans += formatv("{0,6} ", "-").str();
-        continue;
-      }
-      double until = it + 1 == at.end() ? search : (it + 1)->second;
-      spans += formatv("{0,6:f2} ", until - it->second).str();
-    }
-    llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6:f2} {5}{6,7:f2} "
-                            "| {7,8:f2}s {8,8:f2}s {9,7:f2}x\n",
-                            n, gpus, batch, cands, build, spans, total,
-                            timeOf(heur), timeOf(searched),
-                            timeOf(heur) / timeOf(searched));
-    if (gpus >= largestGpus) {
-      largestGpus = gpus;
-      largest = total;
-    }
-    return true;
-  });
-  if (!ok)
-    return 1;
-  llvm::outs() << formatv("search time at {0} GPUs (4 x 70B PPO): {1:f1} s\n",
-                          largestGpus, largest);
-  return 0;
-}
-
-void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k);
-
-/// --scale --async: the same programs with staleness 1, planned as rlhfc
-/// plans them (planAlgorithm: half-node meshes and offloaded models, and
-/// above 16 nodes the scaled-down copy searched asynchronously too), beside
-/// the synchronous search's plan. Per node count: the async search's wall
-/// time (building included) and its plan against the synchronous one.
-int scaleAsyncBench(const cost::Calibration &cal) {
-  llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7} {4,7} | {5,9} {6,9} "
-                          "{7,8}\n",
-                          "nodes", "GPUs", "batch", "sync s", "async s", "sync",
-                          "async k1", "vs sync");
-  double largest = 0;
-  int largestGpus = 0;
-  bool ok = forEachScale([&](int n, int gpus, int batch,
-                             mlir::rlhf::AlgorithmOp alg) {
-    plan::SearchOptions so;
-    so.budget = common.budget;
-    auto timed = [&](double &wall) {
-      auto t0 = std::chrono::steady_clock::now();
-      auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      wall = secondsSince(t0);
-      if (mlir::failed(planned) || !planned->assignment)
-        return double(INFINITY);
-      return plan::simulate(planned->problem, *planned->assignment)
-          .iterationTime;
-    };
-    double syncWall = 0, asyncWall = 0;
-    double sync = timed(syncWall);
-    makeAsync(alg, 1);
-    double asyncTime = timed(asyncWall);
-    llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7:f2} {4,7:f2} | "
-                            "{5,8:f2}s {6,8:f2}s {7,7:f2}x\n",
-                            n, gpus, batch, syncWall, asyncWall, sync,
-                            asyncTime, sync / asyncTime);
-    if (gpus >= largestGpus) {
-      largestGpus = gpus;
-      largest = asyncWall;
-    }
-    return true;
-  });
-  if (!ok)
-    return 1;
-  llvm::outs() << formatv(
-      "async search time at {0} GPUs (4 x 70B PPO, staleness 1): {1:f1} s\n",
-      largestGpus, largest);
-  return 0;
-}
-
-/// Marks `alg` asynchronous: staleness k, and every generate of a trained
-/// model may lag k versions (what `staleness = k;` in a run block lowers
-/// to, without the frontend's check of the losses, which the planner does
-/// not read).
-void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k) {
+void bench::makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k) {
   mlir::Builder b(alg.getContext());
   alg->setAttr(alg.getStalenessAttrName(), b.getI64IntegerAttr(k));
   mlir::SymbolTable symbols(alg->getParentOfType<mlir::ModuleOp>());
@@ -269,6 +110,12 @@ void makeAsync(mlir::rlhf::AlgorithmOp alg, int64_t k) {
       g->setAttr(g.getStalenessAttrName(), b.getI64IntegerAttr(k));
   });
 }
+
+namespace {
+
+struct Setting {
+  int actor, critic, gpus;
+};
 
 /// Each setting lowered to MLIR, at the three generation lengths (the
 /// first only with --quick; only setting --only when given): `f(setting,
@@ -473,8 +320,11 @@ int main(int argc, char **argv) {
           "Results are recorded in docs/benchmarks.md.\n",
           "rlhf-bench-planner", cal))
     return 1;
-  if (scale)
-    return async ? scaleAsyncBench(cal) : scaleBench(cal);
+  if (scale) {
+    std::vector<int> nodes(scaleNodes.begin(), scaleNodes.end());
+    return async ? scaleAsyncBench(cal, nodes, common.budget)
+                 : scaleBench(cal, nodes, common.budget);
+  }
   std::vector<Setting> settings = {
       {7, 7, 8},   {13, 7, 16},  {34, 7, 32},  {70, 7, 64},   // actor scaling
       {7, 13, 16}, {7, 34, 32},  {7, 70, 64},                 // critic scaling
