@@ -19,6 +19,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <utility>
 
 using namespace rlhfc;
 using namespace rlhfc::bench;
@@ -28,12 +30,17 @@ namespace {
 
 /// The scale programs, lowered, one per node count of `nodes` (8 to 512 when
 /// empty): PPO with four LLaMA-2 70B models, generation 128 tokens, 4
-/// prompts per GPU. `f(nodes, gpus, batch, alg)` reports a row; false from
-/// it or from a lowering stops the run.
-bool forEachScale(
-    llvm::ArrayRef<int> counts,
-    llvm::function_ref<bool(int, int, int, mlir::rlhf::AlgorithmOp)> f) {
+/// prompts per GPU. `f(nodes, gpus, batch, alg)` reports a row and returns
+/// the seconds the headline reports (nullopt: a failure, which stops the
+/// run, as a failed lowering does). Returns the largest cluster's GPUs and
+/// seconds.
+std::optional<std::pair<int, double>>
+forEachScale(llvm::ArrayRef<int> counts,
+             llvm::function_ref<std::optional<double>(int, int, int,
+                                                      mlir::rlhf::AlgorithmOp)>
+                 f) {
   static const int kDefault[] = {8, 16, 32, 64, 128, 256, 512};
+  std::pair<int, double> largest{0, 0.0};
   for (int n : counts.empty() ? llvm::ArrayRef<int>(kDefault) : counts) {
     mlir::MLIRContext ctx;
     mlir::ScopedDiagnosticHandler report(&ctx, [](mlir::Diagnostic &d) {
@@ -42,22 +49,25 @@ bool forEachScale(
     });
     const int gpus = 8 * n, batch = 4 * gpus;
     auto module = lower(ctx, program(70, 70, gpus, 128, batch));
-    if (!module ||
-        !f(n, gpus, batch, *module->getOps<mlir::rlhf::AlgorithmOp>().begin()))
-      return false;
+    if (!module)
+      return std::nullopt;
+    std::optional<double> seconds =
+        f(n, gpus, batch, *module->getOps<mlir::rlhf::AlgorithmOp>().begin());
+    if (!seconds)
+      return std::nullopt;
     llvm::outs().flush();
+    if (gpus >= largest.first)
+      largest = {gpus, *seconds};
   }
-  return true;
+  return largest;
 }
 
-/// The search's wall time at scale: PPO with four LLaMA-2 70B models
-/// (actor, critic, reference, reward), generation 128 tokens, the batch
-/// weak-scaled with the cluster (4 prompts per GPU: 512 at 16 nodes, the
-/// 70B+70B setting above). Per node count: the problem's size, the time
-/// to build it (candidates) and to search it, as rlhfc pays them, and the
-/// searched plan against the heuristic's.
 } // namespace
 
+/// The batch is weak-scaled with the cluster (512 prompts at 16 nodes: the
+/// 70B+70B setting of the settings table). Per node count: the problem's
+/// size, the time to build it (candidates) and to search it, as rlhfc pays
+/// them, and the searched plan against the heuristic's.
 int bench::scaleBench(const cost::Calibration &cal, llvm::ArrayRef<int> nodes,
                       int64_t budget) {
   llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6} {5,6} {6,6} "
@@ -65,68 +75,65 @@ int bench::scaleBench(const cost::Calibration &cal, llvm::ArrayRef<int> nodes,
                           "nodes", "GPUs", "batch", "cands", "build", "starts",
                           "anneal", "descnt", "polish", "refine", "total s",
                           "heuristic", "search", "vs heur");
-  double largest = 0;
-  int largestGpus = 0;
-  bool ok = forEachScale(nodes, [&](int n, int gpus, int batch,
-                                    mlir::rlhf::AlgorithmOp alg) {
-    std::chrono::steady_clock::time_point t1;
-    plan::SearchOptions so;
-    so.budget = budget;
-    // Seconds spent before each stage the search reports begins: the
-    // starts (baselines, partitions) end at annealing's first report.
-    llvm::StringMap<double> stageStart;
-    so.progress = [&](llvm::StringRef stage, double, double) {
-      stageStart.try_emplace(stage, secondsSince(t1));
-    };
-    auto t0 = std::chrono::steady_clock::now();
-    auto p = plan::buildProblem(alg, cal);
-    if (mlir::failed(p))
-      return false;
-    double build = secondsSince(t0);
-    t1 = std::chrono::steady_clock::now();
-    auto searched = plan::solve(*p, plan::Method::Search, so);
-    double search = secondsSince(t1), total = secondsSince(t0);
-    auto heur = plan::solve(*p, plan::Method::Heuristic);
-    auto timeOf = [&](const std::optional<plan::Assignment> &a) {
-      return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
-    };
-    size_t cands = 0;
-    for (const auto &cs : p->cands)
-      cands += cs.size();
-    // Each stage's seconds, from its start to the next reported stage's
-    // (the starts: the baselines and partitions before annealing); "-"
-    // where the search had no such stage.
-    std::vector<std::pair<const char *, double>> at = {{"", 0.0}};
-    for (const char *stage : {"annealing", "descent", "polishing", "refining"})
-      if (auto it = stageStart.find(stage); it != stageStart.end())
-        at.push_back({stage, it->second});
-    std::string spans;
-    for (const char *stage :
-         {"", "annealing", "descent", "polishing", "refining"}) {
-      auto it = llvm::find_if(
-          at, [&](auto &x) { return llvm::StringRef(x.first) == stage; });
-      if (it == at.end()) {
-        spans += formatv("{0,6} ", "-").str();
-        continue;
-      }
-      double until = it + 1 == at.end() ? search : (it + 1)->second;
-      spans += formatv("{0,6:f2} ", until - it->second).str();
-    }
-    llvm::outs() << formatv("{0,5} {1,5} {2,6} {3,7} | {4,6:f2} {5}{6,7:f2} "
-                            "| {7,8:f2}s {8,8:f2}s {9,7:f2}x\n",
-                            n, gpus, batch, cands, build, spans, total,
-                            timeOf(heur), timeOf(searched),
-                            timeOf(heur) / timeOf(searched));
-    if (gpus >= largestGpus) {
-      largestGpus = gpus;
-      largest = total;
-    }
-    return true;
-  });
-  if (!ok)
+  auto largest = forEachScale(
+      nodes,
+      [&](int n, int gpus, int batch,
+          mlir::rlhf::AlgorithmOp alg) -> std::optional<double> {
+        std::chrono::steady_clock::time_point t1;
+        plan::SearchOptions so;
+        so.budget = budget;
+        // Seconds spent before each stage the search reports begins: the
+        // starts (baselines, partitions) end at annealing's first report.
+        llvm::StringMap<double> stageStart;
+        so.progress = [&](llvm::StringRef stage, double, double) {
+          stageStart.try_emplace(stage, secondsSince(t1));
+        };
+        auto t0 = std::chrono::steady_clock::now();
+        auto p = plan::buildProblem(alg, cal);
+        if (mlir::failed(p))
+          return std::nullopt;
+        double build = secondsSince(t0);
+        t1 = std::chrono::steady_clock::now();
+        auto searched = plan::solve(*p, plan::Method::Search, so);
+        double search = secondsSince(t1), total = secondsSince(t0);
+        auto heur = plan::solve(*p, plan::Method::Heuristic);
+        auto timeOf = [&](const std::optional<plan::Assignment> &a) {
+          return a ? plan::simulate(*p, *a).iterationTime : INFINITY;
+        };
+        size_t cands = 0;
+        for (const auto &cs : p->cands)
+          cands += cs.size();
+        // Each stage's seconds, from its start to the next reported stage's
+        // (the starts: the baselines and partitions before annealing); "-"
+        // where the search had no such stage.
+        std::vector<std::pair<const char *, double>> at = {{"", 0.0}};
+        for (const char *stage :
+             {"annealing", "descent", "polishing", "refining"})
+          if (auto it = stageStart.find(stage); it != stageStart.end())
+            at.push_back({stage, it->second});
+        std::string spans;
+        for (const char *stage :
+             {"", "annealing", "descent", "polishing", "refining"}) {
+          auto it = llvm::find_if(
+              at, [&](auto &x) { return llvm::StringRef(x.first) == stage; });
+          if (it == at.end()) {
+            spans += formatv("{0,6} ", "-").str();
+            continue;
+          }
+          double until = it + 1 == at.end() ? search : (it + 1)->second;
+          spans += formatv("{0,6:f2} ", until - it->second).str();
+        }
+        llvm::outs() << formatv(
+            "{0,5} {1,5} {2,6} {3,7} | {4,6:f2} {5}{6,7:f2} "
+            "| {7,8:f2}s {8,8:f2}s {9,7:f2}x\n",
+            n, gpus, batch, cands, build, spans, total, timeOf(heur),
+            timeOf(searched), timeOf(heur) / timeOf(searched));
+        return total;
+      });
+  if (!largest)
     return 1;
   llvm::outs() << formatv("search time at {0} GPUs (4 x 70B PPO): {1:f1} s\n",
-                          largestGpus, largest);
+                          largest->first, largest->second);
   return 0;
 }
 
@@ -141,39 +148,36 @@ int bench::scaleAsyncBench(const cost::Calibration &cal,
                           "{7,8}\n",
                           "nodes", "GPUs", "batch", "sync s", "async s", "sync",
                           "async k1", "vs sync");
-  double largest = 0;
-  int largestGpus = 0;
-  bool ok = forEachScale(nodes, [&](int n, int gpus, int batch,
-                                    mlir::rlhf::AlgorithmOp alg) {
-    plan::SearchOptions so;
-    so.budget = budget;
-    auto timed = [&](double &wall) {
-      auto t0 = std::chrono::steady_clock::now();
-      auto planned = plan::planAlgorithm(alg, cal, plan::Method::Search, so);
-      wall = secondsSince(t0);
-      if (mlir::failed(planned) || !planned->assignment)
-        return double(INFINITY);
-      return plan::simulate(planned->problem, *planned->assignment)
-          .iterationTime;
-    };
-    double syncWall = 0, asyncWall = 0;
-    double sync = timed(syncWall);
-    makeAsync(alg, 1);
-    double asyncTime = timed(asyncWall);
-    llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7:f2} {4,7:f2} | "
-                            "{5,8:f2}s {6,8:f2}s {7,7:f2}x\n",
-                            n, gpus, batch, syncWall, asyncWall, sync,
-                            asyncTime, sync / asyncTime);
-    if (gpus >= largestGpus) {
-      largestGpus = gpus;
-      largest = asyncWall;
-    }
-    return true;
-  });
-  if (!ok)
+  auto largest = forEachScale(
+      nodes,
+      [&](int n, int gpus, int batch,
+          mlir::rlhf::AlgorithmOp alg) -> std::optional<double> {
+        plan::SearchOptions so;
+        so.budget = budget;
+        auto timed = [&](double &wall) {
+          auto t0 = std::chrono::steady_clock::now();
+          auto planned =
+              plan::planAlgorithm(alg, cal, plan::Method::Search, so);
+          wall = secondsSince(t0);
+          if (mlir::failed(planned) || !planned->assignment)
+            return double(INFINITY);
+          return plan::simulate(planned->problem, *planned->assignment)
+              .iterationTime;
+        };
+        double syncWall = 0, asyncWall = 0;
+        double sync = timed(syncWall);
+        makeAsync(alg, 1);
+        double asyncTime = timed(asyncWall);
+        llvm::outs() << formatv("{0,5} {1,5} {2,6} | {3,7:f2} {4,7:f2} | "
+                                "{5,8:f2}s {6,8:f2}s {7,7:f2}x\n",
+                                n, gpus, batch, syncWall, asyncWall, sync,
+                                asyncTime, sync / asyncTime);
+        return asyncWall;
+      });
+  if (!largest)
     return 1;
   llvm::outs() << formatv(
       "async search time at {0} GPUs (4 x 70B PPO, staleness 1): {1:f1} s\n",
-      largestGpus, largest);
+      largest->first, largest->second);
   return 0;
 }
