@@ -316,49 +316,86 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
                              KvCache *cache) {
   const ModelShape &m = cfg.shape;
   const std::string pre = "model.layers." + std::to_string(l) + ".";
-  const int64_t B = x.size(0), S = x.size(1);
+  const int64_t B = x.size(0);
   const int64_t headDim = m.hidden / m.heads;
   const int64_t heads = m.heads / tp.size, kvHeads = m.kvHeads / tp.size;
 
+  // Whole sequences under tp shard their positions between the layers'
+  // collectives (TensorParallel::shardSequence): x holds 1/tp of them.
+  const bool seq = shardsSequence() && !cache && !mask.defined();
+  // Backward gathers a shard again rather than keep it whole, except in a
+  // recomputed layer's replay (the only grad-mode call under recompute),
+  // which is freed right after.
+  const bool regather = seq && at::GradMode::is_enabled() && !recompute;
+  const int64_t S = x.size(1) * (seq ? tp.size : 1);
   auto colIn = [&](const at::Tensor &v) {
+    if (seq)
+      return parallel::gatherSeq(v, tp.comm);
     return tp.size > 1 ? parallel::copyToGroup(v, tp.comm) : v;
   };
   auto rowOut = [&](const at::Tensor &v) {
+    if (seq)
+      return parallel::scatterSeq(v, tp.comm);
     return tp.size > 1 ? parallel::reduceFromGroup(v, tp.comm) : v;
   };
+  // A norm's weight sees only this rank's positions: its gradient is
+  // summed over tp, so every rank's backward still gives the whole one.
+  auto norm = [&](const at::Tensor &v, const char *name) {
+    const at::Tensor &w = p(pre + name);
+    return rmsNorm(
+        v, seq && w.requires_grad() ? parallel::copyToGroup(w, tp.comm) : w,
+        cfg.normEps);
+  };
 
-  at::Tensor h =
-      colIn(rmsNorm(x, p(pre + "input_layernorm.weight"), cfg.normEps));
-  // Column-parallel projections: a bias is sharded as its rows are.
-  auto project = [&](const char *name, int64_t n) {
-    const std::string w = pre + "self_attn." + name;
-    at::Tensor y = m.qkvBias ? at::linear(h, p(w + ".weight"), p(w + ".bias"))
-                             : at::linear(h, p(w + ".weight"));
+  at::Tensor xn = norm(x, "input_layernorm.weight");
+  const std::string a = pre + "self_attn.";
+  auto bias = [&](const char *name) {
+    return m.qkvBias ? p(a + name + ".bias") : at::Tensor();
+  };
+  auto heads4 = [&](const at::Tensor &y, int64_t n) {
     return y.view({B, S, n, headDim}).transpose(1, 2);
   };
-  const std::string a = pre + "self_attn.";
   at::Tensor q, k, v;
-  at::Tensor wqkv = stackedRows(
-      {p(a + "q_proj.weight"), p(a + "k_proj.weight"), p(a + "v_proj.weight")});
-  at::Tensor bqkv =
-      m.qkvBias && wqkv.defined()
-          ? stackedRows({p(a + "q_proj.bias"), p(a + "k_proj.bias"),
-                         p(a + "v_proj.bias")})
-          : at::Tensor();
-  if (wqkv.defined() && (!m.qkvBias || bqkv.defined())) {
-    at::Tensor y = m.qkvBias ? at::linear(h, wqkv, bqkv) : at::linear(h, wqkv);
-    auto part = [&](int64_t first, int64_t n) {
-      return y.narrow(-1, first * headDim, n * headDim)
-          .view({B, S, n, headDim})
-          .transpose(1, 2);
-    };
-    q = part(0, heads);
-    k = part(heads, kvHeads);
-    v = part(heads + kvHeads, kvHeads);
+  if (regather) {
+    std::vector<at::Tensor> y = parallel::gatheredLinears(
+        xn,
+        {p(a + "q_proj.weight"), p(a + "k_proj.weight"),
+         p(a + "v_proj.weight")},
+        {bias("q_proj"), bias("k_proj"), bias("v_proj")}, tp.comm);
+    q = heads4(y[0], heads);
+    k = heads4(y[1], kvHeads);
+    v = heads4(y[2], kvHeads);
   } else {
-    q = project("q_proj", heads);
-    k = project("k_proj", kvHeads);
-    v = project("v_proj", kvHeads);
+    at::Tensor h = colIn(xn);
+    // Column-parallel projections: a bias is sharded as its rows are.
+    auto project = [&](const char *name, int64_t n) {
+      const std::string w = a + name;
+      return heads4(m.qkvBias ? at::linear(h, p(w + ".weight"), p(w + ".bias"))
+                              : at::linear(h, p(w + ".weight")),
+                    n);
+    };
+    at::Tensor wqkv =
+        stackedRows({p(a + "q_proj.weight"), p(a + "k_proj.weight"),
+                     p(a + "v_proj.weight")});
+    at::Tensor bqkv =
+        m.qkvBias && wqkv.defined()
+            ? stackedRows({p(a + "q_proj.bias"), p(a + "k_proj.bias"),
+                           p(a + "v_proj.bias")})
+            : at::Tensor();
+    if (wqkv.defined() && (!m.qkvBias || bqkv.defined())) {
+      at::Tensor y =
+          m.qkvBias ? at::linear(h, wqkv, bqkv) : at::linear(h, wqkv);
+      auto part = [&](int64_t first, int64_t n) {
+        return heads4(y.narrow(-1, first * headDim, n * headDim), n);
+      };
+      q = part(0, heads);
+      k = part(heads, kvHeads);
+      v = part(heads + kvHeads, kvHeads);
+    } else {
+      q = project("q_proj", heads);
+      k = project("k_proj", kvHeads);
+      v = project("v_proj", kvHeads);
+    }
   }
   const int64_t t0 = cache ? cache->length : 0;
   if (cache) {
@@ -439,18 +476,23 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   };
   at::Tensor x2 = addProjected(x, attn, p(pre + "self_attn.o_proj.weight"));
 
-  at::Tensor h2 = colIn(
-      rmsNorm(x2, p(pre + "post_attention_layernorm.weight"), cfg.normEps));
-  const at::Tensor &wGate = p(pre + "mlp.gate_proj.weight");
+  at::Tensor xn2 = norm(x2, "post_attention_layernorm.weight");
+  const at::Tensor &wGate = p(pre + "mlp.gate_proj.weight"),
+                   &wUp = p(pre + "mlp.up_proj.weight");
   at::Tensor gate, up;
-  if (at::Tensor wgu = stackedRows({wGate, p(pre + "mlp.up_proj.weight")});
-      wgu.defined()) {
+  if (regather) {
+    std::vector<at::Tensor> y =
+        parallel::gatheredLinears(xn2, {wGate, wUp}, {}, tp.comm);
+    gate = y[0];
+    up = y[1];
+  } else if (at::Tensor h2 = colIn(xn2), wgu = stackedRows({wGate, wUp});
+             wgu.defined()) {
     at::Tensor y = at::linear(h2, wgu);
     gate = y.narrow(-1, 0, wGate.size(0));
     up = y.narrow(-1, wGate.size(0), wGate.size(0));
   } else {
     gate = at::linear(h2, wGate);
-    up = at::linear(h2, p(pre + "mlp.up_proj.weight"));
+    up = at::linear(h2, wUp);
   }
   return addProjected(x2, swiGlu(gate, up), p(pre + "mlp.down_proj.weight"));
 }
@@ -458,10 +500,20 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
 at::Tensor LlamaModel::hidden(const at::Tensor &tokens,
                               const at::Tensor &positions,
                               const at::Tensor &mask, KvCache *cache) {
-  return layers(embed(tokens), positions, mask, cache, /*finalNorm=*/true);
+  return layers(embed(tokens, shardsSequence() && !cache && !mask.defined()),
+                positions, mask, cache, /*finalNorm=*/true);
 }
 
-at::Tensor LlamaModel::embed(const at::Tensor &tokens) {
+bool LlamaModel::shardsSequence() const {
+  return tp.size > 1 && tp.shardSequence && sp.size <= 1;
+}
+
+at::Tensor LlamaModel::padForShards(const at::Tensor &t) const {
+  const int64_t S = t.size(1), k = shardsSequence() ? tp.size : 1;
+  return S % k ? at::constant_pad_nd(t, {0, k - S % k}) : t;
+}
+
+at::Tensor LlamaModel::embed(const at::Tensor &tokens, bool shard) {
   // Vocab-parallel embedding: each rank looks up its rows, the rest are 0.
   const at::Tensor &emb = p("model.embed_tokens.weight");
   int64_t rows = emb.size(0), lo = tp.rank * rows;
@@ -469,9 +521,9 @@ at::Tensor LlamaModel::embed(const at::Tensor &tokens) {
   at::Tensor inRange = (local >= 0) & (local < rows);
   at::Tensor x = at::embedding(emb, local.clamp(0, rows - 1)) *
                  inRange.unsqueeze(-1).to(emb.scalar_type());
-  if (tp.size > 1)
-    x = parallel::reduceFromGroup(x, tp.comm);
-  return x;
+  if (shard)
+    return parallel::scatterSeq(x, tp.comm);
+  return tp.size > 1 ? parallel::reduceFromGroup(x, tp.comm) : x;
 }
 
 at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
@@ -499,7 +551,13 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
                : layer(l, x, cos, sin, mask, cache);
   if (cache && !cache->slot.defined()) // every layer wrote these positions
     cache->length += x.size(1);
-  return finalNorm ? rmsNorm(x, p("model.norm.weight"), cfg.normEps) : x;
+  if (!finalNorm)
+    return x;
+  // The whole sequence again for the head, every tp rank alike; the final
+  // norm and the head run replicated, so the gradient needs no sum here.
+  if (shardsSequence() && !cache && !mask.defined())
+    x = parallel::gatherDim(x, tp.comm, 1);
+  return rmsNorm(x, p("model.norm.weight"), cfg.normEps);
 }
 
 at::Tensor LlamaModel::head(const at::Tensor &x) {

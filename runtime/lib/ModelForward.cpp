@@ -115,8 +115,14 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
                           /*mask: causal=*/at::Tensor(), nullptr);
     return split.inOrder(parallel::gatherDim(head(x), sp.comm, 1), S);
   }
-  return head(
-      hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr));
+  return head(wholeHidden(tokens, positions));
+}
+
+at::Tensor LlamaModel::wholeHidden(const at::Tensor &tokens,
+                                   const at::Tensor &positions) {
+  at::Tensor x = hidden(padForShards(tokens), padForShards(positions),
+                        /*mask: causal=*/at::Tensor(), nullptr);
+  return x.size(1) == tokens.size(1) ? x : x.narrow(1, 0, tokens.size(1));
 }
 
 namespace {
@@ -197,9 +203,7 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (sp.size <= 1)
-    return headStats(
-        hidden(tokens, positions, /*mask: causal=*/at::Tensor(), nullptr),
-        tokens, logprobs, entropy);
+    return headStats(wholeHidden(tokens, positions), tokens, logprobs, entropy);
   // Under sp each rank computes its positions' columns; only those are
   // gathered.
   const SpSplit split(sp, S);
@@ -218,23 +222,29 @@ at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn,
                                           bool withHead) {
-  const at::Tensor tokens = tokensIn.to(device_);
-  const int64_t B = tokens.size(0), S = tokens.size(1);
+  // Under tp the stages pass on position shards (shardsSequence) of the
+  // padded sequence.
+  const at::Tensor tokens = padForShards(tokensIn.to(device_));
+  const int64_t B = tokens.size(0), S = tokens.size(1), real = tokensIn.size(1);
+  const bool shard = shardsSequence();
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   const at::Tensor mask; // causal
   StageActivations a;
   at::Tensor x;
   if (firstStage()) {
-    x = embed(tokens);
+    x = embed(tokens, shard);
   } else {
-    a.input = at::empty({B, S, cfg.shape.hidden}, on(dtype_));
+    a.input =
+        at::empty({B, shard ? S / tp.size : S, cfg.shape.hidden}, on(dtype_));
     pp.comm->recv(a.input, pp.stage - 1);
     a.input.set_requires_grad(at::GradMode::is_enabled());
     x = a.input;
   }
   x = layers(x, positions, mask, nullptr, /*finalNorm=*/lastStage());
   if (lastStage()) {
+    if (real != S)
+      x = x.narrow(1, 0, real);
     a.output = withHead ? head(x) : x;
   } else {
     a.output = x;

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <numeric>
+#include <optional>
+#include <stdexcept>
 
 using namespace rlhf;
 using torch::autograd::AutogradContext;
@@ -72,6 +74,93 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
   }
 };
 
+/// Every rank's `x` [B, s, ...] along dim 1, in rank order: [B, k s, ...].
+at::Tensor allGatherSeq(const at::Tensor &x, Communicator *c) {
+  at::Tensor all = c->allGather(x.contiguous().unsqueeze(0)); // [k, B, s,..]
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] *= c->size();
+  return all.transpose(0, 1).reshape(shape);
+}
+
+/// This rank's k-th of dim 1 of the sum of every rank's `x` [B, S, ...].
+at::Tensor reduceScatterSeq(const at::Tensor &x, Communicator *c) {
+  const int64_t k = c->size();
+  std::vector<int64_t> parts = x.sizes().vec();
+  parts[1] /= k;
+  parts.insert(parts.begin() + 1, k); // [B, k, S/k, ...]
+  return c->reduceScatterSum(x.reshape(parts).transpose(0, 1).contiguous())
+      .squeeze(0);
+}
+
+struct GatherSeq : torch::autograd::Function<GatherSeq> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t c) {
+    ctx->saved_data["comm"] = c;
+    return allGatherSeq(x, reinterpret_cast<Communicator *>(c));
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    return {reduceScatterSeq(g[0], comm(ctx)), at::Tensor()};
+  }
+};
+
+struct ScatterSeq : torch::autograd::Function<ScatterSeq> {
+  static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t c) {
+    ctx->saved_data["comm"] = c;
+    return reduceScatterSeq(x, reinterpret_cast<Communicator *>(c));
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    return {allGatherSeq(g[0], comm(ctx)), at::Tensor()};
+  }
+};
+
+/// Up to three projections of one gathered input (q, k, v or gate, up),
+/// with one all-gather each way for all of them.
+struct GatheredLinears : torch::autograd::Function<GatheredLinears> {
+  static constexpr int kMax = 3;
+  // Absent weights and biases are empty optionals: autograd takes no
+  // undefined tensor as an input.
+  using Opt = std::optional<at::Tensor>;
+  static tensor_list forward(AutogradContext *ctx, at::Tensor x, at::Tensor w0,
+                             Opt w1, Opt w2, Opt b0, Opt b1, Opt b2,
+                             int64_t c) {
+    ctx->saved_data["comm"] = c;
+    auto get = [](const Opt &t) { return t ? *t : at::Tensor(); };
+    const at::Tensor ws[kMax] = {w0, get(w1), get(w2)},
+                     bs[kMax] = {get(b0), get(b1), get(b2)};
+    ctx->save_for_backward({x, ws[0], ws[1], ws[2], bs[0], bs[1], bs[2]});
+    at::Tensor whole = allGatherSeq(x, reinterpret_cast<Communicator *>(c));
+    tensor_list out;
+    for (int i = 0; i < kMax && ws[i].defined(); ++i)
+      out.push_back(at::linear(whole, ws[i], bs[i]));
+    return out;
+  }
+  static tensor_list backward(AutogradContext *ctx, tensor_list g) {
+    tensor_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0];
+    // The input again, rather than kept whole since forward.
+    at::Tensor whole = allGatherSeq(x, comm(ctx)).reshape({-1, x.size(-1)});
+    tensor_list grads(2 * kMax + 2);
+    at::Tensor gx;
+    for (int i = 0; i < kMax && i < int(g.size()); ++i) {
+      const at::Tensor &w = saved[size_t(1 + i)], &b = saved[size_t(4 + i)];
+      if (!g[size_t(i)].defined())
+        continue;
+      at::Tensor gi = g[size_t(i)].reshape({-1, w.size(0)});
+      // (needs_input_grad counts tensor inputs only, not these positions.)
+      if (w.requires_grad())
+        grads[size_t(1 + i)] = gi.t().mm(whole);
+      if (b.defined() && b.requires_grad())
+        grads[size_t(4 + i)] = gi.sum(0);
+      gx = gx.defined() ? gx.addmm_(gi, w) : gi.mm(w);
+    }
+    if (gx.defined() && x.requires_grad()) {
+      std::vector<int64_t> shape = x.sizes().vec();
+      shape[1] *= comm(ctx)->size();
+      grads[0] = reduceScatterSeq(gx.view(shape), comm(ctx));
+    }
+    return grads;
+  }
+};
+
 } // namespace
 
 at::Tensor parallel::copyToGroup(const at::Tensor &x, Communicator *c) {
@@ -85,6 +174,30 @@ at::Tensor parallel::reduceFromGroup(const at::Tensor &x, Communicator *c) {
 at::Tensor parallel::gatherDim(const at::Tensor &x, Communicator *c,
                                int64_t dim) {
   return GatherDim::apply(x, handle(c), dim < 0 ? dim + x.dim() : dim);
+}
+
+at::Tensor parallel::gatherSeq(const at::Tensor &x, Communicator *c) {
+  return GatherSeq::apply(x, handle(c));
+}
+
+at::Tensor parallel::scatterSeq(const at::Tensor &x, Communicator *c) {
+  return ScatterSeq::apply(x, handle(c));
+}
+
+std::vector<at::Tensor>
+parallel::gatheredLinears(const at::Tensor &x,
+                          const std::vector<at::Tensor> &ws,
+                          const std::vector<at::Tensor> &bs, Communicator *c) {
+  if (ws.empty() || ws.size() > size_t(GatheredLinears::kMax))
+    throw std::invalid_argument("gatheredLinears takes 1 to 3 weights");
+  GatheredLinears::Opt w[3], b[3];
+  for (size_t i = 0; i < ws.size(); ++i) {
+    w[i] = ws[i];
+    if (i < bs.size() && bs[i].defined())
+      b[i] = bs[i];
+  }
+  return GatheredLinears::apply(x, *w[0], w[1], w[2], b[0], b[1], b[2],
+                                handle(c));
 }
 
 at::Tensor parallel::seqToHeads(const at::Tensor &x, Communicator *c) {

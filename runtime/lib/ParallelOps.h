@@ -16,6 +16,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace rlhf::parallel {
 
 /// Identity forward, all-reduce of the gradient backward: the input of a
@@ -30,6 +32,28 @@ at::Tensor reduceFromGroup(const at::Tensor &x, Communicator *c);
 /// this rank's slice of the gradient. For a result every rank then uses
 /// alike (the same loss on every rank), so the gradient is not summed.
 at::Tensor gatherDim(const at::Tensor &x, Communicator *c, int64_t dim);
+
+/// Megatron-LM's sequence parallelism under tp (Korthikanti et al. 2022):
+/// between a layer's collectives every tp rank holds 1/k of the positions
+/// of `x` [B, S, ...] (dim 1). gatherSeq: the whole sequence forward (an
+/// all-gather, in rank order), its gradient reduce-scattered back (each rank
+/// used the whole sequence for its own shard of the weights). scatterSeq:
+/// partial sums of the whole sequence forward, this rank's positions of
+/// their sum (a reduce-scatter), the gradient all-gathered back. Together
+/// they move what Megatron's f and g move, with no position held whole
+/// between them.
+at::Tensor gatherSeq(const at::Tensor &x, Communicator *c);
+at::Tensor scatterSeq(const at::Tensor &x, Communicator *c);
+
+/// The column-parallel projections `linear(gatherSeq(x), ws[i], bs[i])` of
+/// one position shard `x` [B, S/k, h], keeping only `x` for backward, which
+/// gathers it again for the weights' gradients: the whole sequence is never
+/// held between forward and backward (Megatron's sequence-parallel linear).
+/// `bs` holds an undefined tensor where a projection has no bias.
+std::vector<at::Tensor> gatheredLinears(const at::Tensor &x,
+                                        const std::vector<at::Tensor> &ws,
+                                        const std::vector<at::Tensor> &bs,
+                                        Communicator *c);
 
 /// Ulysses: [B, S/k, H, D] (this rank's chunk of positions, all heads) to
 /// [B, S, H/k, D] (all positions, this rank's k-th of the heads, in rank

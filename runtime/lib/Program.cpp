@@ -54,7 +54,10 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                               step cannot be captured\n"
       "  RLHF_CUDA_IPC=0              ranks sharing a GPU reallocate through\n"
       "                               host memory\n"
-      "  RLHF_HOST_FNS=cpu            host functions on the CPU, not the GPU\n",
+      "  RLHF_HOST_FNS=cpu            host functions on the CPU, not the GPU\n"
+      "  RLHF_TP_SHARD_SEQUENCE=0     under tp, every rank holds whole\n"
+      "                               sequences between layers (no Megatron\n"
+      "                               sequence parallelism; more memory)\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }

@@ -11,6 +11,9 @@
 
 #include "ProgramState.h"
 
+#include <cstdlib>
+#include <string>
+
 using namespace rlhf;
 using namespace rlhf::exec;
 
@@ -163,6 +166,13 @@ LlamaModel makeModel(rlhf_prog *p, ModelState &m, const int64_t *lay) {
                 "; the plan is missing a reallocation");
   ParallelGroups &g = p->groupsOf(l);
   TensorParallel tp{g.tp.get(), g.tpRank, int(l.tp)};
+  // On by default: the plans price activations as Megatron's sequence
+  // parallelism holds them. Off only to measure what it saves.
+  static const bool shard = [] {
+    const char *e = std::getenv("RLHF_TP_SHARD_SEQUENCE");
+    return !e || std::string(e) != "0";
+  }();
+  tp.shardSequence = shard;
   if (sp <= 1)
     return LlamaModel(m.cfg, m.params, tp, {g.pp.get(), g.stage, int(l.pp)});
   // The rows layout's pipelines are the sp groups (rowsLayout).

@@ -123,6 +123,33 @@ TEST(CostModel, RaisingTpCutsMathButAddsCommunication) {
   EXPECT_GT(t8.time.tpComm, t2.time.tpComm);
 }
 
+// Under tp the runtime shards positions in training (Megatron's sequence
+// parallelism, TensorParallel::shardSequence): every activation byte of a
+// layer divides by tp. Beside Ulysses sp it does not, and the norms' and
+// projections' inputs (8 of the 34 bytes per token and hidden unit) are
+// whole on every tp rank. A value head keeps 4 bytes per position.
+// Sharding also gathers the projections' inputs again in backward: five
+// all-reduces' bytes per layer, against recomputation's six.
+TEST(CostModel, TpShardsPositionsOnlyWithoutSp) {
+  rlhf::ModelShape v = llamaShape(32, 4096, 32, 32, 11008);
+  v.valueHead = true;
+  const Arch critic = Arch::get(v, 4096);
+  const double T = 8 * 1024.0; // tokens of the one micro-batch
+  Strategy tp4 = layout(1, 4, 1);
+  Estimate sharded = estimateCall(critic, h100(), tp4, train(8, 1024));
+  EXPECT_DOUBLE_EQ(sharded.memory.activations,
+                   32 * T * 4096 * 34.0 / 4 + T * 4);
+  Strategy withSp = tp4;
+  withSp.sp = 2;
+  Estimate whole = estimateCall(critic, h100(), withSp, train(8, 1024));
+  EXPECT_DOUBLE_EQ(whole.memory.activations,
+                   32 * (T / 2) * 4096 * (26.0 / 4 + 8) + T / 2 * 4);
+  Strategy recomputed = tp4;
+  recomputed.recompute = true;
+  Estimate replay = estimateCall(critic, h100(), recomputed, train(8, 1024));
+  EXPECT_NEAR(sharded.time.tpComm / replay.time.tpComm, 5.0 / 6.0, 1e-12);
+}
+
 // The runtime's fused lm head recomputes its logits in backward: a train
 // call prices the head's GEMM four times (forward, recomputation, two
 // backward), the layers' three times; inference once each. A tied head

@@ -22,6 +22,10 @@ constexpr double kBf16 = 2.0;
 /// FlashAttention (no s^2 score matrix) and sequence parallelism
 /// (Korthikanti et al. 2022, eq. 2 without the 5as/h term).
 constexpr double kActBytesPerTokenHidden = 34.0;
+/// Of those, what a rank holds whole when tp does not shard positions (the
+/// runtime's generation, and tp beside Ulysses or ring sp): the two norms'
+/// and the two column-parallel projections' inputs, bf16.
+constexpr double kActBytesWholeOverTp = 8.0;
 /// fp32 master weights, Adam m and v.
 constexpr double kOptimizerBytesPerParam = 12.0;
 /// Gradients accumulate over micro-batches in fp32 (Megatron's main_grad,
@@ -158,6 +162,17 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
       (pp == 1 ? a.embedParams + a.headParams + h
                : std::max(a.embedParams, a.headParams + h));
   const double kvHeadsPerRank = std::max(1.0, double(m.kvHeads) / tp);
+  // Megatron's sequence parallelism, as the runtime runs it
+  // (TensorParallel::shardSequence): whole-sequence passes under tp hold
+  // norms, residual adds and the layers' saved inputs on 1/tp of the
+  // positions; not with Ulysses or ring sp, nor in generation (cached).
+  const bool seqShards = s.shardSequence && tp > 1 && sp == 1;
+  // Activation bytes per token and hidden unit a rank holds of a layer.
+  auto actBytes = [&](bool sharded) {
+    return sharded ? kActBytesPerTokenHidden / tp
+                   : (kActBytesPerTokenHidden - kActBytesWholeOverTp) / tp +
+                         kActBytesWholeOverTp;
+  };
   const double kvBytesPerTokenRank =
       2 * stageLayers * kvHeadsPerRank * (h / m.heads) * kBf16;
 
@@ -241,8 +256,10 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // forward's bytes, so training counts `passes` as the GEMMs do. Their
   // share of a layer grows as 1/h against the GEMMs' FLOPs: without them a
   // 2048-wide model's training was priced 23-28% fast (docs/cost-model.md).
-  auto elementwiseTime = [&](double tokens, double passes, double headPasses) {
-    double layer = 10 * h + (2 * (h + kvDim) + 3 * ffn) / tp;
+  auto elementwiseTime = [&](double tokens, double passes, double headPasses,
+                             bool sharded) {
+    double layer =
+        10 * h / (sharded ? tp : 1) + (2 * (h + kvDim) + 3 * ffn) / tp;
     double bytes = passes * stageLayers * tokens * layer * kBf16;
     if (!m.valueHead)
       bytes += headPasses * 2 * 4.0 * tokens * V / tp;
@@ -262,7 +279,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // the tokens, the head's `headPasses` times (a fraction where it sees
   // some positions only, as in prefill).
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
-                       double headPasses, int allReducesPerLayer) {
+                       double headPasses, int allReducesPerLayer,
+                       bool sharded) {
     const double local = tokensPerMb / sp;
     double flops =
         (passes * layerGemmFlops(local) + headPasses * headGemmFlops(local)) /
@@ -272,7 +290,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double attn = attentionTime(attnPasses * stageLayers * attnLayer, hw);
     double compute = std::max(
         {flops / (flopRate * layerUtilization(local)) + attn +
-             elementwiseTime(local, passes, headPasses),
+             elementwiseTime(local, passes, headPasses, sharded),
          weightsRank / memRate, passes * stageLayers * hw.eff.kernelOverhead});
     double act = local * h * kBf16;
     double tpc = tp > 1 ? stageLayers * allReducesPerLayer * allReduce(act, tp, tpLink)
@@ -305,13 +323,14 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double seqPerDp = double(c.batch) / dp;
     double mbs = std::max<int64_t>(1, s.microBatches);
     double tokensPerMb = seqPerDp * c.seqLen / mbs;
-    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, 1, 1, 2);
+    auto [comp, tpc, ppc] =
+        stageTime(tokensPerMb, c.seqLen, 1, 1, 2, seqShards);
     double steps = mbs + pp - 1;
     e.time.compute = steps * comp;
     e.time.tpComm = steps * tpc;
     e.time.ppComm = steps * ppc;
     e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
-    e.memory.activations = tokensPerMb / sp * h * kActBytesPerTokenHidden / tp +
+    e.memory.activations = tokensPerMb / sp * h * actBytes(seqShards) +
                            logitBytes(tokensPerMb / sp, false);
     break;
   }
@@ -323,7 +342,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // Its head runs on each prompt's last position only.
     const double prefillHead = c.promptLen > 0 ? 1.0 / double(c.promptLen) : 0;
     auto [pComp, pTp, pPp] =
-        stageTime(seqPerMb * c.promptLen, c.promptLen, 1, prefillHead, 2);
+        stageTime(seqPerMb * c.promptLen, c.promptLen, 1, prefillHead, 2,
+                  /*sharded=*/false);
     double pSteps = mbs + pp - 1;
     // Decode: every step reads the stage's weights and the KV cache so far;
     // compute is 2 FLOPs per parameter per sequence plus attention.
@@ -359,7 +379,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // logits, gathered over tp, and the sampler's chunks of them (greedy:
     // their log-softmax).
     const double prefill =
-        seqPerMb * c.promptLen * h * kActBytesPerTokenHidden / tp +
+        seqPerMb * c.promptLen * h * actBytes(/*sharded=*/false) +
         seqPerMb * c.promptLen * c.promptLen * kBf16;
     const double lastLogits = seqPerMb * V * 4.0;
     const double sampler =
@@ -377,8 +397,13 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // The fused lm head recomputes its logits in backward, recomputation or
     // not (runtime/lib/HeadStats.h); a value head keeps its output.
     double headPasses = m.valueHead ? passes : 4.0;
-    auto [comp, tpc, ppc] = stageTime(tokensPerMb, c.seqLen, passes, headPasses,
-                                      s.recompute ? 6 : 4);
+    // Per layer, forward and backward: two all-reduces each, or under
+    // sequence sharding their all-gathers and reduce-scatters, plus backward
+    // gathering the projections' inputs again (one all-reduce's bytes);
+    // recomputation replays the forward's instead.
+    auto [comp, tpc, ppc] =
+        stageTime(tokensPerMb, c.seqLen, passes, headPasses,
+                  s.recompute ? 6 : (seqShards ? 5 : 4), seqShards);
     double steps = mbs + pp - 1; // 1F1B: bubble of pp-1 micro-batch slots
     double localParams = stageParams / tp;
     double grads = kBf16 * localParams; // on the wire
@@ -404,8 +429,9 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
     double inFlight = std::min<double>(pp, mbs);
     double local = tokensPerMb / sp;
-    double perLayer = local * h * kActBytesPerTokenHidden / tp;
-    double stored = s.recompute ? local * h * kBf16 / tp : perLayer;
+    double perLayer = local * h * actBytes(seqShards);
+    double stored =
+        s.recompute ? local * h * kBf16 / (seqShards ? tp : 1) : perLayer;
     e.memory.activations = inFlight * stageLayers * stored +
                            (s.recompute ? perLayer : 0.0) +
                            logitBytes(local, true);

@@ -142,7 +142,7 @@ struct Row {
   std::string id, category, model, hw, metric, unit, dtype;
   int64_t gpus, tp, pp, dp, batch, seqIn, seqOut;
   double value;
-  std::string notes;
+  std::string notes, source;
 };
 
 /// Megatron-LM (Narayanan et al. 2021, eq. 3) FLOPs per iteration,
@@ -268,6 +268,9 @@ std::optional<double> predict(const Row &r, const Calibration &cal,
   s.zero = fsdp;
   s.recompute = notes.contains("INCLUDES full activation recomputation") ||
                 notes.contains("activation checkpointing=True");
+  // Megatron 2021 (arXiv 2104.04473) replicated norms and activations over
+  // tp: sequence parallelism came a year later (arXiv 2205.05198).
+  s.shardSequence = !StringRef(r.source).contains("2104.04473");
   // Pipelines run with micro-batches of one sequence (Megatron's setting).
   s.microBatches = pp > 1 ? std::max<int64_t>(1, r.batch / s.dp) : 1;
   Estimate e = estimateCall(arch, hw, s, c);
@@ -356,7 +359,7 @@ int main(int argc, char **argv) {
           f[11],     num(f[4]),  num(f[5]),
           num(f[6]), num(f[7]),  num(f[8]),
           num(f[9]), num(f[10]), std::strtod(f[13].c_str(), nullptr),
-          f[16]};
+          f[16],     f[15]};
     if (!ids.match(r.id))
       continue;
     std::string why;

@@ -89,6 +89,10 @@ struct Strategy {
   bool zero = false;        ///< shard optimizer state over dp
   bool recompute = false;   ///< activation checkpointing
   bool offload = false;     ///< weights rest in host memory between calls
+  /// Under tp, whole-sequence passes shard positions between the layers'
+  /// collectives (Megatron's sequence parallelism), as the runtime does.
+  /// Off only to price a system that does not (published runs before it).
+  bool shardSequence = true;
   /// Sequence parallelism (Ulysses): ranks split every sequence and hold
   /// the weights like data-parallel ranks.
   int64_t sp = 1;

@@ -40,9 +40,19 @@ struct ModelConfig {
 ModelConfig modelConfigOf(const HfArch &arch, int64_t maxSeq);
 
 /// This rank's tensor-parallel group; `comm` is null when size == 1.
+///
+/// `shardSequence`: Megatron-LM's sequence parallelism (Korthikanti et al.
+/// 2022). A whole-sequence pass (training, inference; not generation's
+/// cached steps) with size > 1 keeps the residual stream, the norms and the
+/// layers' saved inputs on 1/size of the positions each: an all-gather
+/// before the column-parallel projections and a reduce-scatter after the
+/// row-parallel ones replace the all-reduces, moving the same bytes. A
+/// sequence is padded at its end to a multiple of size (causal attention
+/// leaves the real positions unchanged). Off with Ulysses or ring sp.
 struct TensorParallel {
   Communicator *comm = nullptr;
   int rank = 0, size = 1;
+  bool shardSequence = true;
 };
 
 using ParamMap = std::map<std::string, at::Tensor>;
@@ -266,6 +276,10 @@ private:
   /// cached keys plus these (mask [B, 1, S, T] additive). Appends to `cache`.
   at::Tensor hidden(const at::Tensor &tokens, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache);
+  /// Normed hidden states [B, S, h] of whole causal sequences, the same on
+  /// every tp rank (padded and sharded by position inside, under
+  /// shardsSequence).
+  at::Tensor wholeHidden(const at::Tensor &tokens, const at::Tensor &positions);
   at::Tensor head(const at::Tensor &x);
   /// The fused head's statistics of hidden states `x` [B, S', h] for the
   /// next tokens `next` [B, S'], each [B, S'] (no column dropped).
@@ -276,7 +290,14 @@ private:
   /// The lm head's weight (this rank's vocabulary rows): lm_head.weight, or
   /// the embedding's when tied.
   const at::Tensor &headWeight() const;
-  at::Tensor embed(const at::Tensor &tokens);
+  /// Token embeddings, summed over tp's vocabulary shards; with `shard`,
+  /// only this rank's positions of the sum (shardsSequence).
+  at::Tensor embed(const at::Tensor &tokens, bool shard = false);
+  /// Whether whole sequences run sharded by position over tp.
+  bool shardsSequence() const;
+  /// `t` [B, S] padded with zeros at its end to a multiple of tp when
+  /// shardsSequence(); else `t`.
+  at::Tensor padForShards(const at::Tensor &t) const;
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
   const at::Tensor &p(const std::string &name) const;
