@@ -505,7 +505,7 @@ at::Tensor LlamaModel::hidden(const at::Tensor &tokens,
 }
 
 bool LlamaModel::shardsSequence() const {
-  return tp.size > 1 && tp.shardSequence && sp.size <= 1;
+  return tp.size > 1 && tp.shardSequence;
 }
 
 at::Tensor LlamaModel::padForShards(const at::Tensor &t) const {

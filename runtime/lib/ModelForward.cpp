@@ -35,21 +35,23 @@ void checkLength(const ModelConfig &cfg, int64_t S) {
 /// the ulysses ranks of a ring rank split its spans' positions in order, so
 /// the Ulysses all-to-all hands each ring rank exactly its spans. Zigzag
 /// needs S a multiple of 2 x ring, which a multiple of sp is not when
-/// S/ring is odd: the sequence is then padded at its end, after every real
-/// position, so causal attention leaves the real outputs unchanged.
+/// S/ring is odd, and tp's position shards (shardsSequence) need each sp
+/// rank's positions a multiple of tp: the sequence is then padded at its
+/// end, after every real position, so causal attention leaves the real
+/// outputs unchanged.
 struct SpSplit {
   int64_t length;                   ///< S with the padding
   parallel::RingLayout ring;        ///< the positions of each ring rank
   std::vector<parallel::Span> mine; ///< this sp rank's, in order
 
-  SpSplit(const SequenceParallel &sp, int64_t S) {
+  SpSplit(const SequenceParallel &sp, int64_t S, int64_t tpShards) {
     if (S % sp.size)
       throw Error("sequence of " + std::to_string(S) +
                   " tokens does not split into " + std::to_string(sp.size) +
                   " equal chunks for sequence parallelism; pad it to a "
                   "multiple of sp");
-    const int64_t unit =
-        sp.ringSize > 1 ? std::lcm<int64_t>(sp.size, 2 * sp.ringSize) : 1;
+    const int64_t unit = std::lcm<int64_t>(
+        sp.size * tpShards, sp.ringSize > 1 ? 2 * sp.ringSize : 1);
     length = (S + unit - 1) / unit * unit;
     ring = parallel::zigzagLayout(length, sp.ringSize);
     int64_t skip = sp.ulyssesRank() * (length / sp.size),
@@ -110,7 +112,7 @@ at::Tensor LlamaModel::forward(const at::Tensor &tokensIn,
     // This rank's positions at their global positions. The whole logits
     // are gathered, so their memory is not divided by sp: losses and
     // inference read per-token log-probs through tokenStat instead.
-    const SpSplit split(sp, S);
+    const SpSplit split(sp, S, shardsSequence() ? tp.size : 1);
     at::Tensor x = hidden(split.local(tokens), split.local(positions),
                           /*mask: causal=*/at::Tensor(), nullptr);
     return split.inOrder(parallel::gatherDim(head(x), sp.comm, 1), S);
@@ -206,7 +208,7 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
     return headStats(wholeHidden(tokens, positions), tokens, logprobs, entropy);
   // Under sp each rank computes its positions' columns; only those are
   // gathered.
-  const SpSplit split(sp, S);
+  const SpSplit split(sp, S, shardsSequence() ? tp.size : 1);
   at::Tensor x = hidden(split.local(tokens), split.local(positions),
                         /*mask: causal=*/at::Tensor(), nullptr);
   return each(fusedStats(x, split.local(nextTokens(tokens)), logprobs, entropy),

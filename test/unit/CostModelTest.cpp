@@ -124,13 +124,15 @@ TEST(CostModel, RaisingTpCutsMathButAddsCommunication) {
 }
 
 // Under tp the runtime shards positions in training (Megatron's sequence
-// parallelism, TensorParallel::shardSequence): every activation byte of a
-// layer divides by tp. Beside Ulysses sp it does not, and the norms' and
+// parallelism, TensorParallel::shardSequence), within each sp rank's
+// chunk beside Ulysses sp: every activation byte of a layer divides by tp.
+// Priced without it (a published system that did not), the norms' and
 // projections' inputs (8 of the 34 bytes per token and hidden unit) are
 // whole on every tp rank. A value head keeps 4 bytes per position.
 // Sharding also gathers the projections' inputs again in backward: five
-// all-reduces' bytes per layer, against recomputation's six.
-TEST(CostModel, TpShardsPositionsOnlyWithoutSp) {
+// all-reduces' bytes per layer, against four without and recomputation's
+// six.
+TEST(CostModel, TpShardsPositions) {
   rlhf::ModelShape v = llamaShape(32, 4096, 32, 32, 11008);
   v.valueHead = true;
   const Arch critic = Arch::get(v, 4096);
@@ -141,9 +143,15 @@ TEST(CostModel, TpShardsPositionsOnlyWithoutSp) {
                    32 * T * 4096 * 34.0 / 4 + T * 4);
   Strategy withSp = tp4;
   withSp.sp = 2;
-  Estimate whole = estimateCall(critic, h100(), withSp, train(8, 1024));
+  Estimate sp2 = estimateCall(critic, h100(), withSp, train(8, 1024));
+  EXPECT_DOUBLE_EQ(sp2.memory.activations,
+                   32 * (T / 2) * 4096 * 34.0 / 4 + T / 2 * 4);
+  Strategy unsharded = tp4;
+  unsharded.shardSequence = false;
+  Estimate whole = estimateCall(critic, h100(), unsharded, train(8, 1024));
   EXPECT_DOUBLE_EQ(whole.memory.activations,
-                   32 * (T / 2) * 4096 * (26.0 / 4 + 8) + T / 2 * 4);
+                   32 * T * 4096 * (26.0 / 4 + 8) + T * 4);
+  EXPECT_NEAR(sharded.time.tpComm / whole.time.tpComm, 5.0 / 4.0, 1e-12);
   Strategy recomputed = tp4;
   recomputed.recompute = true;
   Estimate replay = estimateCall(critic, h100(), recomputed, train(8, 1024));

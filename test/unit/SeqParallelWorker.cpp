@@ -371,6 +371,20 @@ int main() {
       }
     }
 
+    // A sequence whose sp chunks tp's position shards do not divide
+    // (TensorParallel::shardSequence): padded at its end to fit.
+    if (const int64_t P = S - spSize; tpSize > 1 && P / spSize % tpSize) {
+      at::NoGradGuard noGrad;
+      at::Tensor mine = tokens.narrow(0, lo, rows).narrow(1, 0, P);
+      at::Tensor ref = single.forward(tokens.narrow(1, 0, P));
+      fwd =
+          std::max(fwd, relDiff(model.forward(mine), ref.narrow(0, lo, rows)));
+      if (!valueHead)
+        fwd = std::max(fwd, relDiff(model.tokenStat(mine, false),
+                                    tokenLogprobs(ref, tokens.narrow(1, 0, P))
+                                        .narrow(0, lo, rows)));
+    }
+
     // A train step per loss: 2 minibatches, Adam with clipping; the last
     // loss with recomputed layers (which replays the all-to-alls).
     double trainDiff = 0, lossDiff = 0;

@@ -23,8 +23,8 @@ constexpr double kBf16 = 2.0;
 /// (Korthikanti et al. 2022, eq. 2 without the 5as/h term).
 constexpr double kActBytesPerTokenHidden = 34.0;
 /// Of those, what a rank holds whole when tp does not shard positions (the
-/// runtime's generation, and tp beside Ulysses or ring sp): the two norms'
-/// and the two column-parallel projections' inputs, bf16.
+/// runtime's generation): the two norms' and the two column-parallel
+/// projections' inputs, bf16.
 constexpr double kActBytesWholeOverTp = 8.0;
 /// fp32 master weights, Adam m and v.
 constexpr double kOptimizerBytesPerParam = 12.0;
@@ -165,8 +165,9 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // Megatron's sequence parallelism, as the runtime runs it
   // (TensorParallel::shardSequence): whole-sequence passes under tp hold
   // norms, residual adds and the layers' saved inputs on 1/tp of the
-  // positions; not with Ulysses or ring sp, nor in generation (cached).
-  const bool seqShards = s.shardSequence && tp > 1 && sp == 1;
+  // positions (of each sp rank's chunk, under Ulysses or ring sp); not in
+  // generation, whose prefill runs through the KV cache.
+  const bool seqShards = s.shardSequence && tp > 1;
   // Activation bytes per token and hidden unit a rank holds of a layer.
   auto actBytes = [&](bool sharded) {
     return sharded ? kActBytesPerTokenHidden / tp

@@ -48,7 +48,8 @@ ModelConfig modelConfigOf(const HfArch &arch, int64_t maxSeq);
 /// before the column-parallel projections and a reduce-scatter after the
 /// row-parallel ones replace the all-reduces, moving the same bytes. A
 /// sequence is padded at its end to a multiple of size (causal attention
-/// leaves the real positions unchanged). Off with Ulysses or ring sp.
+/// leaves the real positions unchanged). With Ulysses or ring sp, each sp
+/// rank's positions are sharded over tp in turn.
 struct TensorParallel {
   Communicator *comm = nullptr;
   int rank = 0, size = 1;
