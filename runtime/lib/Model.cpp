@@ -316,18 +316,19 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
                              KvCache *cache) {
   const ModelShape &m = cfg.shape;
   const std::string pre = "model.layers." + std::to_string(l) + ".";
-  const int64_t B = x.size(0);
   const int64_t headDim = m.hidden / m.heads;
   const int64_t heads = m.heads / tp.size, kvHeads = m.kvHeads / tp.size;
 
-  // Whole sequences under tp shard their positions between the layers'
-  // collectives (TensorParallel::shardSequence): x holds 1/tp of them.
+  // Whole sequences under tp shard their tokens between the layers'
+  // collectives (TensorParallel::shardSequence): x holds 1/tp of the
+  // pass's rows [B S / tp, h], and the rotary tables give B and S.
   const bool seq = shardsSequence() && !cache && !mask.defined();
   // Backward gathers a shard again rather than keep it whole, except in a
   // recomputed layer's replay (the only grad-mode call under recompute),
   // which is freed right after.
   const bool regather = seq && at::GradMode::is_enabled() && !recompute;
-  const int64_t S = x.size(1) * (seq ? tp.size : 1);
+  const int64_t B = seq ? cos.size(0) : x.size(0),
+                S = seq ? cos.size(2) : x.size(1);
   auto colIn = [&](const at::Tensor &v) {
     if (seq)
       return parallel::gatherSeq(v, tp.comm);
@@ -556,7 +557,8 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
   // The whole sequence again for the head, every tp rank alike; the final
   // norm and the head run replicated, so the gradient needs no sum here.
   if (shardsSequence() && !cache && !mask.defined())
-    x = parallel::gatherDim(x, tp.comm, 1);
+    x = parallel::gatherDim(x, tp.comm, 0)
+            .view({positions.size(0), positions.size(1), x.size(-1)});
   return rmsNorm(x, p("model.norm.weight"), cfg.normEps);
 }
 

@@ -35,7 +35,7 @@ void checkLength(const ModelConfig &cfg, int64_t S) {
 /// the ulysses ranks of a ring rank split its spans' positions in order, so
 /// the Ulysses all-to-all hands each ring rank exactly its spans. Zigzag
 /// needs S a multiple of 2 x ring, which a multiple of sp is not when
-/// S/ring is odd, and tp's position shards (shardsSequence) need each sp
+/// S/ring is odd, and tp's blocks of token rows (shardsSequence) need each sp
 /// rank's positions a multiple of tp: the sequence is then padded at its
 /// end, after every real position, so causal attention leaves the real
 /// outputs unchanged.
@@ -224,8 +224,8 @@ at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
 
 StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn,
                                           bool withHead) {
-  // Under tp the stages pass on position shards (shardsSequence) of the
-  // padded sequence.
+  // Under tp the stages pass on blocks of the padded pass's token rows
+  // (shardsSequence).
   const at::Tensor tokens = padForShards(tokensIn.to(device_));
   const int64_t B = tokens.size(0), S = tokens.size(1), real = tokensIn.size(1);
   const bool shard = shardsSequence();
@@ -237,8 +237,8 @@ StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn,
   if (firstStage()) {
     x = embed(tokens, shard);
   } else {
-    a.input =
-        at::empty({B, shard ? S / tp.size : S, cfg.shape.hidden}, on(dtype_));
+    a.input = shard ? at::empty({B * S / tp.size, cfg.shape.hidden}, on(dtype_))
+                    : at::empty({B, S, cfg.shape.hidden}, on(dtype_));
     pp.comm->recv(a.input, pp.stage - 1);
     a.input.set_requires_grad(at::GradMode::is_enabled());
     x = a.input;

@@ -50,6 +50,8 @@ struct GatherDim : torch::autograd::Function<GatherDim> {
     ctx->saved_data["rank"] = int64_t(cm->rank());
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["width"] = x.size(dim);
+    if (dim == 0) // rank order is row order: the gathered block as it is
+      return cm->allGather(x.contiguous());
     at::Tensor all = cm->allGather(x.unsqueeze(0)); // [k, ...]
     return at::cat(all.unbind(0), dim);
   }
@@ -74,41 +76,38 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
   }
 };
 
-/// Every rank's `x` [B, s, ...] along dim 1, in rank order: [B, k s, ...].
-at::Tensor allGatherSeq(const at::Tensor &x, Communicator *c) {
-  at::Tensor all = c->allGather(x.contiguous().unsqueeze(0)); // [k, B, s,..]
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape[1] *= c->size();
-  return all.transpose(0, 1).reshape(shape);
+/// Every rank's rows `x` [n, h], in rank order: [k n, h]. The chunks are
+/// contiguous, so the collective writes them in place (no transposes).
+at::Tensor allGatherRows(const at::Tensor &x, Communicator *c) {
+  return c->allGather(x.contiguous());
 }
 
-/// This rank's k-th of dim 1 of the sum of every rank's `x` [B, S, ...].
-at::Tensor reduceScatterSeq(const at::Tensor &x, Communicator *c) {
-  const int64_t k = c->size();
-  std::vector<int64_t> parts = x.sizes().vec();
-  parts[1] /= k;
-  parts.insert(parts.begin() + 1, k); // [B, k, S/k, ...]
-  return c->reduceScatterSum(x.reshape(parts).transpose(0, 1).contiguous())
-      .squeeze(0);
+/// This rank's k-th of the rows of the sum of every rank's `x` [..., h],
+/// its leading dimensions flattened: [T/k, h].
+at::Tensor reduceScatterRows(const at::Tensor &x, Communicator *c) {
+  return c->reduceScatterSum(x.reshape({-1, x.size(-1)}).contiguous());
 }
 
 struct GatherSeq : torch::autograd::Function<GatherSeq> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t c) {
     ctx->saved_data["comm"] = c;
-    return allGatherSeq(x, reinterpret_cast<Communicator *>(c));
+    return allGatherRows(x, reinterpret_cast<Communicator *>(c));
   }
   static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    return {reduceScatterSeq(g[0], comm(ctx)), at::Tensor()};
+    return {reduceScatterRows(g[0], comm(ctx)), at::Tensor()};
   }
 };
 
 struct ScatterSeq : torch::autograd::Function<ScatterSeq> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t c) {
     ctx->saved_data["comm"] = c;
-    return reduceScatterSeq(x, reinterpret_cast<Communicator *>(c));
+    ctx->saved_data["shape"] = x.sizes().vec();
+    return reduceScatterRows(x, reinterpret_cast<Communicator *>(c));
   }
   static tensor_list backward(AutogradContext *ctx, tensor_list g) {
-    return {allGatherSeq(g[0], comm(ctx)), at::Tensor()};
+    return {allGatherRows(g[0], comm(ctx))
+                .view(ctx->saved_data["shape"].toIntVector()),
+            at::Tensor()};
   }
 };
 
@@ -127,7 +126,7 @@ struct GatheredLinears : torch::autograd::Function<GatheredLinears> {
     const at::Tensor ws[kMax] = {w0, get(w1), get(w2)},
                      bs[kMax] = {get(b0), get(b1), get(b2)};
     ctx->save_for_backward({x, ws[0], ws[1], ws[2], bs[0], bs[1], bs[2]});
-    at::Tensor whole = allGatherSeq(x, reinterpret_cast<Communicator *>(c));
+    at::Tensor whole = allGatherRows(x, reinterpret_cast<Communicator *>(c));
     tensor_list out;
     for (int i = 0; i < kMax && ws[i].defined(); ++i)
       out.push_back(at::linear(whole, ws[i], bs[i]));
@@ -137,7 +136,7 @@ struct GatheredLinears : torch::autograd::Function<GatheredLinears> {
     tensor_list saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0];
     // The input again, rather than kept whole since forward.
-    at::Tensor whole = allGatherSeq(x, comm(ctx)).reshape({-1, x.size(-1)});
+    at::Tensor whole = allGatherRows(x, comm(ctx));
     tensor_list grads(2 * kMax + 2);
     at::Tensor gx;
     for (int i = 0; i < kMax && i < int(g.size()); ++i) {
@@ -152,11 +151,8 @@ struct GatheredLinears : torch::autograd::Function<GatheredLinears> {
         grads[size_t(4 + i)] = gi.sum(0);
       gx = gx.defined() ? gx.addmm_(gi, w) : gi.mm(w);
     }
-    if (gx.defined() && x.requires_grad()) {
-      std::vector<int64_t> shape = x.sizes().vec();
-      shape[1] *= comm(ctx)->size();
-      grads[0] = reduceScatterSeq(gx.view(shape), comm(ctx));
-    }
+    if (gx.defined() && x.requires_grad())
+      grads[0] = reduceScatterRows(gx, comm(ctx));
     return grads;
   }
 };

@@ -34,20 +34,24 @@ at::Tensor reduceFromGroup(const at::Tensor &x, Communicator *c);
 at::Tensor gatherDim(const at::Tensor &x, Communicator *c, int64_t dim);
 
 /// Megatron-LM's sequence parallelism under tp (Korthikanti et al. 2022):
-/// between a layer's collectives every tp rank holds 1/k of the positions
-/// of `x` [B, S, ...] (dim 1). gatherSeq: the whole sequence forward (an
-/// all-gather, in rank order), its gradient reduce-scattered back (each rank
-/// used the whole sequence for its own shard of the weights). scatterSeq:
-/// partial sums of the whole sequence forward, this rank's positions of
-/// their sum (a reduce-scatter), the gradient all-gathered back. Together
-/// they move what Megatron's f and g move, with no position held whole
-/// between them.
+/// between a layer's collectives every tp rank holds 1/k of the token rows
+/// of a pass, [B S / k, h]: the flattened [B, S] tokens cut into k
+/// contiguous blocks (Megatron cuts the sequence of its [S, B, h] layout,
+/// also contiguous). Norms, residual adds and the MLP's elementwise work
+/// are per token, so which tokens a rank holds does not matter; the
+/// collectives then move whole blocks, with no transposes. gatherSeq: `x`
+/// [n, h] to every rank's rows in rank order [k n, h] (an all-gather), the
+/// gradient reduce-scattered back (each rank used the whole for its own
+/// shard of the weights). scatterSeq: partial sums `x` [..., h] to this
+/// rank's block of rows of their sum, [T/k, h] (a reduce-scatter), the
+/// gradient all-gathered back into x's shape. Together they move what
+/// Megatron's f and g move.
 at::Tensor gatherSeq(const at::Tensor &x, Communicator *c);
 at::Tensor scatterSeq(const at::Tensor &x, Communicator *c);
 
 /// The column-parallel projections `linear(gatherSeq(x), ws[i], bs[i])` of
-/// one position shard `x` [B, S/k, h], keeping only `x` for backward, which
-/// gathers it again for the weights' gradients: the whole sequence is never
+/// one block of rows `x` [n, h], keeping only `x` for backward, which
+/// gathers it again for the weights' gradients: the whole pass is never
 /// held between forward and backward (Megatron's sequence-parallel linear).
 /// `bs` holds an undefined tensor where a projection has no bias.
 std::vector<at::Tensor> gatheredLinears(const at::Tensor &x,

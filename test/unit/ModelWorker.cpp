@@ -152,12 +152,13 @@ int main() {
       }
       model.stageBackward(acts);
     }
-    // What a forward pass keeps for backward on this rank (host tensors;
-    // the counting allocator), then frees. Gloo's worker threads release a
-    // collective's buffers a moment after it completes, so each reading
-    // waits for quiet, and the median of three is kept.
+    // What a forward pass keeps for backward on this rank (the counting
+    // host allocator; on a GPU, the caching allocator's bytes in use), then
+    // frees. Gloo's worker threads release a collective's buffers a moment
+    // after it completes, so each reading waits for quiet, and the median
+    // of three is kept.
     double held = 0;
-    if (!dev.is_cuda()) {
+    {
       auto quiet = [&] {
         world.barrier();
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

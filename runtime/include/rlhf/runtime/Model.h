@@ -44,11 +44,12 @@ ModelConfig modelConfigOf(const HfArch &arch, int64_t maxSeq);
 /// `shardSequence`: Megatron-LM's sequence parallelism (Korthikanti et al.
 /// 2022). A whole-sequence pass (training, inference; not generation's
 /// cached steps) with size > 1 keeps the residual stream, the norms and the
-/// layers' saved inputs on 1/size of the positions each: an all-gather
-/// before the column-parallel projections and a reduce-scatter after the
-/// row-parallel ones replace the all-reduces, moving the same bytes. A
-/// sequence is padded at its end to a multiple of size (causal attention
-/// leaves the real positions unchanged). With Ulysses or ring sp, each sp
+/// layers' saved inputs on 1/size of its tokens each (a contiguous block of
+/// the flattened [B, S] rows): an all-gather before the column-parallel
+/// projections and a reduce-scatter after the row-parallel ones replace
+/// the all-reduces, moving the same bytes. A sequence is padded at its end
+/// to a multiple of size (causal attention leaves the real positions
+/// unchanged). With Ulysses or ring sp, each sp
 /// rank's positions are sharded over tp in turn.
 struct TensorParallel {
   Communicator *comm = nullptr;
