@@ -176,10 +176,13 @@ std::optional<Assignment> plan::detail::solveAsync(const Problem &p,
     return searchAsync(q, o, st, start ? &*start : nullptr);
   };
   // The first pass keeps to the narrow space: resident weights, and meshes
-  // of power-of-two GPUs inside a node or of whole nodes.
+  // of power-of-two GPUs inside a node or of whole nodes. A pinned call
+  // keeps its candidate whatever it is: the user chose it, and dropping it
+  // would leave the first pass without the call.
   const int64_t gpn = p.hw.gpusPerNode;
-  auto narrow = [&](size_t, const Candidate &k) {
-    return !k.s.offload && (k.devices <= gpn || k.devices % gpn == 0);
+  auto narrow = [&](size_t c, const Candidate &k) {
+    return p.calls[c].pinned ||
+           (!k.s.offload && (k.devices <= gpn || k.devices % gpn == 0));
   };
   std::vector<std::vector<int>> from;
   Problem stay = p.restricted(narrow, from);
