@@ -155,6 +155,10 @@ TEST(CostModel, TpShardsPositions) {
   Strategy recomputed = tp4;
   recomputed.recompute = true;
   Estimate replay = estimateCall(critic, h100(), recomputed, train(8, 1024));
+  // Recomputation keeps each layer's input block, and the layer it replays
+  // holds its projections' inputs as gathered (4 of the 34 bytes whole).
+  EXPECT_DOUBLE_EQ(replay.memory.activations,
+                   32 * T * 4096 * 2.0 / 4 + T * 4096 * (30.0 / 4 + 4) + T * 4);
   EXPECT_NEAR(sharded.time.tpComm / replay.time.tpComm, 5.0 / 6.0, 1e-12);
 }
 

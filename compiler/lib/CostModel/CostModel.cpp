@@ -433,8 +433,16 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     double perLayer = local * h * actBytes(seqShards);
     double stored =
         s.recompute ? local * h * kBf16 / (seqShards ? tp : 1) : perLayer;
+    // The layer being replayed keeps its projections' inputs as gathered
+    // (half of what tp does not shard otherwise): it is freed right after.
+    double replayed =
+        seqShards
+            ? local * h *
+                  ((kActBytesPerTokenHidden - kActBytesWholeOverTp / 2) / tp +
+                   kActBytesWholeOverTp / 2)
+            : perLayer;
     e.memory.activations = inFlight * stageLayers * stored +
-                           (s.recompute ? perLayer : 0.0) +
+                           (s.recompute ? replayed : 0.0) +
                            logitBytes(local, true);
     break;
   }
