@@ -39,6 +39,20 @@ std::string rlhfrun::describeNode(unsigned node, unsigned nproc) {
       .str();
 }
 
+namespace {
+
+/// Why a peer's connection ended, after a failed send or receive. A
+/// launcher killed with our heartbeats unread in its socket resets the
+/// connection rather than closing it; to the user both are the same event,
+/// and report the same.
+std::string lostConnection(int err) {
+  if (err == ECONNRESET || err == EPIPE)
+    return "its launcher's connection closed";
+  return formatv("its launcher's connection broke: {0}", strerror(err)).str();
+}
+
+} // namespace
+
 NodeLink::NodeLink(const LinkConfig &cfg)
     : cfg(cfg), nextHeartbeat(Clock::now()) {}
 
@@ -56,7 +70,7 @@ void NodeLink::send(Peer &p, const std::string &line) {
   p.out += line;
   p.out += '\n';
   if (!flush(p.fd, p.out) && p.why.empty())
-    p.why = formatv("its launcher's connection broke: {0}", strerror(errno));
+    p.why = lostConnection(errno);
 }
 
 void NodeLink::broadcast(const std::string &line, const Peer *except) {
@@ -124,9 +138,7 @@ void NodeLink::step(ArrayRef<pollfd> fds, std::vector<NodeEvent> &events) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         break;
       drop(*p, n == 0 ? std::string("its launcher's connection closed")
-                      : formatv("its launcher's connection broke: {0}",
-                                strerror(errno))
-                            .str());
+                      : lostConnection(errno));
       break;
     }
     // Lines that arrived before a close still count: a failure report is
