@@ -339,7 +339,7 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
       return parallel::scatterSeq(v, tp.comm);
     return tp.size > 1 ? parallel::reduceFromGroup(v, tp.comm) : v;
   };
-  // A norm's weight sees only this rank's positions: its gradient is
+  // A norm's weight sees only this rank's tokens: its gradient is
   // summed over tp, so every rank's backward still gives the whole one.
   auto norm = [&](const at::Tensor &v, const char *name) {
     const at::Tensor &w = p(pre + name);
