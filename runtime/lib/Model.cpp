@@ -322,7 +322,7 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
   // Whole sequences under tp shard their tokens between the layers'
   // collectives (TensorParallel::shardSequence): x holds 1/tp of the
   // pass's rows [B S / tp, h], and the rotary tables give B and S.
-  const bool seq = shardsSequence() && !cache && !mask.defined();
+  const bool seq = shardsPass(cache, mask);
   // Backward gathers a shard again rather than keep it whole, except in a
   // recomputed layer's replay (the only grad-mode call under recompute),
   // which is freed right after.
@@ -501,12 +501,17 @@ at::Tensor LlamaModel::layer(int l, const at::Tensor &x, const at::Tensor &cos,
 at::Tensor LlamaModel::hidden(const at::Tensor &tokens,
                               const at::Tensor &positions,
                               const at::Tensor &mask, KvCache *cache) {
-  return layers(embed(tokens, shardsSequence() && !cache && !mask.defined()),
-                positions, mask, cache, /*finalNorm=*/true);
+  return layers(embed(tokens, shardsPass(cache, mask)), positions, mask, cache,
+                /*finalNorm=*/true);
 }
 
 bool LlamaModel::shardsSequence() const {
   return tp.size > 1 && tp.shardSequence;
+}
+
+bool LlamaModel::shardsPass(const KvCache *cache,
+                            const at::Tensor &mask) const {
+  return shardsSequence() && !cache && !mask.defined();
 }
 
 at::Tensor LlamaModel::padForShards(const at::Tensor &t) const {
@@ -556,7 +561,7 @@ at::Tensor LlamaModel::layers(at::Tensor x, const at::Tensor &positions,
     return x;
   // The whole sequence again for the head, every tp rank alike; the final
   // norm and the head run replicated, so the gradient needs no sum here.
-  if (shardsSequence() && !cache && !mask.defined())
+  if (shardsPass(cache, mask))
     x = parallel::gatherDim(x, tp.comm, 0)
             .view({positions.size(0), positions.size(1), x.size(-1)});
   return rmsNorm(x, p("model.norm.weight"), cfg.normEps);

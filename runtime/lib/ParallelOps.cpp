@@ -43,6 +43,12 @@ struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
   }
 };
 
+/// Every rank's rows `x` [n, h], in rank order: [k n, h]. The chunks are
+/// contiguous, so the collective writes them in place (no transposes).
+at::Tensor allGatherRows(const at::Tensor &x, Communicator *c) {
+  return c->allGather(x.contiguous());
+}
+
 struct GatherDim : torch::autograd::Function<GatherDim> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, int64_t c,
                             int64_t dim) {
@@ -51,7 +57,7 @@ struct GatherDim : torch::autograd::Function<GatherDim> {
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["width"] = x.size(dim);
     if (dim == 0) // rank order is row order: the gathered block as it is
-      return cm->allGather(x.contiguous());
+      return allGatherRows(x, cm);
     at::Tensor all = cm->allGather(x.unsqueeze(0)); // [k, ...]
     return at::cat(all.unbind(0), dim);
   }
@@ -75,12 +81,6 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
     return {comm(ctx)->allToAll(g[0].contiguous()), at::Tensor()};
   }
 };
-
-/// Every rank's rows `x` [n, h], in rank order: [k n, h]. The chunks are
-/// contiguous, so the collective writes them in place (no transposes).
-at::Tensor allGatherRows(const at::Tensor &x, Communicator *c) {
-  return c->allGather(x.contiguous());
-}
 
 /// This rank's k-th of the rows of the sum of every rank's `x` [..., h],
 /// its leading dimensions flattened: [T/k, h].
@@ -186,7 +186,7 @@ parallel::gatheredLinears(const at::Tensor &x,
                           const std::vector<at::Tensor> &bs, Communicator *c) {
   if (ws.empty() || ws.size() > size_t(GatheredLinears::kMax))
     throw std::invalid_argument("gatheredLinears takes 1 to 3 weights");
-  GatheredLinears::Opt w[3], b[3];
+  GatheredLinears::Opt w[GatheredLinears::kMax], b[GatheredLinears::kMax];
   for (size_t i = 0; i < ws.size(); ++i) {
     w[i] = ws[i];
     if (i < bs.size() && bs[i].defined())

@@ -247,7 +247,9 @@ int main() {
     double trainDiff = 0, momentDiff = 0;
     // The stdlib's losses: sft_loss, ppo_actor_loss (per-token advantages),
     // grpo_loss (per-sequence advantages, k3 KL) and ppo_value_loss.
-    for (const std::string &name : testfns::layoutTestLosses(valueHead, bf16)) {
+    const std::vector<std::string> losses =
+        testfns::layoutTestLosses(valueHead, bf16);
+    for (const std::string &name : losses) {
       const int64_t M = 2; // minibatches
       FnProgram loss = testfns::stdlibFn(name);
       // fp32 trains on the padded length. bf16's tolerances were measured
@@ -275,8 +277,7 @@ int main() {
       to.dp = dpComm;
       to.zero = zero;
       // The last loss with recomputed layers, which replay the collectives.
-      const auto losses = testfns::layoutTestLosses(valueHead, bf16);
-      to.recompute = name == losses.back();
+      to.recompute = &name == &losses.back();
       TrainStats st = trainStep(m2, opt, local, to);
       ParamMap want = layoutShard(cfg, ref1.params(), L, rank);
       for (auto &[n, t] : m2.params())

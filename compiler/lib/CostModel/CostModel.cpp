@@ -168,12 +168,12 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // positions (of each sp rank's chunk, under Ulysses or ring sp); not in
   // generation, whose prefill runs through the KV cache.
   const bool seqShards = s.shardSequence && tp > 1;
-  // Activation bytes per token and hidden unit a rank holds of a layer.
-  auto actBytes = [&](bool sharded) {
-    return sharded ? kActBytesPerTokenHidden / tp
-                   : (kActBytesPerTokenHidden - kActBytesWholeOverTp) / tp +
-                         kActBytesWholeOverTp;
+  // Activation bytes per token and hidden unit a rank holds of a layer,
+  // `whole` of them held whole on every tp rank.
+  auto actBytes = [&](double whole) {
+    return (kActBytesPerTokenHidden - whole) / tp + whole;
   };
+  const double wholeOverTp = seqShards ? 0.0 : kActBytesWholeOverTp;
   const double kvBytesPerTokenRank =
       2 * stageLayers * kvHeadsPerRank * (h / m.heads) * kBf16;
 
@@ -331,7 +331,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.tpComm = steps * tpc;
     e.time.ppComm = steps * ppc;
     e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
-    e.memory.activations = tokensPerMb / sp * h * actBytes(seqShards) +
+    e.memory.activations = tokensPerMb / sp * h * actBytes(wholeOverTp) +
                            logitBytes(tokensPerMb / sp, false);
     break;
   }
@@ -380,7 +380,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // logits, gathered over tp, and the sampler's chunks of them (greedy:
     // their log-softmax).
     const double prefill =
-        seqPerMb * c.promptLen * h * actBytes(/*sharded=*/false) +
+        seqPerMb * c.promptLen * h * actBytes(kActBytesWholeOverTp) +
         seqPerMb * c.promptLen * c.promptLen * kBf16;
     const double lastLogits = seqPerMb * V * 4.0;
     const double sampler =
@@ -430,17 +430,14 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
     double inFlight = std::min<double>(pp, mbs);
     double local = tokensPerMb / sp;
-    double perLayer = local * h * actBytes(seqShards);
+    double perLayer = local * h * actBytes(wholeOverTp);
     double stored =
         s.recompute ? local * h * kBf16 / (seqShards ? tp : 1) : perLayer;
     // The layer being replayed keeps its projections' inputs as gathered
     // (half of what tp does not shard otherwise): it is freed right after.
     double replayed =
-        seqShards
-            ? local * h *
-                  ((kActBytesPerTokenHidden - kActBytesWholeOverTp / 2) / tp +
-                   kActBytesWholeOverTp / 2)
-            : perLayer;
+        local * h *
+        actBytes(seqShards ? kActBytesWholeOverTp / 2 : kActBytesWholeOverTp);
     e.memory.activations = inFlight * stageLayers * stored +
                            (s.recompute ? replayed : 0.0) +
                            logitBytes(local, true);

@@ -297,6 +297,9 @@ private:
   at::Tensor embed(const at::Tensor &tokens, bool shard = false);
   /// Whether whole sequences run sharded by position over tp.
   bool shardsSequence() const;
+  /// Whether a pass with this cache and mask runs sharded: a whole causal
+  /// sequence (no cache, no mask) under shardsSequence().
+  bool shardsPass(const KvCache *cache, const at::Tensor &mask) const;
   /// `t` [B, S] padded with zeros at its end to a multiple of tp when
   /// shardsSequence(); else `t`.
   at::Tensor padForShards(const at::Tensor &t) const;
