@@ -184,6 +184,20 @@ std::optional<Scalar> Sema::evalScalar(const Expr &e) {
     }
     return s;
   }
+  case Expr::Kind::Name: {
+    if (!numberScope) {
+      error(e.loc, "expected a number, not the name '" + e.text + "'");
+      return std::nullopt;
+    }
+    auto v = evalValue(e, *numberScope);
+    if (!v)
+      return std::nullopt;
+    if (v->kind != Value::Number) {
+      error(e.loc, formatv("'{0}' is {1}, not a number", e.text, describe(*v)));
+      return std::nullopt;
+    }
+    return Scalar{v->number, v->isInteger, v->dim};
+  }
   default:
     error(e.loc, "expected a number");
     return std::nullopt;

@@ -8,6 +8,8 @@
 
 #include "SemaImpl.h"
 
+#include "llvm/Support/SaveAndRestore.h"
+
 using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
@@ -132,6 +134,9 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
         error(call.loc, "missing argument '" + prm.name + "': " + sig);
         return std::nullopt;
       }
+      // A default is the function's own constant: no algorithm's names.
+      llvm::SaveAndRestore<llvm::StringMap<Local> *> scope(numberScope,
+                                                           nullptr);
       auto s = evalScalar(*prm.fallback);
       if (!s)
         return std::nullopt;

@@ -206,6 +206,9 @@ private:
                      const PropMap &props);
 
   // ---- constant expressions ----------------------------------------------
+  /// Folds `e` to a number. Inside an algorithm body a name is one of its
+  /// `int` or `float` parameters, bound to a constant by the run being
+  /// checked (`numberScope`); elsewhere names are not numbers.
   std::optional<Scalar> evalScalar(const Expr &e);
 
   std::optional<double> evalNumber(const Expr &e, UnitDim dim, StringRef what);
@@ -374,6 +377,8 @@ private:
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;
   const RunDecl *currentRun = nullptr;
+  /// The algorithm body's names while a run types it, for evalScalar.
+  llvm::StringMap<Local> *numberScope = nullptr;
 };
 
 } // namespace rlhfc::sema::detail

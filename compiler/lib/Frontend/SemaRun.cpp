@@ -4,6 +4,7 @@
 
 #include "rlhfc/Support/SourcePaths.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace rlhfc;
 using namespace rlhfc::sema;
@@ -252,8 +253,11 @@ void Sema::instantiate(const RunDecl &r) {
   }
   current = &inst;
   currentRun = &r;
-  for (const Stmt &s : alg.body)
-    checkStmt(s, env);
+  {
+    llvm::SaveAndRestore<llvm::StringMap<Local> *> scope(numberScope, &env);
+    for (const Stmt &s : alg.body)
+      checkStmt(s, env);
+  }
   checkOffloads(inst);
   checkTokenizers(inst);
   checkStaleness(inst);
