@@ -250,6 +250,8 @@ void Sema::instantiate(const RunDecl &r) {
       inst.models.push_back(v.model);
     if (v.kind == Value::Dataset)
       inst.dataset = v.dataset;
+    if (v.kind == Value::Number)
+      inst.numbers[prm.name] = v.number;
   }
   current = &inst;
   currentRun = &r;

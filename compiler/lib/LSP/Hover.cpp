@@ -167,13 +167,18 @@ void entityHover(const Document &doc, const ast::EntityDecl &e,
     os << " : `" << e.base << "`";
 }
 
-/// The model or dataset a parameter is bound to in a run. Sema records the
-/// models of an instance in the order of the algorithm's model parameters.
+/// The model, dataset or number a parameter is bound to in a run. Sema records
+/// the models of an instance in the order of the algorithm's model parameters.
 void boundValue(const ast::AlgorithmDecl &alg, const ast::Param &param,
                 const sema::Instance &in, llvm::raw_ostream &os) {
   if (param.type == "dataset" && in.dataset) {
     os << formatv("in the run at line {0}: dataset `{1}`\n\n`{2}`",
                   lineOf(in.loc), in.dataset->name, in.dataset->type.str());
+    return;
+  }
+  if (auto it = in.numbers.find(param.name); it != in.numbers.end()) {
+    os << formatv("in the run at line {0}: `{1} = {2}`", lineOf(in.loc),
+                  param.name, formatNumber(it->second));
     return;
   }
   if (param.type != "model")

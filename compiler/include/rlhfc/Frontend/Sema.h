@@ -149,6 +149,8 @@ struct Instance {
   const Cluster *cluster = nullptr;
   const Dataset *dataset = nullptr;
   std::vector<const Model *> models;
+  /// The run's values of the algorithm's int and float parameters.
+  std::map<std::string, double> numbers;
   std::vector<Node> nodes;
   RunSettings settings;
 };
