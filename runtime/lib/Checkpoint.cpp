@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sys/stat.h>
@@ -51,6 +52,42 @@ ParamMap hostWeights(const ParamMap &mine, const Adam *opt) {
     detached[n] = w.to(at::kCPU, at::kFloat);
   }
   return detached;
+}
+
+/// Throws unless `full` holds exactly the model's parameters, each of its
+/// shape: state.json records only layers and hidden, and a vocabulary, ffn
+/// or head of another size would fail later inside a slice, unnamed.
+void checkSameParams(const std::string &dir, const ParamMap &full,
+                     const ModelConfig &cfg) {
+  auto shapeText = [](at::IntArrayRef s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+      t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  auto differs = [&](const std::string &what) {
+    return Error("checkpoint '" + dir +
+                 "' is of a different architecture: " + what +
+                 "; resume it with the program that wrote it, or "
+                 "start this one afresh in another --out directory");
+  };
+  std::vector<ParamSpec> specs = llamaParams(cfg.shape);
+  for (const ParamSpec &p : specs) {
+    auto it = full.find(p.name);
+    if (it == full.end())
+      throw differs("it has no '" + p.name + "'");
+    std::vector<int64_t> want = p.vector()
+                                    ? std::vector<int64_t>{p.rows}
+                                    : std::vector<int64_t>{p.rows, p.cols};
+    if (it->second.sizes().vec() != want)
+      throw differs("'" + p.name + "' is " + shapeText(it->second.sizes()) +
+                    " there and " + shapeText(want) + " here");
+  }
+  if (full.size() != specs.size())
+    for (auto &[n, t] : full)
+      if (std::none_of(specs.begin(), specs.end(),
+                       [&](const ParamSpec &p) { return p.name == n; }))
+        throw differs("it has '" + n + "', which this model lacks");
 }
 
 } // namespace
@@ -127,6 +164,7 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
     full = loadSafetensors(dir + "/model.safetensors");
     for (auto &[n, t] : full)
       t = t.to(at::kFloat);
+    checkSameParams(dir, full, cfg);
     std::ifstream optFile(dir + "/optimizer.safetensors");
     if (optFile) {
       hasOpt = true;

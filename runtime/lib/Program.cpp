@@ -12,6 +12,8 @@
 #include "PlanHardware.h"
 #include "ProgramState.h"
 
+#include <torch/headeronly/version.h>
+
 #include <cerrno>
 
 using namespace rlhf;
@@ -31,6 +33,9 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  --out DIR        metrics.jsonl and checkpoints go here (default "
       "%s-run)\n"
       "  --resume         continue from the last checkpoint in --out\n"
+      "  --overwrite      start afresh in an --out that holds an earlier run,\n"
+      "                   deleting its checkpoints and metrics (without it\n"
+      "                   such an --out is an error, so nothing is lost)\n"
       "  --export-hf DIR  at the end, write every trainable model as a\n"
       "                   Hugging Face checkpoint in DIR/<model>\n"
       "                   (config.json, safetensors, tokenizer files)\n"
@@ -40,6 +45,7 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                   transfers, host functions) as a Chrome trace,\n"
       "                   extended as each step ends; open it in Perfetto\n"
       "                   beside the plan's `rlhfc --emit=trace`\n"
+      "  --version        the rlhfc runtime and LibTorch it was linked with\n"
       "  --help           this text\n\n"
       "environment (docs/runtime.md):\n"
       "  RLHF_DEVICE=cpu|cuda|auto    where workers run (default: a visible\n"
@@ -82,11 +88,13 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
   static const option opts[] = {{"steps", required_argument, nullptr, 's'},
                                 {"out", required_argument, nullptr, 'o'},
                                 {"resume", no_argument, nullptr, 'r'},
+                                {"overwrite", no_argument, nullptr, 'w'},
                                 {"export-hf", required_argument, nullptr, 'x'},
                                 {"data", required_argument, nullptr, 'd'},
                                 {"quiet", no_argument, nullptr, 'q'},
                                 {"trace", required_argument, nullptr, 't'},
                                 {"help", no_argument, nullptr, 'h'},
+                                {"version", no_argument, nullptr, 'v'},
                                 {nullptr, 0, nullptr, 0}};
   opterr = 0;
   int c;
@@ -107,6 +115,9 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       break;
     case 'r':
       p->resume = true;
+      break;
+    case 'w':
+      p->overwrite = true;
       break;
     case 'x':
       if (!*optarg)
@@ -129,6 +140,10 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       break;
     case 'h':
       usage(argv[0], p);
+      std::exit(0);
+    case 'v':
+      std::printf("%s: compiled by rlhfc; runtime %s, LibTorch %s\n",
+                  p->name.c_str(), RLHFC_VERSION, TORCH_VERSION);
       std::exit(0);
     default:
       for (const option *o = opts; o->name; ++o)
@@ -219,8 +234,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     if (cfg.worldSize != p->gpus)
       throw Error("this program was planned for " + std::to_string(p->gpus) +
                   " GPUs but the job has " + std::to_string(cfg.worldSize) +
-                  " workers; run it with rlhf-run -n " +
-                  std::to_string(p->gpus));
+                  (cfg.worldSize == 1 ? " worker" : " workers") +
+                  "; run it with rlhf-run -n " + std::to_string(p->gpus));
     p->device = selectDevice(cfg);
     if (!p->device.is_cuda()) // the end-of-run tensor peak, as runWorker's
       trackHostAllocations();
@@ -282,16 +297,44 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                     "; use a model with a larger vocab");
 
     int64_t resumed = -1;
+    const fs::path ckpts = fs::path(p->outDir) / "checkpoints";
+    const fs::path metricsFile = fs::path(p->outDir) / "metrics.jsonl";
+    if (p->resume && p->overwrite)
+      throw Error("--resume continues the run in --out and --overwrite "
+                  "deletes it; give one of them");
     if (p->resume) {
       resumed = latestCheckpoint(p);
       if (resumed < 0)
-        throw Error("--resume: no checkpoint in '" +
-                    (fs::path(p->outDir) / "checkpoints").string() +
+        throw Error("--resume: no checkpoint in '" + ckpts.string() +
                     "'; run without --resume first, or point --out at the run");
+      const int64_t done = resumed + 1;
+      if (p->steps < done)
+        throw Error("--resume: the checkpoint in '" + ckpts.string() +
+                    "' is after step " + std::to_string(done) +
+                    ", past --steps " + std::to_string(p->steps) +
+                    "; give --steps above " + std::to_string(done) +
+                    " to train further");
+    } else {
+      // A fresh run into an earlier one's --out would truncate its metrics
+      // and mix its checkpoints with the new ones.
+      std::error_code ec;
+      const int64_t earlier = latestCheckpoint(p);
+      const bool metrics = fs::file_size(metricsFile, ec) > 0 && !ec;
+      if ((earlier >= 0 || metrics) && !p->overwrite)
+        throw Error(
+            "--out '" + p->outDir + "' holds an earlier run (" +
+            (earlier >= 0
+                 ? "checkpoint after step " + std::to_string(earlier + 1)
+                 : std::string("metrics.jsonl")) +
+            "); continue it with --resume, start afresh with --overwrite "
+            "(deletes its checkpoints and metrics), or give another --out");
+      if (p->overwrite && p->rank == 0) {
+        fs::remove_all(ckpts, ec);
+        fs::remove(metricsFile, ec);
+      }
     }
     for (ModelState &m : p->models) {
-      fs::path ckpt = fs::path(p->outDir) / "checkpoints" /
-                      ("step-" + std::to_string(resumed)) / m.name;
+      fs::path ckpt = checkpointDir(p, resumed) / m.name;
       if (resumed >= 0 && fs::exists(ckpt / "state.json")) {
         CheckpointState s =
             loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
@@ -346,22 +389,28 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
         std::ifstream in(metrics);
         for (std::string line; std::getline(in, line);) {
           auto j = nlohmann::json::parse(line, nullptr, false);
-          if (!j.is_discarded() && j.value("step", int64_t(-1)) <= resumed)
+          if (!j.is_discarded() && j.value("step", int64_t(0)) <= resumed + 1)
             keep.push_back(line);
         }
       }
       std::ofstream out(metrics, std::ios::trunc);
       for (const std::string &l : keep)
         out << l << "\n";
-      std::printf(
-          "%s: %lld workers on %s (%s), steps %lld..%lld, output in %s%s\n",
-          p->name.c_str(), (long long)p->gpus,
-          p->device.is_cuda() ? "CUDA" : "the CPU", p->world->backendName(),
-          (long long)p->firstStep + 1, (long long)p->steps, p->outDir.c_str(),
-          resumed >= 0
-              ? (" (resumed after step " + std::to_string(resumed + 1) + ")")
-                    .c_str()
-              : "");
+      const std::string steps =
+          p->firstStep < p->steps
+              ? "steps " + std::to_string(p->firstStep + 1) + ".." +
+                    std::to_string(p->steps)
+              : "all " + std::to_string(p->steps) +
+                    " steps done, nothing to train (give --steps above " +
+                    std::to_string(p->steps) + " to go on)";
+      std::printf("%s: %lld worker%s on %s (%s), %s, output in %s%s\n",
+                  p->name.c_str(), (long long)p->gpus, p->gpus == 1 ? "" : "s",
+                  p->device.is_cuda() ? "CUDA" : "the CPU",
+                  p->world->backendName(), steps.c_str(), p->outDir.c_str(),
+                  resumed >= 0 ? (" (resumed after step " +
+                                  std::to_string(resumed + 1) + ")")
+                                     .c_str()
+                               : "");
       std::fflush(stdout);
     }
     p->world->barrier();
@@ -396,7 +445,7 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
     }
     at::Tensor all = p->world->allGather(mine.unsqueeze(0));
     nlohmann::ordered_json row;
-    row["step"] = step;
+    row["step"] = step + 1; // steps done, as the progress line counts
     std::string line;
     for (int64_t i = 0; i < K; ++i) {
       const Metric &m = p->metrics[size_t(i)];
@@ -461,10 +510,11 @@ int rlhf_prog_finish(rlhf_prog *p) {
       const std::string planned = p->plannedHardware.empty()
                                       ? "the planned hardware"
                                       : p->plannedHardware;
-      std::printf("done: %lld steps in %.1f s (plan predicted %.3g s/step on "
-                  "%s%s)\n",
-                  (long long)(p->steps - p->firstStep), wall,
-                  p->predictedIteration, planned.c_str(), ranOn.c_str());
+      const long long ran = (long long)(p->steps - p->firstStep);
+      std::printf("done: %lld step%s in %.1f s (plan predicted %.3g s/step "
+                  "on %s%s)\n",
+                  ran, ran == 1 ? "" : "s", wall, p->predictedIteration,
+                  planned.c_str(), ranOn.c_str());
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",
                   gpu ? "of the CUDA caching allocator (and RSS)"

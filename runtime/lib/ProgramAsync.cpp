@@ -133,8 +133,7 @@ void copyToGenerator(rlhf_prog *p, ModelState &m, int64_t version) {
 /// sampled again with the checkpoint's weights. Collective: every rank
 /// learns which iterations the generator's ranks found.
 void loadAhead(rlhf_prog *p, ModelState &m) {
-  fs::path dir = fs::path(p->outDir) / "checkpoints" /
-                 ("step-" + std::to_string(p->resumedFrom));
+  fs::path dir = checkpointDir(p, p->resumedFrom);
   ParallelGroups &g = p->groupsOf(m.gen.layout);
   ParamMap t;
   fs::path f = aheadFile(dir, m, p->rank);

@@ -39,9 +39,13 @@ HfArch exportArch(const ModelState &m) {
 
 } // namespace
 
+fs::path rlhf::exec::checkpointDir(const rlhf_prog *p, int64_t step) {
+  return fs::path(p->outDir) / "checkpoints" /
+         ("step-" + std::to_string(step + 1));
+}
+
 void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
-  fs::path dir =
-      fs::path(p->outDir) / "checkpoints" / ("step-" + std::to_string(step));
+  fs::path dir = checkpointDir(p, step);
   for (ModelState &m : p->models) {
     if (!m.changed)
       continue;
@@ -53,14 +57,14 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
     moveMoments(p, m, m.layout);
     fs::create_directories(dir / m.name);
     saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
-                   m.layout, *p->world, step);
+                   m.layout, *p->world, step + 1);
   }
   saveAhead(p, dir, step);
   p->world->barrier();
   if (p->rank == 0) {
     // The marker moves only after every model is on disk.
     fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
-    std::ofstream(tmp) << step << "\n";
+    std::ofstream(tmp) << step + 1 << "\n";
     fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
   }
   p->world->barrier();
@@ -120,8 +124,8 @@ void rlhf::exec::exportHf(rlhf_prog *p) {
 
 int64_t rlhf::exec::latestCheckpoint(const rlhf_prog *p) {
   std::ifstream in(fs::path(p->outDir) / "checkpoints" / "latest");
-  int64_t step = -1;
-  if (!(in >> step))
+  int64_t done = 0;
+  if (!(in >> done) || done < 1)
     return -1;
-  return step;
+  return done - 1;
 }

@@ -9,7 +9,7 @@
 // launcher ends the job naming it.
 //
 // A request, one line:
-//   {"row": 5, "step": 0, "prompt": "3+4=", "response": "7",
+//   {"row": 5, "step": 1, "prompt": "3+4=", "response": "7",
 //    "answer": "7", "fields": {"prompt": "3+4=", "answer": "7"}}
 // `prompt` and `response` are decoded from the sample's tokens (what the
 // model read and wrote, without pad, BOS and EOS; the response ends at its
@@ -112,7 +112,7 @@ rlhf_value *rlhf::exec::scriptReward(rlhf_prog *p, rlhf_value *answerIn,
         fields["answer"] = answerText;
       }
       nlohmann::json req = {{"row", i},
-                            {"step", p->stepIndex},
+                            {"step", p->stepIndex + 1},
                             {"prompt", decode(prompt)},
                             {"response", decode(response)},
                             {"answer", answerText},

@@ -258,7 +258,7 @@ struct rlhf_prog {
   std::unique_ptr<MeasuredTrace> trace; ///< with --trace
   /// The allocator's peak per timed span and over the run (from start).
   std::optional<SpanPeaks> peaks;
-  bool resume = false, quiet = false;
+  bool resume = false, overwrite = false, quiet = false;
   std::map<std::string, std::string> dataOverride;
 
   std::unique_ptr<Communicator> world;
@@ -334,7 +334,13 @@ namespace rlhf::exec {
       !cause.empty() && msg.find(cause) == std::string::npos)
     msg = cause + " (this rank then failed in " + msg + ")";
   std::fflush(stdout);
-  std::fprintf(stderr, "rank %d: error: %s\n", p ? p->rank : -1, msg.c_str());
+  // Before the rendezvous (its options, run without rlhf-run) there is no
+  // rank to name: the program is named instead.
+  if (p && p->rank >= 0)
+    std::fprintf(stderr, "rank %d: error: %s\n", p->rank, msg.c_str());
+  else
+    std::fprintf(stderr, "%s: error: %s\n", p ? p->name.c_str() : "rlhf",
+                 msg.c_str());
   std::fflush(stderr);
   std::_Exit(1);
 }
@@ -452,11 +458,16 @@ GeneratedBatch generateRows(rlhf_prog *p, LlamaModel *model, const Layout &l,
 rlhf_value *generatedValue(rlhf_prog *p, const GeneratedBatch &b,
                            const Layout &l);
 
-/// Checkpoints every model that changed to OUT/checkpoints/step-`step`
-/// (collective), then moves OUT/checkpoints/latest to it.
+/// OUT/checkpoints/step-N for the checkpoint after step index `step`: N
+/// counts the steps done (step-20 after 20 steps), as the progress lines,
+/// metrics.jsonl and `latest` do.
+std::filesystem::path checkpointDir(const rlhf_prog *p, int64_t step);
+
+/// Checkpoints every model that changed after step index `step` to
+/// checkpointDir (collective), then moves OUT/checkpoints/latest to it.
 void saveAll(rlhf_prog *p, int64_t step);
 
-/// The step of the last complete checkpoint under OUT, or -1.
+/// The step index of the last complete checkpoint under OUT, or -1.
 int64_t latestCheckpoint(const rlhf_prog *p);
 
 /// --export-hf: every trainable model's final weights, gathered whole to

@@ -25,8 +25,10 @@ std::pair<at::Tensor, at::Tensor> sampleRows(const at::Tensor &last,
     if (o.topP < 1.0) {
       auto [sorted, idx] = probs.sort(-1, /*descending=*/true);
       at::Tensor cum = sorted.cumsum(-1);
-      // Keep the smallest prefix whose mass reaches top_p (at least one).
+      // Keep the smallest prefix whose mass reaches top_p, and at least the
+      // most likely token: top_p = 0 is greedy, as in vLLM and transformers.
       at::Tensor drop = (cum - sorted) >= o.topP;
+      drop.narrow(-1, 0, 1).fill_(false);
       cum = at::Tensor();
       sorted = sorted.masked_fill(drop, 0);
       probs = at::zeros_like(probs).scatter(-1, idx, sorted);

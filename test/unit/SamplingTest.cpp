@@ -36,9 +36,12 @@ TEST(Sampling, ChunksOfRowsMatchOnePass) {
     EXPECT_TRUE(at::equal(wholeLp, chunkedLp)) << "greedy " << greedy;
     EXPECT_EQ(whole.sizes(), (std::vector<int64_t>{B}));
   }
-  // Top-p keeps the most likely tokens: with a tiny p only the argmax.
-  auto [top, lp] = sampleTokens(logits, u, sampling(false, 1e-6));
-  EXPECT_TRUE(at::equal(top, logits.argmax(-1)));
+  // Top-p keeps the most likely tokens: with a tiny p only the argmax, and
+  // with p = 0 too (it once dropped every token and sampled id 0).
+  for (double p : {1e-6, 0.0}) {
+    auto [top, lp] = sampleTokens(logits, u, sampling(false, p));
+    EXPECT_TRUE(at::equal(top, logits.argmax(-1))) << "top_p " << p;
+  }
 }
 
 // 512 rows of a 32000-word vocabulary (62.5 MiB of fp32 logits): sampled in

@@ -38,7 +38,9 @@ using Clock = std::chrono::steady_clock;
 
 static cl::OptionCategory runCat("rlhf-run options");
 static cl::opt<unsigned>
-    numWorkers("n", cl::desc("Number of worker processes (one per device)"),
+    numWorkers("n",
+               cl::desc("Number of worker processes on this node, one per "
+                        "device (default 1)"),
                cl::value_desc("N"), cl::init(1), cl::cat(runCat));
 static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers),
                                 cl::desc("Alias for -n"), cl::cat(runCat));
@@ -254,6 +256,9 @@ void printDryRun(std::vector<Worker> &workers) {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(runCat);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "rlhf-run " << RLHFC_VERSION << " (rlhfc's launcher)\n";
+  });
   cl::ParseCommandLineOptions(
       argc, argv,
       "rlhf-run: launch N local workers of an rlhfc-compiled program\n\n"
@@ -262,10 +267,11 @@ int main(int argc, char **argv) {
       "--master-port 29500 -n 8 ./ppo\n"
       "  srun --ntasks-per-node=1 rlhf-run -n 8 ./ppo\n\n"
       "Each worker gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
-      "LOCAL_RANK\n"
-      "and LOCAL_WORLD_SIZE, the same variables torchrun and Slurm wrappers "
-      "set,\n"
-      "so a compiled program runs unchanged on a cluster. Output lines are\n"
+      "LOCAL_RANK,\n"
+      "LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE and NODE_RANK, the "
+      "variables\n"
+      "torchrun and Slurm wrappers set, so a compiled program runs unchanged "
+      "on a\ncluster. Output lines are\n"
       "prefixed with '[rank R]'. When a worker fails, the others get SIGTERM,\n"
       "then SIGKILL after --grace seconds, and rlhf-run exits with the "
       "failing\n"

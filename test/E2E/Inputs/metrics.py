@@ -4,12 +4,14 @@ JSON object per step). Exits non-zero with a message when a check fails.
 
   metrics.py rise FILE --key reward --window W --margin M
       the mean of KEY over the last W steps exceeds the first W by M
+  metrics.py fall FILE --key loss/lm --window W --margin M
+      the mean of KEY over the last W steps is below the first W by M
   metrics.py same A B --keys k1,k2 --rtol R --atol T
       both runs have the same steps and agree on the keys within tolerance
   metrics.py last FILE --key reward --window W --at-least X
       the mean of KEY over the last W steps is at least X
   metrics.py steps FILE N [--finite k1,k2]
-      steps 0..N-1 each appear exactly once, in order (and the keys are
+      steps 1..N each appear exactly once, in order (and the keys are
       present and finite at every step)
 """
 import argparse
@@ -38,16 +40,18 @@ def last(a):
         fail(f"{mean:.4f} is below {a.at_least}")
 
 
-def rise(a):
+def trend(a):
+    """rise (a.sign 1) or fall (a.sign -1) by more than the margin"""
     rows = load(a.file)
     if len(rows) < 2 * a.window:
         fail(f"{a.file}: {len(rows)} steps, need {2 * a.window}")
     first = sum(r[a.key] for r in rows[: a.window]) / a.window
     last = sum(r[a.key] for r in rows[-a.window:]) / a.window
     print(f"mean {a.key}: first {a.window} steps {first:.4f}, last {a.window} steps {last:.4f}")
-    if not last > first + a.margin:
-        fail(f"{a.key} rose by {last - first:.4f}, less than the margin {a.margin}")
-    print("OK: rose by %.4f (margin %.4f)" % (last - first, a.margin))
+    moved, verb = a.sign * (last - first), "rose" if a.sign > 0 else "fell"
+    if not moved > a.margin:
+        fail(f"{a.key} {verb} by {moved:.4f}, less than the margin {a.margin}")
+    print("OK: %s by %.4f (margin %.4f)" % (verb, moved, a.margin))
 
 
 def same(a):
@@ -66,13 +70,13 @@ def same(a):
 
 def steps(a):
     got = [r["step"] for r in load(a.file)]
-    if got != list(range(a.n)):
-        fail(f"steps {got} are not 0..{a.n - 1} once each")
+    if got != list(range(1, a.n + 1)):
+        fail(f"steps {got} are not 1..{a.n} once each")
     for r in load(a.file):
         for k in filter(None, a.finite.split(",")):
             if k not in r or not math.isfinite(r[k]):
                 fail(f"step {r['step']}: {k} is {r.get(k)!r}, not a finite number")
-    print(f"OK: steps 0..{a.n - 1} once each" +
+    print(f"OK: steps 1..{a.n} once each" +
           (f", {a.finite} finite" if a.finite else ""))
 
 
@@ -83,7 +87,13 @@ r.add_argument("file")
 r.add_argument("--key", default="reward")
 r.add_argument("--window", type=int, default=20)
 r.add_argument("--margin", type=float, default=0.05)
-r.set_defaults(run=rise)
+r.set_defaults(run=trend, sign=1)
+f = sub.add_parser("fall")
+f.add_argument("file")
+f.add_argument("--key", required=True)
+f.add_argument("--window", type=int, default=10)
+f.add_argument("--margin", type=float, required=True)
+f.set_defaults(run=trend, sign=-1)
 l = sub.add_parser("last")
 l.add_argument("file")
 l.add_argument("--key", default="reward")

@@ -20,7 +20,7 @@ struct CheckpointState {
   ParamMap params;             ///< this rank's shard in the requested layout
   ParamMap adamM, adamV;       ///< empty when the checkpoint has no optimizer
   int64_t adamSteps = 0;
-  int64_t step = 0;            ///< training step the checkpoint was taken after
+  int64_t step = 0; ///< training steps done when it was taken
 };
 
 /// Writes `dir`/model.safetensors, optimizer.safetensors (if `opt`) and
