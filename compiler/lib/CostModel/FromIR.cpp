@@ -91,8 +91,10 @@ Strategy rlhfc::cost::defaultStrategy(const Arch &arch, const Hardware &hw,
                                       int64_t gpus, const CallShape &shape) {
   Strategy s;
   int64_t tp = 1;
+  // tp divides the kv heads too, as @place and the planner require.
   while (tp * 2 <= std::min<int64_t>(hw.gpusPerNode, gpus) &&
-         arch.shape.heads % (tp * 2) == 0 && gpus % (tp * 2) == 0)
+         arch.shape.heads % (tp * 2) == 0 &&
+         arch.shape.kvHeads % (tp * 2) == 0 && gpus % (tp * 2) == 0)
     tp *= 2;
   s.tp = tp;
   s.dp = gpus / tp;

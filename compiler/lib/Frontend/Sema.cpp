@@ -62,7 +62,18 @@ mlir::InFlightDiagnostic Sema::error(mlir::Location loc,
                                      const llvm::Twine &msg) {
   failed = true;
   ++numErrors;
-  return mlir::emitError(loc, msg);
+  mlir::InFlightDiagnostic d = mlir::emitError(loc, msg);
+  // An error in an imported algorithm (the stdlib's) while a run types it
+  // is often the run's doing: point at the run too.
+  auto file = [](mlir::Location l) {
+    auto f = mlir::dyn_cast<mlir::FileLineColLoc>(l);
+    return f ? f.getFilename().strref() : StringRef();
+  };
+  if (currentRun && current && !file(loc).empty() &&
+      file(loc) != file(currentRun->loc))
+    d.attachNote(currentRun->loc)
+        << "while typing the run of '" << currentRun->algorithm << "' here";
+  return d;
 }
 
 void Sema::warning(mlir::Location loc, const llvm::Twine &msg) {

@@ -499,6 +499,16 @@ std::optional<Sema::Value> Sema::evalValue(const Expr &e,
     v.dim = s->dim;
     return v;
   }
+  case Expr::Kind::Bool:
+    error(e.loc, std::string("'") + (e.boolean ? "true" : "false") +
+                     "' is not a value here; a setting that switches "
+                     "something on takes 1 (on) or 0 (off)");
+    return std::nullopt;
+  case Expr::Kind::String:
+    error(e.loc, "a string is not a value here; give a value name, a field "
+                 "such as 'g.seq', or a number (only text settings, such as "
+                 "'command' of script_reward, take a string)");
+    return std::nullopt;
   default:
     error(e.loc, "expected a value name, a field such as 'g.seq', or a number");
     return std::nullopt;

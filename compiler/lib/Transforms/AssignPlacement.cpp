@@ -2,6 +2,7 @@
 
 #include "PassUtils.h"
 #include "rlhfc/Transforms/Passes.h"
+#include "rlhfc/Transforms/Pipeline.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -22,18 +23,14 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    PlanningOptions asked;
+    asked.planner = planner;
+    asked.budget = budget;
+    if (llvm::Error e = checkPlanningOptions(asked)) {
+      module.emitError() << llvm::toString(std::move(e));
+      return signalPassFailure();
+    }
     std::optional<plan::Method> method = plan::parseMethod(planner);
-    if (!method) {
-      module.emitError() << "unknown planner '" << planner
-                         << "'; use search, heuristic, colocated, separated or manual";
-      return signalPassFailure();
-    }
-    if (budget < 1) {
-      module.emitError()
-          << "the search budget must be at least 1, got " << int64_t(budget)
-          << "; pass --search-budget=N with N >= 1 (default 200000)";
-      return signalPassFailure();
-    }
     auto cal = loadCalibrationFor(module, calibration);
     if (failed(cal))
       return signalPassFailure();

@@ -47,9 +47,17 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto algs = llvm::to_vector(module.getOps<r::AlgorithmOp>());
-    if (algs.size() != 1) {
-      module.emitError() << "an executable runs one algorithm, found "
-                         << algs.size() << "; keep one run block";
+    if (algs.size() > 1) {
+      // At the second run: the file's first line would point at nothing.
+      InFlightDiagnostic d = algs[1].emitError();
+      d << "an executable runs one algorithm, found " << algs.size()
+        << "; keep one run block (--emit=mlir, plan and trace take several)";
+      d.attachNote(algs[0].getLoc()) << "the first run block";
+      return signalPassFailure();
+    }
+    if (algs.empty()) {
+      module.emitError() << "an executable runs one algorithm, found none; "
+                            "add a run block";
       return signalPassFailure();
     }
     if (failed(lower(algs.front())))

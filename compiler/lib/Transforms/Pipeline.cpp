@@ -35,6 +35,19 @@ PlanningCLOptions::PlanningCLOptions(cl::OptionCategory &category,
     progress.removeArgument();
 }
 
+llvm::Error rlhfc::checkPlanningOptions(const PlanningOptions &o) {
+  if (!plan::parseMethod(o.planner))
+    return llvm::createStringError(
+        "unknown planner '" + o.planner +
+        "'; use search, heuristic, colocated, separated or manual");
+  if (o.budget < 1)
+    return llvm::createStringError(
+        "the search budget must be at least 1, got " +
+        std::to_string(o.budget) +
+        "; pass --search-budget=N with N >= 1 (default 200000)");
+  return llvm::Error::success();
+}
+
 PlanningOptions PlanningCLOptions::get() const {
   PlanningOptions o;
   o.planner = planner;

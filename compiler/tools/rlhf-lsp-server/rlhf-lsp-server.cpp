@@ -84,6 +84,11 @@ int main(int argc, char **argv) {
   options.frontend.includeDirs.assign(includeDirs.begin(), includeDirs.end());
   options.frontend.stdlibDir = rlhfc::defaultStdlibDir(stdlibDir);
   options.planning = planningFlags.get();
+  if (llvm::Error e = rlhfc::checkPlanningOptions(options.planning)) {
+    llvm::errs() << "rlhf-lsp-server: error: " << llvm::toString(std::move(e))
+                 << "\n";
+    return 1;
+  }
   rlhfc::lsp::Server server(options);
 
   llvm::sys::ChangeStdinToBinary();

@@ -26,6 +26,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -213,6 +214,11 @@ mlir::LogicalResult codegen(mlir::ModuleOp module, raw_ostream &os) {
 /// output to `os`.
 mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
                             raw_ostream &os) {
+  const rlhfc::PlanningOptions planning = planningFlags.get();
+  if (llvm::Error e = rlhfc::checkPlanningOptions(planning)) {
+    errs() << "rlhfc: error: " << toString(std::move(e)) << "\n";
+    return mlir::failure();
+  }
   rlhfc::FrontendOptions opts;
   opts.includeDirs.assign(includeDirs.begin(), includeDirs.end());
   opts.stdlibDir = rlhfc::defaultStdlibDir(stdlibDir);
@@ -222,7 +228,6 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
   if (!prog)
     return mlir::failure();
 
-  const rlhfc::PlanningOptions planning = planningFlags.get();
   rlhfc::cost::Calibration calibration;
   if (!planning.calibration.empty()) {
     auto cal = rlhfc::cost::loadCalibration(planning.calibration);
@@ -297,6 +302,17 @@ int main(int argc, char **argv) {
   if (!emit.getNumOccurrences() && outputFile.getNumOccurrences() &&
       outputFile != "-" && !estimate && !verifyDiagnostics)
     emit = Emit::Exe;
+  if (estimate && emit.getNumOccurrences() && emit != Emit::Check) {
+    errs() << "rlhfc: error: --estimate prints the estimates alone; drop "
+              "--emit, or run the two separately\n";
+    return 1;
+  }
+  if (emit == Emit::Obj && outputFile == "-" &&
+      llvm::sys::Process::StandardOutIsDisplayed()) {
+    errs() << "rlhfc: error: an object file is binary; write it to a file "
+              "with -o FILE.o\n";
+    return 1;
+  }
   programName = argv[0];
   mlir::DialectRegistry registry;
   rlhfc::codegen::registerCodegenDialects(registry);

@@ -24,6 +24,11 @@ struct PlanningOptions {
   bool progress = false;   ///< report the search's progress on stderr
 };
 
+/// Why `o` cannot plan (an unknown planner, a budget below 1), as a message
+/// that names the flag to fix; success otherwise. Tools check their flags
+/// with it before reading a program, and the placement pass its options.
+llvm::Error checkPlanningOptions(const PlanningOptions &o);
+
 /// PlanningOptions as command-line flags (--planner, --search-budget, --seed,
 /// --calibration, --progress), one set for every tool that plans (rlhfc, the
 /// language server). Construct it before llvm::cl::ParseCommandLineOptions.
