@@ -59,9 +59,10 @@ c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
   std::string want = "auto";
   if (const char *v = std::getenv("RLHF_DEVICE"); v && *v)
     want = v;
-  const std::string who = "rank " + std::to_string(cfg.rank) + ": ";
+  // Errors name no rank: whoever reports them (the program's die, asRank)
+  // prefixes "rank R: error:".
   if (want != "auto" && want != "cpu" && want != "cuda")
-    throw Error(who + "environment variable RLHF_DEVICE='" + want +
+    throw Error("environment variable RLHF_DEVICE='" + want +
                 "' is not one of cpu, cuda, auto");
   if (want == "cpu")
     return c10::Device(c10::kCPU);
@@ -69,8 +70,8 @@ c10::Device rlhf::selectDevice(const RendezvousConfig &cfg) {
   if (n == 0) {
     if (want == "cuda")
       throw Error(
-          who + "RLHF_DEVICE=cuda, but no CUDA device is visible (check "
-                "nvidia-smi and CUDA_VISIBLE_DEVICES, or set RLHF_DEVICE=cpu)");
+          "RLHF_DEVICE=cuda, but no CUDA device is visible (check "
+          "nvidia-smi and CUDA_VISIBLE_DEVICES, or set RLHF_DEVICE=cpu)");
     return c10::Device(c10::kCPU);
   }
   c10::Device dev(c10::kCUDA, c10::DeviceIndex(cfg.localRank % n));
@@ -200,8 +201,7 @@ rlhf::createWorldCommunicator(const RendezvousConfig &cfg, c10::Device device) {
   if (const char *v = std::getenv("RLHF_BACKEND"); v && *v)
     want = v;
   if (!want.empty() && want != "gloo" && want != "nccl")
-    throw Error("rank " + std::to_string(cfg.rank) +
-                ": environment variable RLHF_BACKEND='" + want +
+    throw Error("environment variable RLHF_BACKEND='" + want +
                 "' is not one of gloo, nccl");
   c10::intrusive_ptr<c10d::TCPStore> store;
   if (want.empty() && !device.is_cuda()) {
@@ -269,7 +269,6 @@ at::ScalarType rlhf::selectPrecision(const RendezvousConfig &cfg,
     return at::kBFloat16;
   if (want == "fp32")
     return at::kFloat;
-  throw Error("rank " + std::to_string(cfg.rank) +
-              ": environment variable RLHF_PRECISION='" + want +
+  throw Error("environment variable RLHF_PRECISION='" + want +
               "' is not one of bf16, fp32");
 }

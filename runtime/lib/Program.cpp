@@ -63,7 +63,12 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  RLHF_HOST_FNS=cpu            host functions on the CPU, not the GPU\n"
       "  RLHF_TP_SHARD_SEQUENCE=0     under tp, every rank holds whole\n"
       "                               sequences between layers (no Megatron\n"
-      "                               sequence parallelism; more memory)\n",
+      "                               sequence parallelism; more memory)\n"
+      "  RLHF_FUSED_KERNELS=0|cpu     separate LibTorch ops instead of the\n"
+      "                               fused CUDA kernels, or their host\n"
+      "                               bodies on the CPU (for tests)\n"
+      "  RLHF_WATCHDOG_STALL_S=N      an NCCL collective stalled this long\n"
+      "                               ends the process (default 120)\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }

@@ -18,6 +18,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <set>
 
 using namespace rlhfc;
 using namespace rlhfc::ast;
@@ -29,6 +30,8 @@ namespace {
 struct SyntaxError {
   mlir::Location loc;
   std::string message;
+  std::optional<mlir::Location> noteLoc; ///< e.g. the '{' left open
+  std::string note;
 };
 
 /// Describes a token the way a person would: "name 'foo'", "';'", "end of
@@ -411,6 +414,15 @@ private:
   mlir::StringAttr filename;
 };
 
+/// The token type the grammar spells as `literal` ("'}'"), or INVALID_TYPE.
+size_t literalType(const antlr4::Parser &p, const std::string &literal) {
+  const antlr4::dfa::Vocabulary &v = p.getVocabulary();
+  for (size_t t = 1; t <= v.getMaxTokenType(); ++t)
+    if (v.getLiteralName(t) == literal)
+      return t;
+  return antlr4::Token::INVALID_TYPE;
+}
+
 void ErrorListener::syntaxError(antlr4::Recognizer *recognizer,
                                 antlr4::Token *offending, size_t line, size_t col,
                                 const std::string &msg, std::exception_ptr e) {
@@ -453,6 +465,34 @@ void ErrorListener::syntaxError(antlr4::Recognizer *recognizer,
   if (!want.empty())
     m += "; expected " + want;
   b.error(b.loc(line, col), m);
+  // At the end of the file, or at the next declaration's keyword, say
+  // which brace is still open: the place to fix is there.
+  static const std::set<std::string> kDeclKeywords = {
+      "import",  "hardware",  "arch", "cluster", "model",
+      "dataset", "algorithm", "fn",   "run"};
+  bool atDeclaration =
+      offending && (offending->getType() == antlr4::Token::EOF ||
+                    (offending->getCharPositionInLine() == 0 &&
+                     kDeclKeywords.count(offending->getText())));
+  if (atDeclaration && b.tokens &&
+      expected.contains(literalType(*parser, "'}'"))) {
+    std::vector<antlr4::Token *> open;
+    for (antlr4::Token *t : b.tokens->getTokens()) {
+      if (t->getTokenIndex() >= offending->getTokenIndex())
+        break;
+      std::string text = t->getText();
+      if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL)
+        continue;
+      if (text == "{")
+        open.push_back(t);
+      else if (text == "}" && !open.empty())
+        open.pop_back();
+    }
+    if (!open.empty()) {
+      b.firstError->noteLoc = b.loc(open.back());
+      b.firstError->note = "this '{' is not closed";
+    }
+  }
 }
 
 /// Rejects what the grammar cannot sensibly parse: stray characters,
@@ -572,8 +612,11 @@ std::unique_ptr<Module> rlhfc::parseModule(llvm::SourceMgr &sm, unsigned bufferI
     ErrorListener listener(builder);
     parser.addErrorListener(&listener);
     RLHFParser::ProgramContext *tree = parser.program();
-    if (builder.firstError) {
-      mlir::emitError(builder.firstError->loc) << builder.firstError->message;
+    if (const auto &err = builder.firstError) {
+      mlir::InFlightDiagnostic d = mlir::emitError(err->loc);
+      d << err->message;
+      if (err->noteLoc)
+        d.attachNote(*err->noteLoc) << err->note;
       return nullptr;
     }
     return builder.build(tree);
