@@ -222,47 +222,70 @@ at::Tensor LlamaModel::tokenStat(const at::Tensor &tokens, bool entropy) {
   return entropy ? r.entropy : r.logprobs;
 }
 
-StageActivations LlamaModel::stageForward(const at::Tensor &tokensIn,
-                                          bool withHead) {
+at::Tensor LlamaModel::stageInputFor(const at::Tensor &tokens) {
+  if (firstStage())
+    return at::Tensor();
   // Under tp the stages pass on blocks of the padded pass's token rows
   // (shardsSequence).
+  const int64_t unit = shardsSequence() ? tp.size : 1;
+  const int64_t B = tokens.size(0),
+                S = (tokens.size(1) + unit - 1) / unit * unit;
+  return shardsSequence()
+             ? at::empty({B * S / tp.size, cfg.shape.hidden}, on(dtype_))
+             : at::empty({B, S, cfg.shape.hidden}, on(dtype_));
+}
+
+StageActivations LlamaModel::stageRun(const at::Tensor &tokensIn,
+                                      at::Tensor input, bool withHead) {
   const at::Tensor tokens = padForShards(tokensIn.to(device_));
   const int64_t B = tokens.size(0), S = tokens.size(1), real = tokensIn.size(1);
-  const bool shard = shardsSequence();
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   const at::Tensor mask; // causal
   StageActivations a;
   at::Tensor x;
   if (firstStage()) {
-    x = embed(tokens, shard);
+    x = embed(tokens, shardsSequence());
   } else {
-    a.input = shard ? at::empty({B * S / tp.size, cfg.shape.hidden}, on(dtype_))
-                    : at::empty({B, S, cfg.shape.hidden}, on(dtype_));
-    pp.comm->recv(a.input, pp.stage - 1);
+    a.input = input;
     a.input.set_requires_grad(at::GradMode::is_enabled());
     x = a.input;
   }
   x = layers(x, positions, mask, nullptr, /*finalNorm=*/lastStage());
-  if (lastStage()) {
-    if (real != S)
-      x = x.narrow(1, 0, real);
-    a.output = withHead ? head(x) : x;
-  } else {
-    a.output = x;
-    pp.comm->send(x.detach(), pp.stage + 1);
-  }
+  if (lastStage() && real != S)
+    x = x.narrow(1, 0, real);
+  a.output = lastStage() && withHead ? head(x) : x;
+  return a;
+}
+
+at::Tensor LlamaModel::stageGrad(const StageActivations &a,
+                                 const at::Tensor &gradOutput) {
+  if (!lastStage())
+    a.output.backward(gradOutput);
+  if (firstStage())
+    return at::Tensor();
+  at::Tensor g = a.input.grad();
+  return g.defined() ? g : at::zeros_like(a.input);
+}
+
+StageActivations LlamaModel::stageForward(const at::Tensor &tokens,
+                                          bool withHead) {
+  at::Tensor input = stageInputFor(tokens);
+  if (input.defined())
+    pp.comm->recv(input, pp.stage - 1);
+  StageActivations a = stageRun(tokens, input, withHead);
+  if (!lastStage())
+    pp.comm->send(a.output.detach(), pp.stage + 1);
   return a;
 }
 
 void LlamaModel::stageBackward(const StageActivations &a) {
+  at::Tensor grad;
   if (!lastStage()) {
-    at::Tensor grad = at::empty_like(a.output);
+    grad = at::empty_like(a.output);
     pp.comm->recv(grad, pp.stage + 1);
-    a.output.backward(grad);
   }
-  if (!firstStage()) {
-    at::Tensor g = a.input.grad();
-    pp.comm->send(g.defined() ? g : at::zeros_like(a.input), pp.stage - 1);
-  }
+  at::Tensor g = stageGrad(a, grad);
+  if (!firstStage())
+    pp.comm->send(g, pp.stage - 1);
 }

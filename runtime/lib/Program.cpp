@@ -68,7 +68,10 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                               fused CUDA kernels, or their host\n"
       "                               bodies on the CPU (for tests)\n"
       "  RLHF_WATCHDOG_STALL_S=N      an NCCL collective stalled this long\n"
-      "                               ends the process (default 120)\n",
+      "                               ends the process (default 120)\n"
+      "  RLHF_PIPELINE_SCHEDULE=sequential  train pipeline stages one\n"
+      "                               micro-batch at a time, not 1F1B (for\n"
+      "                               comparison; slower)\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }

@@ -46,6 +46,8 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
       return 0.0;
     TrainBatch b{x, masks};
     o.microBatches = std::max<int64_t>(1, lay[4]);
+    if (const char *v = std::getenv("RLHF_PIPELINE_SCHEDULE"))
+      o.sequentialPipeline = std::string(v) == "sequential";
     o.dp = g.dp.get();
     if (lay[5] > 1)
       o.replicas = p->groupsOf(w).dp.get();

@@ -1,6 +1,7 @@
 //===- Train.cpp - losses and the train step -----------------------------===//
 
 #include "rlhf/runtime/Train.h"
+#include "Pipeline.h"
 #include "rlhf/runtime/Error.h"
 #include "rlhf/runtime/FnProgram.h"
 
@@ -221,20 +222,30 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
         p.mutable_grad().zero_();
     mainGrads.zero();
     std::vector<at::Tensor> summed; // the loss, then its metrics
-    for (int64_t u = 0; u < o.microBatches; ++u) {
-      TrainBatch micro = rows(mini, u * perMicro, perMicro);
-      if (model.stages() > 1) {
-        // Every stage runs its part; the last computes the loss.
-        StageActivations acts = model.stageForward(
-            micro.inputs[size_t(modelInputs[0])].to(at::kLong),
-            /*head=*/model.config().shape.valueHead);
-        if (model.lastStage()) {
-          microLoss(model, micro, o, denoms, &acts.output, summed).backward();
-        }
-        model.stageBackward(acts);
-        continue;
-      }
-      microLoss(model, micro, o, denoms, nullptr, summed).backward();
+    if (model.stages() > 1) {
+      // Every stage runs its part, in 1F1B order; the last the loss.
+      auto microOf = [&](int64_t u) {
+        return rows(mini, u * perMicro, perMicro);
+      };
+      const int64_t in = modelInputs[0];
+      runPipeline(
+          model,
+          (o.sequentialPipeline ? sequentialSchedule : oneFOneB)(
+              model.stage(), model.stages(), o.microBatches),
+          /*head=*/model.config().shape.valueHead,
+          [&](int64_t u) {
+            return microOf(u).inputs[size_t(in)].to(at::kLong);
+          },
+          [&](int64_t u, const at::Tensor &out) {
+            at::Tensor stageOut = out;
+            microLoss(model, microOf(u), o, denoms, &stageOut, summed)
+                .backward();
+          });
+    } else {
+      for (int64_t u = 0; u < o.microBatches; ++u)
+        microLoss(model, rows(mini, u * perMicro, perMicro), o, denoms, nullptr,
+                  summed)
+            .backward();
     }
     double total = 0; // stays 0 off a pipeline's last stage
     std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);

@@ -245,10 +245,23 @@ public:
   /// other stages receive their output's gradient from the next stage. Each
   /// stage then sends its input's gradient to the previous one.
   void stageBackward(const StageActivations &acts);
+  /// stageForward and stageBackward without their messages, for a schedule
+  /// that moves them itself (runOneFOneB pairs each send with a receive):
+  /// the tensor this stage receives for `tokens` (undefined on the first
+  /// stage); the stage's pass from it; and backward from `gradOutput`
+  /// (undefined on the last stage, whose caller ran backward from the
+  /// loss), returning the gradient for the previous stage (undefined on the
+  /// first).
+  at::Tensor stageInputFor(const at::Tensor &tokens);
+  StageActivations stageRun(const at::Tensor &tokens, at::Tensor input,
+                            bool head = true);
+  at::Tensor stageGrad(const StageActivations &acts,
+                       const at::Tensor &gradOutput);
 
   bool firstStage() const { return pp.stage == 0; }
   bool lastStage() const { return pp.stage == pp.stages - 1; }
   int stages() const { return pp.stages; }
+  int stage() const { return pp.stage; }
   Communicator *ppComm() const { return pp.comm; }
 
   /// Activation recomputation: while on, a forward pass that records

@@ -132,6 +132,10 @@ struct TrainOptions {
   /// gradients are summed over sp, then dp, and ZeRO slices over dp.
   Communicator *replicas = nullptr;
   bool recompute = false; ///< recompute decoder layers in backward
+  /// With pipeline stages, run each micro-batch's forward and backward
+  /// through every stage before the next (the order before 1F1B; for
+  /// side-by-side measurement: RLHF_PIPELINE_SCHEDULE=sequential).
+  bool sequentialPipeline = false;
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
