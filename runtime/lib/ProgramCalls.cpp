@@ -206,7 +206,17 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
         // (rowsLayout's "stages" are sp ranks), and a pipeline's last stage
         // broadcasts only those.
         const int64_t pp = lay[3];
-        at::Tensor y = value ? model.forward(seq) : model.tokenStat(seq, false);
+        // The plan's micro-batches, one after another: activations of one
+        // at a time, as it prices them, and with pipeline stages each
+        // stage passes one on and takes the next while the later stages
+        // work (forward only: the chain of messages needs no schedule).
+        const int64_t mbs = std::min<int64_t>(
+            std::max<int64_t>(1, lay[4]), std::max<int64_t>(1, seq.size(0)));
+        std::vector<at::Tensor> parts;
+        for (const at::Tensor &s : seq.split((seq.size(0) + mbs - 1) / mbs, 0))
+          parts.push_back(value ? model.forward(s) : model.tokenStat(s, false));
+        at::Tensor y =
+            pp == 1 || model.lastStage() ? at::cat(parts) : at::Tensor();
         if (pp > 1) {
           if (!model.lastStage()) // fp32 like values and log-probs
             y = at::empty({seq.size(0), seq.size(1) - (value ? 0 : 1)},

@@ -255,15 +255,15 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
             int64_t dp = size / tp / sp / pp;
             if (rows % dp)
               continue;
-            // The runtime's pipelined generation runs the stages one after
-            // another on the whole batch (runtime/lib/Model.cpp).
+            // The runtime's generation decodes the whole batch at once (its
+            // stages one after another): one micro-batch, as priced.
             // A pipeline wants at least pp micro-batches: the smallest counts
             // of at least pp, 2pp and 4pp that split the rows evenly.
             std::vector<int64_t> mbsChoices;
-            if (pp == 1)
-              mbsChoices = {1, 4};
-            else if (gen)
+            if (gen)
               mbsChoices = {1};
+            else if (pp == 1)
+              mbsChoices = {1, 4};
             else
               for (int64_t want : {pp, 2 * pp, 4 * pp})
                 if (int64_t m = divisorAtLeast(rows / dp, want);
