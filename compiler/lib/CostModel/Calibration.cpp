@@ -2,8 +2,12 @@
 
 #include "rlhfc/CostModel/CostModel.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace rlhfc::cost;
 
@@ -108,11 +112,29 @@ llvm::Expected<Calibration> rlhfc::cost::loadCalibration(llvm::StringRef path) {
             "nvlink, nvls, network, nvlink_latency, network_latency, "
             "dp_overlap, kernel_overhead, gemm_fill, gemm_depth, host",
             path.str().c_str(), key.str().c_str(), hwName.str().c_str());
-      if (!d || *d < 0)
-        return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "%s: '%s.%s' must be a non-negative number",
-                                       path.str().c_str(), hwName.str().c_str(),
-                                       key.str().c_str());
+      // Efficiencies are fractions of a peak: above 0 (a zero prices a call
+      // at infinite time) and at most 1. NVLS is a factor on the link's
+      // bandwidth that may exceed 1 (0: none); dp_overlap a fraction that may
+      // be 0; latencies and the per-kernel time are seconds; gemm_fill and
+      // gemm_depth are sizes.
+      const bool fraction = dst == &e.matmul || dst == &e.attention ||
+                            dst == &e.hbm || dst == &e.nvlink ||
+                            dst == &e.network || dst == &e.host;
+      const bool positive =
+          fraction || dst == &e.gemmFill || dst == &e.gemmDepth;
+      const char *want = fraction ? "a fraction of the peak in (0, 1]"
+                         : dst == &e.dpOverlap ? "a fraction in [0, 1]"
+                         : positive            ? "a positive number"
+                                               : "a non-negative number";
+      const double hi = fraction || dst == &e.dpOverlap
+                            ? 1.0
+                            : std::numeric_limits<double>::infinity();
+      if (!d || !std::isfinite(*d) || *d < 0 || (positive && *d == 0) ||
+          *d > hi)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(), "%s: '%s.%s' must be %s, got %s",
+            path.str().c_str(), hwName.str().c_str(), key.str().c_str(), want,
+            d ? llvm::formatv("{0}", *d).str().c_str() : "not a number");
       *dst = *d;
     }
     out[hwName.str()] = e;

@@ -157,6 +157,8 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         "call", "source", "placement", "time", "compute", "tp", "pp", "dp",
         "optim", "mem GB", "weights", "grads", "optim", "act", "kv");
     double total = 0;
+    const double usable = kUsableHbmFraction * hw.hbmBytes;
+    int over = 0;
     for (Operation &op : alg.getBodyBlock()) {
       if (auto c = dyn_cast<r::ComputeOp>(op)) {
         HostEstimate h = estimateHost(c);
@@ -198,13 +200,27 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
           sec(e.time.dpComm), sec(e.time.optimizer), gb(e.memory.total()),
           gb(e.memory.weights), gb(e.memory.grads), gb(e.memory.optimizer),
           gb(e.memory.activations), gb(e.memory.kvCache));
+      if (e.memory.total() > usable) {
+        ++over;
+        os << llvm::formatv("{0,-24} ^ does not fit: {1} GB needed per GPU, "
+                            "{2} GB available\n",
+                            "", gb(e.memory.total()), gb(usable));
+      }
     }
     os << llvm::formatv(
         "sum of call times: {0} per iteration (calls run one after "
         "another; placement marked * is the default: all GPUs, "
         "dp x tp x pp; host functions run on the controller, their memory "
-        "is the controller's)\n\n",
+        "is the controller's)\n",
         sec(total));
+    if (over)
+      os << llvm::formatv(
+          "{0} need{1} more memory than a GPU has available ({2} GB: 90% of "
+          "its HBM, the rest kept for the CUDA context and allocator slack); "
+          "the planner would not place {3} so\n",
+          over == 1 ? "1 call" : llvm::formatv("{0} calls", over).str(),
+          over == 1 ? "s" : "", gb(usable), over == 1 ? "it" : "them");
+    os << "\n";
   }
   return success();
 }

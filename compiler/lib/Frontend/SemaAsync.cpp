@@ -85,11 +85,23 @@ void Sema::checkStaleness(const Instance &inst) {
       else if (from.kind == Node::Kind::Inference && from.model == train.model)
         prox = i;
     }
+    // The fix is written in the algorithm's body: name the model as its
+    // parameter there, not as the run's global.
+    std::string inBody = train.model->name;
+    if (auto it = p.algorithms.find(inst.algorithm); it != p.algorithms.end()) {
+      size_t m = 0;
+      for (const ast::Param &prm : it->second->params)
+        if (prm.type == "model" && m < inst.models.size() &&
+            inst.models[m++] == train.model) {
+          inBody = prm.name;
+          break;
+        }
+    }
     const std::string fix =
         formatv("use an off-policy loss such as 'decoupled_ppo_loss(g, "
                 "prox, adv)' with 'prox = {0}.inference(g.seq)', or run "
                 "with 'staleness = 0'",
-                train.model->name);
+                inBody);
     if (!behav) {
       noteGen(error(loss.loc,
                     formatv("loss '{0}' trains '{1}' on samples of an older "

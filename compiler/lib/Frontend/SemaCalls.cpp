@@ -279,17 +279,18 @@ std::optional<Node::Input> Sema::expectTensor(const Value &v, const Expr &at,
       if (v.defLoc && !v.origin.empty())
         d.attachNote(mlir::Location(v.defLoc))
             << "'" << v.origin << "' is defined here";
-      // Scores come from a value head: point at the model (often in the
-      // user's file when the algorithm is the stdlib's).
-      if (k == TensorKind::Score && v.producer >= 0 &&
-          size_t(v.producer) < current->nodes.size()) {
+      // Scores and values come from a value head: point at the model
+      // (often in the user's file when the algorithm is the stdlib's).
+      if ((k == TensorKind::Score || k == TensorKind::Values) &&
+          v.producer >= 0 && size_t(v.producer) < current->nodes.size()) {
         const Node &src = current->nodes[size_t(v.producer)];
         if (src.kind == Node::Kind::Inference && src.model &&
             src.model->head != Head::Value && src.model->loc)
           d.attachNote(mlir::Location(src.model->loc))
-              << "'" << src.model->name
-              << "' has an lm head; a reward model scores sequences with "
-                 "'head = value;' in its declaration";
+              << "'" << src.model->name << "' has an lm head; "
+              << (k == TensorKind::Score ? "a reward model scores sequences"
+                                         : "a critic gives per-token values")
+              << " with 'head = value;' in its declaration";
       }
       return std::nullopt;
     }

@@ -186,6 +186,20 @@ void Sema::instantiate(const RunDecl &r) {
                  "'cluster = NAME;' in the run block");
   }
 
+  // Too few arguments: binding them by position would report the first
+  // argument that lands on a parameter of another kind, not the count.
+  if (r.args.size() < alg.params.size()) {
+    std::string sig;
+    for (const Param &prm : alg.params)
+      sig += (sig.empty() ? "" : ", ") + prm.name + ": " + prm.type;
+    error(r.loc, formatv("'{0}' takes {1} arguments ({2}), but {3} {4} given",
+                         alg.name, alg.params.size(), sig, r.args.size(),
+                         r.args.size() == 1 ? "is" : "are"))
+            .attachNote(alg.loc)
+        << "'" << alg.name << "' is declared here";
+    return;
+  }
+
   // Bind parameters.
   unsigned errorsBeforeArgs = numErrors;
   llvm::StringMap<Local> env;

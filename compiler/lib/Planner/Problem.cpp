@@ -361,6 +361,20 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
   return -1;
 }
 
+InFlightDiagnostic plan::emitCallError(Operation *call) {
+  InFlightDiagnostic d = call->emitError();
+  auto file = [](Location l) {
+    auto f = dyn_cast<FileLineColLoc>(l);
+    return f ? f.getFilename().strref() : llvm::StringRef();
+  };
+  if (auto alg = call->getParentOfType<r::AlgorithmOp>())
+    if (!file(call->getLoc()).empty() && !file(alg.getLoc()).empty() &&
+        file(call->getLoc()) != file(alg.getLoc()))
+      d.attachNote(alg.getLoc())
+          << "in the run of '" << alg.getSymName() << "' here";
+  return d;
+}
+
 FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
                                       const cost::Calibration &cal,
                                       const ProblemOptions &opts) {
@@ -373,8 +387,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
   p.hw = cost::hardwareOf(cluster, cal);
   p.gpus = cluster.getNumGpus();
   p.nodes = cluster.getNodes();
-  // Keep a tenth of HBM for the CUDA context, allocator slack and buffers.
-  p.memoryLimit = 0.9 * p.hw.hbmBytes;
+  p.memoryLimit = cost::kUsableHbmFraction * p.hw.hbmBytes;
   p.staleness = alg.getStaleness();
 
   llvm::StringMap<int> modelIndex;
@@ -459,7 +472,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
     if (c.host || !c.pinned)
       continue;
     if (c.pinned->offload && !(p.hw.hostBw > 0))
-      return c.op->emitError()
+      return emitCallError(c.op)
              << "'" << c.label << "' is offloaded, but hardware '" << p.hw.name
              << "' declares no host_bandwidth; add one or drop the offload";
     p.cands[ci].push_back(
@@ -478,10 +491,11 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
                        fitting);
   if (none >= 0) {
     const Call &c = p.calls[none];
-    return c.op->emitError()
+    return emitCallError(c.op)
            << "no placement of '" << c.label << "' fits in the "
-           << llvm::formatv("{0:f0}", p.hw.hbmBytes / 1e9) << " GB of a "
-           << p.hw.name << " on this cluster"
+           << llvm::formatv("{0:f1}", p.memoryLimit / 1e9)
+           << " GB available per " << p.hw.name
+           << " (90% of its HBM) on this cluster"
            << (c.shape.kind == cost::CallKind::Train
                    ? ", even sharding optimizer state and recomputing "
                      "activations"

@@ -39,8 +39,9 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
         bool ok = true;
         for (Operation &op : alg.getBodyBlock())
           if (mlir::rlhf::isModelCall(&op) && !isPlaced(&op)) {
-            op.emitError("planner=manual needs a placement on every model call; "
-                         "add '@place(mesh = ..., dp = ..., tp = ..., pp = ...)'");
+            plan::emitCallError(&op)
+                << ("planner=manual needs a placement on every model call; "
+                    "add '@place(mesh = ..., dp = ..., tp = ..., pp = ...)'");
             ok = false;
           }
         if (!ok)

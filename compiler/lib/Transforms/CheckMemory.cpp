@@ -90,7 +90,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                                 : "or offload " +
                                       llvm::join(offloadable, " or ") +
                                       " (@place(..., offload = true))";
-      auto diag = worst->op->emitError() << llvm::formatv(
+      auto diag = plan::emitCallError(worst->op) << llvm::formatv(
                       "predicted out of memory on GPU {0} (node {1}, "
                       "local GPU {2}): {3} needed, {4} available per {5}; "
                       "use more GPUs, more micro-batches or minibatches, "

@@ -36,8 +36,8 @@ struct EstimateCost : rlhfc::impl::RLHFEstimateCostBase<EstimateCost> {
         cost::Estimate e = cost::estimateCall(cost::archOf(model), hw,
                                               *cost::strategyOf(&op),
                                               cost::shapeOf(&op, model));
-        op.setAttr("cost", r::CostAttr::get(&getContext(), APFloat(e.time.total()),
-                                            APFloat(e.memory.total())));
+        op.setAttr("cost",
+                   costAttr(&getContext(), e.time.total(), e.memory.total()));
       }
     }
   }

@@ -105,8 +105,8 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
             t->getLoc(), modelOf(*t),
             b.getI64IntegerAttr(cast<r::GenerateOp>(gen).getStaleness()),
             from.mesh, from.strategy, modelOf(*gen), to.mesh, to.strategy,
-            r::CostAttr::get(module.getContext(), APFloat(mv.time),
-                             APFloat(mv.intraNodeBytes + mv.interNodeBytes)));
+            costAttr(module.getContext(), mv.time,
+                     mv.intraNodeBytes + mv.interNodeBytes));
       }
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
         if (!r::isModelCall(&op) || owning.contains(&op))
@@ -125,9 +125,8 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
           b.setInsertionPoint(&op);
           b.create<r::OnloadOp>(
               op.getLoc(), modelOf(op), l->mesh, l->strategy,
-              r::CostAttr::get(
-                  module.getContext(), APFloat(e.time.load),
-                  APFloat(e.memory.weights * double(s.devices()))));
+              costAttr(module.getContext(), e.time.load,
+                       e.memory.weights * double(s.devices())));
           b.setInsertionPointAfter(&op);
           b.create<r::OffloadOp>(op.getLoc(), modelOf(op), l->mesh, l->strategy,
                                  r::CostAttr());
@@ -142,11 +141,10 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
             arch, hw, cost::strategyFrom(cur.mesh, cur.strategy),
             cost::strategyFrom(l->mesh, l->strategy));
         b.setInsertionPoint(&op);
-        b.create<r::ReallocOp>(
-            op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op),
-            l->mesh, l->strategy,
-            r::CostAttr::get(module.getContext(), APFloat(mv.time),
-                             APFloat(mv.intraNodeBytes + mv.interNodeBytes)));
+        b.create<r::ReallocOp>(op.getLoc(), modelOf(op), cur.mesh, cur.strategy,
+                               modelOf(op), l->mesh, l->strategy,
+                               costAttr(module.getContext(), mv.time,
+                                        mv.intraNodeBytes + mv.interNodeBytes));
         cur = *l;
       }
     }

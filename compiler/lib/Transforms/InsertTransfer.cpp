@@ -68,7 +68,7 @@ struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
           b.setInsertionPoint(&op);
           auto t = b.create<r::TransferOp>(
               op.getLoc(), use.get().getType(), use.get(), from, to,
-              r::CostAttr::get(module.getContext(), APFloat(mv.time), APFloat(bytes)));
+              costAttr(module.getContext(), mv.time, bytes));
           moved[key] = t.getResult();
           use.set(t.getResult());
         }

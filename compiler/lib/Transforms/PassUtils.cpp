@@ -2,6 +2,8 @@
 
 #include "PassUtils.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace rlhfc;
 
@@ -15,6 +17,18 @@ FailureOr<cost::Calibration> rlhfc::loadCalibrationFor(ModuleOp module,
     return failure();
   }
   return std::move(*cal);
+}
+
+mlir::rlhf::CostAttr rlhfc::costAttr(MLIRContext *ctx, double seconds,
+                                     double bytes) {
+  double shown = bytes;
+  if (std::isfinite(bytes) && bytes != 0) {
+    const double scale =
+        std::pow(10.0, std::floor(std::log10(std::fabs(bytes))) - 5);
+    shown = std::round(bytes / scale) * scale;
+  }
+  return mlir::rlhf::CostAttr::get(ctx, llvm::APFloat(seconds),
+                                   llvm::APFloat(shown));
 }
 
 bool rlhfc::isPlaced(Operation *op) {

@@ -236,6 +236,20 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
       return mlir::failure();
     }
     calibration = std::move(*cal);
+    // Factors for hardware the program does not declare are never used:
+    // most likely a misspelt preset name.
+    for (const auto &[name, eff] : calibration)
+      if (!prog->hardware.count(name)) {
+        std::string known;
+        for (const auto &c : prog->clusters)
+          if (c.second.hardware &&
+              known.find(c.second.hardware->name) == std::string::npos)
+            known += (known.empty() ? "" : ", ") + c.second.hardware->name;
+        errs() << "rlhfc: warning: " << planning.calibration << " calibrates '"
+               << name << "', which is no hardware of this program"
+               << (known.empty() ? "" : " (its clusters run on " + known + ")")
+               << "; those factors are unused\n";
+      }
   }
   if (emit == Emit::AST) {
     rlhfc::dumpProgram(*prog, os);
@@ -268,7 +282,16 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
   if (emit == Emit::LLVM || emit == Emit::Obj || emit == Emit::Exe)
     return codegen(*module, os);
   llvm::json::Array plans;
-  for (auto alg : module->getOps<mlir::rlhf::AlgorithmOp>()) {
+  auto algs = llvm::to_vector(module->getOps<mlir::rlhf::AlgorithmOp>());
+  if ((emit == Emit::Timeline || emit == Emit::Trace) && algs.size() > 1)
+    // A page or trace shows one algorithm: say which, and how to see the
+    // others, rather than drop them unseen.
+    mlir::emitWarning(algs[1].getLoc())
+        << "--emit=" << (emit == Emit::Timeline ? "timeline" : "trace")
+        << " shows the first of " << algs.size() << " runs ('"
+        << algs[0].getSymName()
+        << "'); keep one run block per file to see another";
+  for (auto alg : algs) {
     auto placed = rlhfc::simulatePlaced(alg, calibration, /*record=*/true);
     if (mlir::failed(placed))
       return mlir::failure();

@@ -254,6 +254,10 @@ Efficiency defaultEfficiency(llvm::StringRef hardwareName);
 /// Efficiency factors per hardware preset name, from a calibration file.
 using Calibration = std::map<std::string, Efficiency>;
 
+/// The share of a GPU's HBM plans may fill: the rest is kept for the CUDA
+/// context, the caching allocator's slack and communication buffers.
+constexpr double kUsableHbmFraction = 0.9;
+
 /// Reads a calibration file: a JSON object mapping hardware preset names to
 /// partial Efficiency objects (see docs/cost-model.md).
 llvm::Expected<Calibration> loadCalibration(llvm::StringRef path);

@@ -163,6 +163,11 @@ struct ProblemOptions {
 /// Reads the calls of `alg` and enumerates their candidates. Calls with a
 /// mesh and strategy already set are pinned to them. Fails (with a located
 /// error) when a call has no candidate that fits in memory.
+/// An error at a call, with a note at the run that planned it where the
+/// call comes from another file (an algorithm of the stdlib): the user's
+/// file is where to act.
+mlir::InFlightDiagnostic emitCallError(mlir::Operation *call);
+
 mlir::FailureOr<Problem> buildProblem(mlir::rlhf::AlgorithmOp alg,
                                       const cost::Calibration &cal,
                                       const ProblemOptions &opts = {});

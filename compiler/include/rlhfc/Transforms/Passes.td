@@ -108,7 +108,9 @@ def RLHFCheckMemory : Pass<"rlhf-check-memory", "mlir::ModuleOp"> {
     Simulates the placed program and reports a located error for the first
     GPU whose predicted peak (resident weights, gradients and optimizer
     state of every co-resident model plus the largest working set of a call
-    there) exceeds the usable memory, naming the models on it.
+    there) exceeds the usable memory (90% of the hardware's HBM; the rest
+    is kept for the CUDA context, the caching allocator's slack and
+    communication buffers), naming the models on it.
   }];
   let options = [
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
