@@ -72,6 +72,9 @@ void Server::updateDocument(
   if (mlir::failed(mlsp::TextDocumentContentChangeEvent::applyTo(
           changes, open.contents))) {
     mlsp::Logger::error("cannot apply the changes to {0}", uri.file());
+    // The text is as before; so are its diagnostics, which the caller
+    // publishes again (an empty list would clear them).
+    impl->analyse(uri, open, diagnostics);
     return;
   }
   open.version = version;
