@@ -255,6 +255,23 @@ void Sema::instantiate(const RunDecl &r) {
   if (failed)
     return;
 
+  // One model for two of the algorithm's models (a reference that is the
+  // policy) is legal but seldom meant.
+  llvm::DenseMap<const Model *, StringRef> firstParam;
+  for (const Param &prm : alg.params)
+    if (auto bound = env.find(prm.name);
+        bound != env.end() && bound->second.value.kind == Value::Model) {
+      auto [it, fresh] =
+          firstParam.try_emplace(bound->second.value.model, prm.name);
+      if (!fresh)
+        warning(r.loc,
+                formatv("model '{0}' is passed as both '{1}' and '{2}' of "
+                        "'{3}', so they are one set of weights (a reference "
+                        "that moves with the policy, say); pass two models "
+                        "unless that is meant",
+                        bound->second.value.model->name, it->second, prm.name,
+                        alg.name));
+    }
   for (const Param &prm : alg.params) {
     auto bound = env.find(prm.name);
     if (bound == env.end()) // its declaration failed and said why

@@ -330,6 +330,12 @@ int main(int argc, char **argv) {
               "--emit, or run the two separately\n";
     return 1;
   }
+  if (estimate && planningFlags.plannerGiven()) {
+    errs() << "rlhfc: error: --estimate prices each call at its @place or "
+              "the default placement, without planning; drop --planner, or "
+              "see a planner's choice with --emit=plan\n";
+    return 1;
+  }
   if (emit == Emit::Obj && outputFile == "-" &&
       llvm::sys::Process::StandardOutIsDisplayed()) {
     errs() << "rlhfc: error: an object file is binary; write it to a file "

@@ -39,6 +39,8 @@ public:
   explicit PlanningCLOptions(llvm::cl::OptionCategory &category,
                              bool offerProgress = true);
   PlanningOptions get() const;
+  /// Whether --planner was given (a mode that does not plan rejects it).
+  bool plannerGiven() const { return planner.getNumOccurrences() > 0; }
 
 private:
   bool offerProgress;
