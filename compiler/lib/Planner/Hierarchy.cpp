@@ -224,8 +224,15 @@ std::optional<Assignment> plan::detail::searchScaled(const Problem &p,
     }
   };
   SearchStats coarse;
+  // The coarse copy's times are its own, not the cluster's: say so, or the
+  // best would seem to get worse when refining prices it on the cluster.
+  SearchOptions co = o;
+  if (o.progress)
+    co.progress = [&o](llvm::StringRef stage, double done, double best) {
+      o.progress(("coarse copy: " + stage).str(), done, best);
+    };
   if (std::optional<Assignment> ca =
-          solve(*p.coarse, Method::Search, o, &coarse)) {
+          solve(*p.coarse, Method::Search, co, &coarse)) {
     Assignment a(p.calls.size(), -1);
     for (size_t c = 0; c < p.calls.size(); ++c)
       if (!p.calls[c].host)
