@@ -514,9 +514,14 @@ bool LlamaModel::shardsPass(const KvCache *cache,
   return shardsSequence() && !cache && !mask.defined();
 }
 
+int64_t LlamaModel::paddedLength(int64_t S) const {
+  const int64_t k = shardsSequence() ? tp.size : 1;
+  return (S + k - 1) / k * k;
+}
+
 at::Tensor LlamaModel::padForShards(const at::Tensor &t) const {
-  const int64_t S = t.size(1), k = shardsSequence() ? tp.size : 1;
-  return S % k ? at::constant_pad_nd(t, {0, k - S % k}) : t;
+  const int64_t S = t.size(1), padded = paddedLength(S);
+  return padded != S ? at::constant_pad_nd(t, {0, padded - S}) : t;
 }
 
 at::Tensor LlamaModel::embed(const at::Tensor &tokens, bool shard) {

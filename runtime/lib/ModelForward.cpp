@@ -227,9 +227,7 @@ at::Tensor LlamaModel::stageInputFor(const at::Tensor &tokens) {
     return at::Tensor();
   // Under tp the stages pass on blocks of the padded pass's token rows
   // (shardsSequence).
-  const int64_t unit = shardsSequence() ? tp.size : 1;
-  const int64_t B = tokens.size(0),
-                S = (tokens.size(1) + unit - 1) / unit * unit;
+  const int64_t B = tokens.size(0), S = paddedLength(tokens.size(1));
   return shardsSequence()
              ? at::empty({B * S / tp.size, cfg.shape.hidden}, on(dtype_))
              : at::empty({B, S, cfg.shape.hidden}, on(dtype_));

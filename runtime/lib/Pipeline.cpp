@@ -12,53 +12,47 @@
 using namespace rlhf;
 
 std::vector<PipeStep> rlhf::oneFOneB(int stage, int stages, int64_t micro) {
-  const bool first = stage == 0, last = stage == stages - 1;
   const int64_t warmup = std::min<int64_t>(stages - 1 - stage, micro);
-  auto forward = [&](int64_t u) {
-    return PipeStep{PipeStep::Forward, u, !first, false, !last, false};
-  };
-  auto backward = [&](int64_t u) {
-    return PipeStep{PipeStep::Backward, u, false, !last, false, !first};
-  };
   std::vector<PipeStep> steps;
   for (int64_t u = 0; u < warmup; ++u)
-    steps.push_back(forward(u));
+    steps.push_back({PipeStep::Forward, u});
   for (int64_t u = warmup; u < micro; ++u) {
-    steps.push_back(forward(u));
-    steps.push_back(backward(u - warmup));
+    steps.push_back({PipeStep::Forward, u});
+    steps.push_back({PipeStep::Backward, u - warmup});
   }
   for (int64_t u = micro - warmup; u < micro; ++u)
-    steps.push_back(backward(u));
+    steps.push_back({PipeStep::Backward, u});
   return steps;
 }
 
-std::vector<PipeStep> rlhf::sequentialSchedule(int stage, int stages,
-                                               int64_t micro) {
-  const bool first = stage == 0, last = stage == stages - 1;
+std::vector<PipeStep> rlhf::sequentialSchedule(int, int, int64_t micro) {
   std::vector<PipeStep> steps;
   for (int64_t u = 0; u < micro; ++u) {
-    steps.push_back({PipeStep::Forward, u, !first, false, !last, false});
-    steps.push_back({PipeStep::Backward, u, false, !last, false, !first});
+    steps.push_back({PipeStep::Forward, u});
+    steps.push_back({PipeStep::Backward, u});
   }
   return steps;
 }
 
 std::vector<PipeExchange>
-rlhf::pipeExchanges(const std::vector<PipeStep> &steps, int stage) {
+rlhf::pipeExchanges(const std::vector<PipeStep> &steps, int stage, int stages) {
+  const bool first = stage == 0, last = stage == stages - 1;
   std::vector<PipeExchange> out(steps.size() + 1);
   for (size_t i = 0; i < steps.size(); ++i) {
     const PipeStep &st = steps[i];
-    if (st.recvInput)
+    const bool forward = st.kind == PipeStep::Forward;
+    // A receive goes before its step; a send waits for the next step's
+    // receive and goes with it.
+    if (forward && !first)
       out[i].recvs.push_back(
           {PipeMessage::Activation, st.micro, stage - 1, stage});
-    if (st.recvGrad)
-      out[i].recvs.push_back(
-          {PipeMessage::Gradient, st.micro, stage + 1, stage});
-    // A send waits for the next step's receive and goes with it.
-    if (st.sendOutput)
+    if (forward && !last)
       out[i + 1].sends.push_back(
           {PipeMessage::Activation, st.micro, stage, stage + 1});
-    if (st.sendGrad)
+    if (!forward && !last)
+      out[i].recvs.push_back(
+          {PipeMessage::Gradient, st.micro, stage + 1, stage});
+    if (!forward && !first)
       out[i + 1].sends.push_back(
           {PipeMessage::Gradient, st.micro, stage, stage - 1});
   }
@@ -71,7 +65,8 @@ void rlhf::runPipeline(
     const std::function<void(int64_t, const at::Tensor &)> &lossBackward) {
   Communicator *comm = model.ppComm();
   const int stage = model.stage();
-  const std::vector<PipeExchange> plan = pipeExchanges(steps, stage);
+  const std::vector<PipeExchange> plan =
+      pipeExchanges(steps, stage, model.stages());
   std::map<int64_t, at::Tensor> inputs, grads; // received, by micro-batch
   std::map<int64_t, StageActivations> held;    // forwards awaiting backward
   // Computed, not yet sent: by kind and micro-batch.
@@ -104,7 +99,7 @@ void rlhf::runPipeline(
         inputs.erase(it);
       }
       StageActivations a = model.stageRun(tokensOf(st.micro), in, head);
-      if (st.sendOutput)
+      if (!model.lastStage())
         outgoing[{PipeMessage::Activation, st.micro}] = a.output.detach();
       held[st.micro] = std::move(a);
       continue;
@@ -121,7 +116,7 @@ void rlhf::runPipeline(
     grads.erase(st.micro);
     at::Tensor g = model.stageGrad(it->second, gradOut);
     held.erase(it); // its activations go now
-    if (st.sendGrad)
+    if (!model.firstStage())
       outgoing[{PipeMessage::Gradient, st.micro}] = g;
   }
   post(plan.back());

@@ -19,18 +19,14 @@
 
 namespace rlhf {
 
-/// One step of a stage's schedule: a micro-batch's forward or backward, with
-/// the messages around it. Each send is posted together with the receive
-/// that follows it (Megatron's send_forward_recv_backward and
-/// send_backward_recv_forward), which keeps neighbouring stages from
-/// waiting on each other's sends.
+/// One step of a stage's schedule: a micro-batch's forward or backward. Its
+/// messages follow from the stage's place (pipeExchanges): a forward
+/// receives its input from the stage before unless first and sends its
+/// output on unless last; a backward receives its output's gradient unless
+/// last and sends its input's gradient back unless first.
 struct PipeStep {
   enum Kind { Forward, Backward } kind;
   int64_t micro;
-  bool recvInput = false;  ///< before a forward: its input from stage s-1
-  bool recvGrad = false;   ///< before a backward: its output's gradient
-  bool sendOutput = false; ///< after a forward: to stage s+1
-  bool sendGrad = false;   ///< after a backward: to stage s-1
 };
 
 /// The 1F1B order of `stage` of `stages` over `micro` micro-batches.
@@ -59,11 +55,13 @@ struct PipeExchange {
   std::vector<PipeMessage> sends, recvs;
 };
 
-/// The exchanges runPipeline posts for `steps` of `stage`: before step i,
-/// `exchanges[i]` (the previous step's send with this step's receive);
+/// The exchanges runPipeline posts for `steps` of `stage` of `stages`:
+/// before step i, `exchanges[i]` (the previous step's send with this step's
+/// receive; posting them together, as Megatron's send_forward_recv_backward
+/// does, keeps neighbouring stages from waiting on each other's sends);
 /// after the last step, `exchanges[steps.size()]` (the last send).
 std::vector<PipeExchange> pipeExchanges(const std::vector<PipeStep> &steps,
-                                        int stage);
+                                        int stage, int stages);
 
 /// Runs `steps` on this rank's stage of `model`: `tokensOf(u)` gives
 /// micro-batch u's tokens, and on the last stage `lossBackward(u, output)`

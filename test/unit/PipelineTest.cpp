@@ -35,7 +35,7 @@ std::optional<double> simulate(Schedule schedule, int P, int64_t M) {
   std::vector<Stage> st(static_cast<size_t>(P));
   for (int s = 0; s < P; ++s) {
     st[size_t(s)].steps = schedule(s, P, M);
-    st[size_t(s)].plan = pipeExchanges(st[size_t(s)].steps, s);
+    st[size_t(s)].plan = pipeExchanges(st[size_t(s)].steps, s, P);
   }
   auto key = [](const PipeMessage &m) {
     return std::make_tuple(int(m.kind), m.micro, m.from, m.to);
@@ -111,8 +111,10 @@ TEST(Pipeline, EveryMicroBatchOnceEachWayInOrder) {
       for (int64_t M = 1; M <= 12; ++M)
         for (int s = 0; s < P; ++s) {
           std::vector<PipeStep> steps = schedule(s, P, M);
+          std::vector<PipeExchange> x = pipeExchanges(steps, s, P);
           int64_t nextF = 0, nextB = 0, held = 0, most = 0;
-          for (const PipeStep &st : steps) {
+          for (size_t i = 0; i < steps.size(); ++i) {
+            const PipeStep &st = steps[i];
             if (st.kind == PipeStep::Forward) {
               EXPECT_EQ(st.micro, nextF++);
               most = std::max(most, ++held);
@@ -121,10 +123,19 @@ TEST(Pipeline, EveryMicroBatchOnceEachWayInOrder) {
               EXPECT_LT(st.micro, nextF) << "backward before its forward";
               --held;
             }
-            EXPECT_EQ(st.recvInput, st.kind == PipeStep::Forward && s > 0);
-            EXPECT_EQ(st.sendOutput, st.kind == PipeStep::Forward && s < P - 1);
-            EXPECT_EQ(st.recvGrad, st.kind == PipeStep::Backward && s < P - 1);
-            EXPECT_EQ(st.sendGrad, st.kind == PipeStep::Backward && s > 0);
+            // A forward receives its input unless first and its output
+            // goes on with the next exchange unless last; a backward
+            // receives its gradient unless last and sends one back unless
+            // first.
+            const bool fwd = st.kind == PipeStep::Forward;
+            const auto kind =
+                fwd ? PipeMessage::Activation : PipeMessage::Gradient;
+            EXPECT_EQ(x[i].recvs.size(), fwd ? s > 0 : s < P - 1);
+            for (const PipeMessage &m : x[i].recvs)
+              EXPECT_EQ(m.kind, kind);
+            EXPECT_EQ(x[i + 1].sends.size(), fwd ? s < P - 1 : s > 0);
+            for (const PipeMessage &m : x[i + 1].sends)
+              EXPECT_TRUE(m.kind == kind && m.micro == st.micro);
           }
           EXPECT_EQ(nextF, M);
           EXPECT_EQ(nextB, M);

@@ -316,6 +316,8 @@ private:
   /// `t` [B, S] padded with zeros at its end to a multiple of tp when
   /// shardsSequence(); else `t`.
   at::Tensor padForShards(const at::Tensor &t) const;
+  /// The length padForShards gives a sequence of length S.
+  int64_t paddedLength(int64_t S) const;
   at::Tensor layers(at::Tensor x, const at::Tensor &positions,
                     const at::Tensor &mask, KvCache *cache, bool finalNorm);
   const at::Tensor &p(const std::string &name) const;
