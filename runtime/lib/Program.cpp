@@ -351,6 +351,9 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
         ParamMap weights = toDevice(std::move(s.params), p->device);
         m.params = toDevice(weights, p->device, p->weightDtype);
         m.changed = true;
+        // Of frozen models only ema targets are saved: their fp32 master.
+        if (!m.trainable && p->weightDtype != at::kFloat)
+          m.master = weights;
         if (m.trainable) {
           m.opt = std::make_unique<Adam>(m.adam);
           m.opt->restore(toDevice(std::move(s.adamM), p->device),

@@ -103,6 +103,9 @@ void rlhf_realloc(rlhf_prog *p, int64_t mi, const int64_t *from,
     timed(p, "realloc " + m.name, {"realloc", {f, t}}, [&] {
       m.params = reallocate(m.cfg, std::move(m.params), f, t, *p->world,
                             nullptr, p->weightOpts());
+      if (!m.master.empty())
+        m.master = reallocate(m.cfg, std::move(m.master), f, t, *p->world,
+                              nullptr, p->fp32Opts());
       return 0;
     });
     m.layout = t;
@@ -294,11 +297,28 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
 void rlhf_ema(rlhf_prog *p, int64_t ti, int64_t si, double decay) {
   guarded(p, "ema", [&] {
     ModelState &t = modelAt(p, ti), &s = modelAt(p, si);
+    if (t.offloaded || s.offloaded)
+      throw Error("the plan offloads '" + (t.offloaded ? t.name : s.name) +
+                  "', which an ema reads or writes; ema's models stay on "
+                  "their GPUs");
     ParamMap src = weightsCopy(p, s, t.layout);
     at::NoGradGuard noGrad;
-    for (auto &[n, x] : t.params)
-      if (auto it = src.find(n); it != src.end())
-        x.mul_(decay).add_(it->second, 1.0 - decay);
+    const bool low = p->weightDtype != at::kFloat;
+    for (auto &[n, x] : t.params) {
+      auto it = src.find(n);
+      if (it == src.end())
+        continue;
+      if (!low) {
+        x.lerp_(it->second, 1.0 - decay);
+        continue;
+      }
+      // The first blend starts from the weights as loaded.
+      at::Tensor &w = t.master[n];
+      if (!w.defined())
+        w = x.to(at::kFloat);
+      w.lerp_(it->second.to(at::kFloat), 1.0 - decay);
+      x.copy_(w);
+    }
     t.changed = true;
     return 0;
   });

@@ -56,7 +56,10 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
       m.opt->unshard();
     moveMoments(p, m, m.layout);
     fs::create_directories(dir / m.name);
-    saveCheckpoint((dir / m.name).string(), m.cfg, m.params, m.opt.get(),
+    // An ema target's fp32 master weights, so a resumed run blends on
+    // from exactly where this one was.
+    saveCheckpoint((dir / m.name).string(), m.cfg,
+                   m.master.empty() ? m.params : m.master, m.opt.get(),
                    m.layout, *p->world, step + 1);
   }
   saveAhead(p, dir, step);

@@ -120,6 +120,10 @@ struct ModelState {
   std::string checkpoint;
   Layout layout, initial;
   ParamMap params;
+  /// An ema target's fp32 weights in low-precision runs, laid out as
+  /// `params` (their rounding): a blend of 1 - decay = 0.005 is below
+  /// bf16's resolution, so blending the bf16 weights would barely move them.
+  ParamMap master;
   std::unique_ptr<Adam> opt;
   Layout optLayout;
   bool changed = false;   ///< trained or moved by ema: saved in checkpoints

@@ -5,7 +5,8 @@
 // disjoint meshes runs while the parameters move past it. Gradients live
 // only in their train call, as the runtime's fp32 accumulators do. The
 // simulators keep GPU times and memory per run of GPUs, not per GPU; both
-// agree with a GPU-by-GPU reference.
+// agree with a GPU-by-GPU reference. An ema holds both models' meshes
+// after the calls before it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +103,63 @@ TEST(Simulate, GradientsLiveOnlyInTheirTrainCall) {
     least = std::min(least, bytes);
   EXPECT_NEAR(least, x.weights + y.weights + x.optimizer + y.optimizer,
               1e-6 * expected);
+}
+
+TEST(Simulate, EmaWaitsForBothModelsAndHoldsBothMeshes) {
+  Problem p = test::fourGpus(1e12);
+  auto arch = cost::Arch::get(test::llamaShape(8, 4096, 32, 32, 11008), 4096);
+  p.models.push_back({"actor", arch, true});
+  p.models.push_back({"ref", arch, false});
+  // 0 inference @ref on GPU 3, 1 train @actor on GPUs 0-1, then
+  // ref.ema(actor): the next iteration's inference waits for it.
+  test::addCall(p, 1, cost::CallKind::Inference, {});
+  test::addCall(p, 0, cost::CallKind::Train, {});
+  test::addCandidates(p);
+  Assignment a = {candidateOn(p, 0, 3, 1), candidateOn(p, 1, 0, 2)};
+  ASSERT_TRUE(llvm::all_of(a, [](int i) { return i >= 0; }));
+  const SimResult without = simulate(p, a, 3, true);
+  p.parked.resize(2);
+  p.averages.push_back({nullptr, 1, 0, 2, "ema @ref from @actor"});
+  const SimResult with = simulate(p, a, 3, true);
+
+  const Candidate &ref = p.cands[0][a[0]], &actor = p.cands[1][a[1]];
+  const double expected =
+      p.reallocTime(0, actor.s, ref.s) +
+      cost::emaUpdateTime(ref.mem.weights, arch.shape.layers, p.hw);
+  ASSERT_GT(expected, 0);
+  std::vector<double> trainEnd(3), emaEnd(3, -1), refStart(3);
+  int emas = 0;
+  for (const Event &e : with.events) {
+    if (e.kind == Event::Call && e.call == 1)
+      trainEnd[e.iteration] = e.end;
+    if (e.kind == Event::Call && e.call == 0)
+      refStart[e.iteration] = e.start;
+    if (e.kind != Event::Average)
+      continue;
+    ++emas;
+    // One event per mesh, the two disjoint meshes and nothing between.
+    EXPECT_TRUE((e.firstGpu == 0 && e.devices == 2) ||
+                (e.firstGpu == 3 && e.devices == 1))
+        << e.firstGpu << " " << e.devices;
+    EXPECT_NEAR(e.end - e.start, expected, 1e-12);
+    emaEnd[e.iteration] = e.end;
+  }
+  EXPECT_EQ(emas, 2 * 3);
+  for (int it = 0; it < 3; ++it) {
+    EXPECT_GE(emaEnd[it] - expected, trainEnd[it] - 1e-12) << it;
+    if (it + 1 < 3)
+      EXPECT_GE(refStart[it + 1], emaEnd[it] - 1e-12) << it;
+  }
+  EXPECT_GT(with.makespan, without.makespan + expected - 1e-12);
+  // The target keeps fp32 master weights beside its bf16 ones; while the
+  // ema runs, the source's weights arrive beside them.
+  const double added = with.peakMemory[3] - without.peakMemory[3];
+  EXPECT_EQ(with.peakMemory[2], without.peakMemory[2]);
+  EXPECT_GE(added, 2 * ref.mem.weights * (1 - 1e-9));
+  EXPECT_LE(added, 3 * ref.mem.weights * (1 + 1e-9));
+  // The search's memory bound stays a bound.
+  EXPECT_LE(memoryLowerBound(p, a),
+            *std::max_element(with.peakMemory.begin(), with.peakMemory.end()));
 }
 
 TEST(Simulate, GpuTimelineAgreesWithOneTimePerGpu) {

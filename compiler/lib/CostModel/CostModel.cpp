@@ -457,6 +457,15 @@ double rlhfc::cost::hostLoadTime(double bytesPerGpu, const Hardware &hw) {
   return bytesPerGpu / (hw.hostBw * hw.eff.host);
 }
 
+double rlhfc::cost::emaUpdateTime(double weightBytesPerGpu,
+                                  int64_t layersPerGpu, const Hardware &hw) {
+  // Per tensor (runtime rlhf_ema): widen the source's copy (read 1, write 2),
+  // lerp into the master (read 4, write 2), cast back (read 2, write 1).
+  constexpr double kTrafficPerWeightByte = 12;
+  return kTrafficPerWeightByte * weightBytesPerGpu / (hw.hbmBw * hw.eff.hbm) +
+         double(layersPerGpu) * hw.eff.kernelOverhead;
+}
+
 MoveEstimate rlhfc::cost::estimateRealloc(const Arch &a, const Hardware &hw,
                                           const Strategy &from, const Strategy &to) {
   std::vector<rlhf::ParamSpec> params = rlhf::llamaParams(a.shape);

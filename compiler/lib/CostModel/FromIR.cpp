@@ -4,6 +4,7 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace rlhfc::cost;
@@ -159,7 +160,31 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
     double total = 0;
     const double usable = kUsableHbmFraction * hw.hbmBytes;
     int over = 0;
+    // Each model's layout after its latest call, and its weights per GPU
+    // there, for the ema rows.
+    llvm::StringMap<std::pair<Strategy, double>> latest;
     for (Operation &op : alg.getBodyBlock()) {
+      if (auto ema = dyn_cast<r::EmaOp>(op)) {
+        auto to = latest.find(ema.getTarget());
+        auto from = latest.find(ema.getSource());
+        if (to == latest.end() || from == latest.end())
+          continue;
+        const Strategy &t = to->second.first, &f = from->second.first;
+        Arch arch = archOf(symbols.lookup<r::ModelOp>(ema.getSource()));
+        double move =
+            sameLayout(f, t) ? 0.0 : estimateReallocFast(arch, hw, f, t).time;
+        double time = move + emaUpdateTime(to->second.second,
+                                           arch.shape.layers / t.pp, hw);
+        total += time;
+        std::string name =
+            ("ema @" + ema.getTarget() + " from @" + ema.getSource()).str();
+        os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} "
+                            "{7,8} {8,8} | {9,8}\n",
+                            name, where(op.getLoc()), "target's layout",
+                            sec(time), sec(time - move), "", "", "", "",
+                            gb(3 * to->second.second));
+        continue;
+      }
       if (auto c = dyn_cast<r::ComputeOp>(op)) {
         HostEstimate h = estimateHost(c);
         total += h.time;
@@ -184,6 +209,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       bool pinned = st.has_value();
       Strategy s = pinned ? *st : defaultStrategy(arch, hw, gpus, shape);
       Estimate e = estimateCall(arch, hw, s, shape);
+      latest[modelRef.getValue()] = {s, e.memory.weights};
       total += e.time.total();
       std::string name =
           (op.getName().stripDialect() + " @" + modelRef.getValue()).str();

@@ -95,6 +95,8 @@ Problem coarseCopy(const Problem &p, int64_t k) {
   q.gpus = q.nodes * p.hw.gpusPerNode;
   q.models = p.models;
   q.calls = p.calls;
+  q.averages = p.averages;
+  q.parked = p.parked;
   q.memoryLimit = p.memoryLimit;
   q.staleness = p.staleness; // the copy is searched as asynchronous too
   q.cands.resize(q.calls.size());

@@ -401,7 +401,22 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
     return it == callIndex.end() ? -1 : it->second;
   };
 
+  auto modelOf = [&](StringRef name) {
+    auto model = symbols.lookup<r::ModelOp>(name);
+    auto [it, inserted] = modelIndex.try_emplace(name, int(p.models.size()));
+    if (inserted)
+      p.models.push_back(
+          {name.str(), cost::archOf(model), model.getTrainable()});
+    return it->second;
+  };
   for (Operation &op : alg.getBodyBlock()) {
+    if (auto ema = dyn_cast<r::EmaOp>(op)) {
+      p.averages.push_back(
+          {&op, modelOf(ema.getTarget()), modelOf(ema.getSource()),
+           p.calls.size(),
+           ("ema @" + ema.getTarget() + " from @" + ema.getSource()).str()});
+      continue;
+    }
     if (!r::isModelCall(&op) && !isa<r::ComputeOp>(op))
       continue;
     Call c;
@@ -419,12 +434,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
     } else {
       auto ref = op.getAttrOfType<FlatSymbolRefAttr>("model");
       auto model = symbols.lookup<r::ModelOp>(ref.getValue());
-      auto [it, inserted] =
-          modelIndex.try_emplace(ref.getValue(), int(p.models.size()));
-      if (inserted)
-        p.models.push_back(
-            {ref.getValue().str(), cost::archOf(model), model.getTrainable()});
-      c.model = it->second;
+      c.model = modelOf(ref.getValue());
       c.shape = cost::shapeOf(&op, model);
       c.pinned = cost::strategyOf(&op);
       if (auto gen = dyn_cast<r::GenerateOp>(op); gen && model.getTrainable())
@@ -438,17 +448,24 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
     callIndex[&op] = int(p.calls.size());
     p.calls.push_back(std::move(c));
   }
-  llvm::StringSet<> averaged;
-  for (auto ema : alg.getBodyBlock().getOps<r::EmaOp>())
-    averaged.insert(ema.getTarget());
+  std::vector<char> averaged(p.models.size(), 0);
+  for (const Average &e : p.averages)
+    averaged[e.target] = averaged[e.source] = 1;
   std::vector<int> callsOf(p.models.size(), 0);
   for (const Call &c : p.calls)
     if (!c.host)
       ++callsOf[c.model];
+  p.parked.resize(p.models.size());
+  for (size_t m = 0; m < p.models.size(); ++m)
+    if (callsOf[m] == 0) {
+      cost::CallShape shape;
+      shape.seqLen = 1;
+      p.parked[m] =
+          Candidate::priced(p.models[m].arch, p.hw, cost::Strategy{}, shape);
+    }
   for (size_t m = 0; m < p.models.size(); ++m)
     p.models[m].offloadable = !p.models[m].trainable && callsOf[m] == 1 &&
-                              p.hw.hostBw > 0 &&
-                              !averaged.contains(p.models[m].name);
+                              p.hw.hostBw > 0 && !averaged[m];
 
   // Above 16 nodes the search plans a copy scaled down to at most 16 nodes
   // (Hierarchy.cpp): about 4 s on one core for four 70B models on 512 nodes.

@@ -55,7 +55,7 @@ template <typename MoveOp> Object moveJson(MoveOp op) {
 
 llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
                                    const SimResult &sim) {
-  Array calls, reallocs, transfers, loads;
+  Array calls, reallocs, transfers, loads, emas;
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
     Object o{{"name", call.label}, {"location", where(call.op->getLoc())}};
@@ -113,6 +113,20 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       transfers.push_back(std::move(o));
     }
   }
+  for (size_t i = 0; i < p.averages.size(); ++i) {
+    const Average &e = p.averages[i];
+    Object o{{"target", p.models[e.target].name},
+             {"source", p.models[e.source].name},
+             {"location", where(e.op->getLoc())}};
+    // Both layouts' GPUs, one event per range, all of one span.
+    for (const Event &ev : sim.events)
+      if (ev.kind == Event::Average && ev.call == int(i) && ev.iteration == 0) {
+        o["predicted_time_s"] = ev.end - ev.start;
+        o["start_s"] = ev.start;
+        o["end_s"] = ev.end;
+      }
+    emas.push_back(std::move(o));
+  }
   Array peak;
   for (double b : sim.peakMemory)
     peak.push_back(b);
@@ -129,6 +143,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       {"reallocations", std::move(reallocs)},
       {"transfers", std::move(transfers)},
       {"host_loads", std::move(loads)},
+      {"emas", std::move(emas)},
       {"peak_memory_per_gpu_bytes", std::move(peak)},
   };
 }

@@ -23,12 +23,18 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   for (size_t c = 0; c < n; ++c)
     if (!p.calls[c].host)
       layout[p.calls[c].model] = cand(c).s.offload ? nullptr : &cand(c);
+  detail::parkCallless(p, layout);
   std::vector<double> modelReady(p.models.size(), 0.0);
   std::vector<double> finish(n, 0.0);
   double firstIterationEnd = 0, end = 0;
 
   for (int it = 0; it < iterations; ++it) {
-    for (size_t c = 0; c < n; ++c) {
+    for (size_t c = 0; c <= n; ++c) {
+      end =
+          std::max(end, detail::runAverages(p, c, layout, modelReady, gpus,
+                                            record ? &r.events : nullptr, it));
+      if (c == n)
+        break;
       const Call &call = p.calls[c];
       double ready = detail::inputsReady(p, a, c, it, finish,
                                          record ? &r.events : nullptr);
@@ -116,10 +122,24 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
       runs.cut(cand(c).s.firstGpu, cand(c).devices);
   runs.seal();
   std::vector<double> peak(runs.size(), 0.0), work(runs.size(), 0.0);
-  for (const Candidate *home : layout)
-    if (home)
-      runs.each(home->s.firstGpu, home->devices,
-                [&](size_t i) { peak[i] += home->mem.weights; });
+  // An ema target keeps fp32 master weights beside its bf16 ones (runtime
+  // rlhf_ema: bf16 alone cannot hold a blend of 1 - decay).
+  std::vector<char> averaged(p.models.size(), 0);
+  for (const Average &e : p.averages)
+    averaged[e.target] = 1;
+  for (size_t m = 0; m < layout.size(); ++m)
+    if (const Candidate *home = layout[m])
+      runs.each(home->s.firstGpu, home->devices, [&](size_t i) {
+        peak[i] += home->mem.weights * (averaged[m] ? 3.0 : 1.0);
+      });
+  // While an ema runs, the target's GPUs hold the source's weights in the
+  // target's layout, and the source's GPUs a copy of its shard.
+  for (const Average &e : p.averages)
+    for (const Candidate *k : {layout[e.target], layout[e.source]})
+      if (k && layout[e.target] && layout[e.source])
+        runs.each(k->s.firstGpu, k->devices, [&](size_t i) {
+          work[i] = std::max(work[i], k->mem.weights);
+        });
   for (size_t c = 0; c < p.calls.size(); ++c) {
     if (p.calls[c].host)
       continue;

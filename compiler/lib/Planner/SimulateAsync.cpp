@@ -91,6 +91,7 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   for (size_t c = 0; c < n; ++c)
     if (!p.calls[c].host && !owns[c])
       layout[p.calls[c].model] = cand(c).s.offload ? nullptr : &cand(c);
+  detail::parkCallless(p, layout);
   std::vector<double> modelReady(p.models.size(), 0.0);
   // versionReady[m][v]: version v in the generator's layout (v = 0: the
   // initial weights, loaded into both layouts before the first iteration).
@@ -140,7 +141,13 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
       for (size_t c = 0; c < n; ++c)
         if (owns[c])
           generateAhead(c, it);
-    for (size_t c = 0; c < n; ++c) {
+    for (size_t c = 0; c <= n; ++c) {
+      double averaged = detail::runAverages(
+          p, c, layout, modelReady, gpus, record ? &r.events : nullptr, round);
+      end = std::max(end, averaged);
+      iterEnd[round] = std::max(iterEnd[round], averaged);
+      if (c == n)
+        break;
       const Call &call = p.calls[c];
       if (owns[c])
         continue;

@@ -141,6 +141,48 @@ inline double inputsReady(const Problem &p, const Assignment &a, size_t c,
   return ready;
 }
 
+/// Gives each model that no call places its parked layout
+/// (Problem::parked), where it rests all along.
+inline void parkCallless(const Problem &p,
+                         std::vector<const Candidate *> &layout) {
+  for (size_t m = 0; m < p.parked.size(); ++m)
+    if (!layout[m] && p.parked[m])
+      layout[m] = &*p.parked[m];
+}
+
+/// Runs the `ema` statements placed before call `before` (p.calls.size():
+/// those after the last call). Each waits for its two models, then moves
+/// the source's weights into the target's layout and blends them into the
+/// target's master weights there, holding both layouts' GPUs meanwhile
+/// (GpuTimeline::move); both models are busy until it ends. Returns the
+/// latest end (0: none ran). A model with no layout on the GPUs (offloaded)
+/// has nothing to move: Problem keeps ema's models off host memory.
+inline double runAverages(const Problem &p, size_t before,
+                          llvm::ArrayRef<const Candidate *> layout,
+                          std::vector<double> &modelReady, GpuTimeline &gpus,
+                          std::vector<Event> *events, int iteration) {
+  double last = 0;
+  for (size_t i = 0; i < p.averages.size(); ++i) {
+    const Average &e = p.averages[i];
+    if (e.before != before)
+      continue;
+    const Candidate *from = layout[e.source], *to = layout[e.target];
+    if (!from || !to)
+      continue;
+    double time = cost::emaUpdateTime(
+        to->mem.weights, p.models[e.target].arch.shape.layers / to->s.pp, p.hw);
+    if (!cost::sameLayout(from->s, to->s))
+      time += p.reallocTime(e.source, from->s, to->s);
+    double ready = std::max(modelReady[e.source], modelReady[e.target]);
+    double end =
+        gpus.move(reallocSpan(*from, *to), ready, time, events, Event::Average,
+                  int(i), iteration, to->mem.weights * double(to->devices));
+    modelReady[e.source] = modelReady[e.target] = end;
+    last = std::max(last, end);
+  }
+  return last;
+}
+
 /// r.peakMemory per GPU of assignment `a`: resting weights (`layout[m]`,
 /// each model's), gradients and optimizer state, and the largest working
 /// set of a call on the GPU; a call marked in `owns` (an async generate;

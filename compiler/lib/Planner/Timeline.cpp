@@ -18,6 +18,8 @@ const char *kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
                           "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
 
 std::string label(const Problem &p, const Event &e) {
+  if (e.kind == Event::Average)
+    return p.averages[e.call].label;
   const Call &c = p.calls[e.call];
   switch (e.kind) {
   case Event::Call:
@@ -32,6 +34,8 @@ std::string label(const Problem &p, const Event &e) {
     return formatv("weight update @{0} to v{1}", p.models[c.model].name,
                    e.iteration + 1)
         .str();
+  case Event::Average:
+    break;
   }
   return "";
 }
@@ -48,6 +52,8 @@ const char *category(Event::Kind k) {
     return "load";
   case Event::Update:
     return "update";
+  case Event::Average:
+    return "ema";
   }
   return "";
 }
@@ -190,6 +196,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         ".transfer{fill:#222;opacity:.6}"
         ".load{fill:#8cd;stroke:#268;stroke-width:.5}"
         ".update{fill:#c6c;stroke:#636;stroke-width:.5}"
+        ".ema{fill:#eb5;stroke:#850;stroke-width:.5}"
         ".lane{font-size:10px}"
         "table{border-collapse:collapse;margin-top:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
@@ -320,6 +327,24 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         k.s.tp, k.s.pp, k.s.microBatches, savers(k.s), ms(k.time),
         k.mem.total() / 1e9);
   }
+  // Each ema's time in the first iteration, the move of the source's
+  // weights included, over the GPUs of both layouts.
+  for (size_t i = 0; i < p.averages.size(); ++i) {
+    std::string gpus;
+    double time = 0;
+    for (const Event &e : sim.events)
+      if (e.kind == Event::Average && e.call == int(i) && e.iteration == 0) {
+        gpus += formatv("{0}{1}-{2}", gpus.empty() ? "" : ", ", e.firstGpu,
+                        e.firstGpu + e.devices - 1);
+        time = e.end - e.start;
+      }
+    if (!gpus.empty())
+      os << formatv("<tr class=\"ema\"><td>{0}</td><td>{1}</td>"
+                    "<td colspan=\"5\">the source's weights moved into the "
+                    "target's layout and blended there</td><td>{2}</td>"
+                    "<td></td></tr>\n",
+                    escape(p.averages[i].label), gpus, ms(time));
+  }
   os << "</table>\n";
 
   // The legend is built in the browser from the chart itself, so a test can
@@ -345,6 +370,11 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "    const u = document.createElement('span');\n"
         "    u.innerHTML = '<i style=\"background:#c6c\"></i>weight update';\n"
         "    legend.appendChild(u);\n"
+        "  }\n"
+        "  if (document.querySelector('#gantt rect.ema')) {\n"
+        "    const e = document.createElement('span');\n"
+        "    e.innerHTML = '<i style=\"background:#eb5\"></i>ema';\n"
+        "    legend.appendChild(e);\n"
         "  }\n"
         "  if (document.querySelector('#gantt rect.load')) {\n"
         "    const l = document.createElement('span');\n"

@@ -34,9 +34,11 @@ struct Schedule : rlhfc::impl::RLHFScheduleBase<Schedule> {
         return signalPassFailure();
       const plan::Problem &p = sim->first;
       for (const plan::Event &e : sim->second.events) {
-        if (e.kind != plan::Event::Call || e.iteration != 0)
+        if ((e.kind != plan::Event::Call && e.kind != plan::Event::Average) ||
+            e.iteration != 0)
           continue;
-        Operation *op = p.calls[e.call].op;
+        Operation *op = e.kind == plan::Event::Call ? p.calls[e.call].op
+                                                    : p.averages[e.call].op;
         op->setAttr("start", b.getF64FloatAttr(e.start));
         op->setAttr("end", b.getF64FloatAttr(e.end));
       }

@@ -66,7 +66,7 @@ struct Model {
   std::string name;
   cost::Arch arch;
   bool trainable = false;
-  /// Frozen, one call, no ema writes it, and the hardware has a host link:
+  /// Frozen, one call, in no ema, and the hardware has a host link:
   /// its weights may rest in host memory (candidates with s.offload, when
   /// ProblemOptions::offload).
   bool offloadable = false;
@@ -89,11 +89,26 @@ struct Call {
   double outBytes = 0;
 };
 
+/// An `ema` statement: after the calls before it in the body, the source's
+/// weights are copied into the target's layout and blended into the
+/// target's fp32 master weights (runtime rlhf_ema). It waits for both
+/// models and holds the GPUs of both layouts while it runs.
+struct Average {
+  mlir::Operation *op = nullptr;
+  int target = -1, source = -1; ///< models
+  size_t before = 0; ///< the index of the first call after it in the body
+  std::string label; ///< "ema @ref from @actor"
+};
+
 struct Problem {
   cost::Hardware hw;
   int64_t gpus = 0, nodes = 0;
   std::vector<Model> models;
   std::vector<Call> calls;
+  std::vector<Average> averages; ///< in body order
+  /// Per model, where it rests when no call places it (an ema target kept
+  /// for its weights): on GPU 0 as one shard, the runtime's default layout.
+  std::vector<std::optional<Candidate>> parked;
   std::vector<std::vector<Candidate>> cands; ///< per call (empty for host)
   double memoryLimit = 0;                    ///< usable bytes per GPU
   /// The algorithm's staleness: 0 is the synchronous dataflow; k > 0 lets
@@ -177,8 +192,9 @@ using Assignment = std::vector<int>;
 
 struct Event {
   /// Update: the versioned weight copy from a trainer's layout into its
-  /// generator's (asynchronous plans only).
-  enum Kind { Call, Realloc, Transfer, Load, Update } kind;
+  /// generator's (asynchronous plans only). Average: an `ema`, whose `call`
+  /// indexes Problem::averages.
+  enum Kind { Call, Realloc, Transfer, Load, Update, Average } kind;
   int call = -1; ///< the call this event serves
   int iteration = 0;
   double start = 0, end = 0;

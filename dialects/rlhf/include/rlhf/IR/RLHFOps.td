@@ -288,7 +288,10 @@ def RLHF_EmaOp : RLHF_Op<"ema", [DeclareOpInterfaceMethods<SymbolUserOpInterface
   let summary = "moves a model's weights toward another's (parameter versions)";
   let description = [{
     `target = decay * target + (1 - decay) * source`, using the source's
-    weights after this iteration's train steps.
+    weights after this iteration's train steps. The runtime copies the
+    source's weights into the target's layout and blends them there; in
+    bf16 runs into fp32 master weights the target keeps. The planner prices
+    both and the schedule pass sets `start` and `end` as on calls.
 
     ```mlir
     rlhf.ema @ref from @actor decay 0.995
