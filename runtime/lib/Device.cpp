@@ -261,6 +261,27 @@ int rlhf::runGlooWorker(const std::function<int(Communicator &world)> &body) {
   });
 }
 
+void rlhf::checkRuntimeSwitches() {
+  static const std::pair<const char *, std::vector<std::string>> known[] = {
+      {"RLHF_CUDA_GRAPHS", {"0", "1", "require"}},
+      {"RLHF_CUDA_IPC", {"0", "1"}},
+      {"RLHF_HOST_FNS", {"device", "cpu"}},
+      {"RLHF_TP_SHARD_SEQUENCE", {"0", "1"}},
+      {"RLHF_FUSED_KERNELS", {"0", "1", "cpu"}},
+      {"RLHF_PIPELINE_SCHEDULE", {"1f1b", "sequential"}},
+  };
+  for (const auto &[name, values] : known) {
+    const char *v = std::getenv(name);
+    if (!v || !*v || std::find(values.begin(), values.end(), v) != values.end())
+      continue;
+    std::string list;
+    for (const std::string &x : values)
+      list += (list.empty() ? "" : ", ") + x;
+    throw Error(std::string("environment variable ") + name + "='" + v +
+                "' is not one of " + list);
+  }
+}
+
 at::ScalarType rlhf::selectPrecision(const RendezvousConfig &cfg,
                                      c10::Device device) {
   const char *v = std::getenv("RLHF_PRECISION");

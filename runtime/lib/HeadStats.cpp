@@ -22,9 +22,11 @@ int64_t rlhf::logitRowsPerChunk(int64_t vocab, int64_t chunkBytes) {
 namespace {
 
 /// One chunk's logits in fp32: the GEMM in the weights' dtype, as
-/// at::linear would run it for the whole batch.
-at::Tensor chunkLogits(const at::Tensor &x, const at::Tensor &w) {
-  return at::linear(x, w).to(at::kFloat);
+/// at::linear would run it for the whole batch, times `scale` (a sampling
+/// temperature's inverse) in fp32, as sampling divides them.
+at::Tensor chunkLogits(const at::Tensor &x, const at::Tensor &w, double scale) {
+  at::Tensor z = at::linear(x, w).to(at::kFloat);
+  return scale == 1.0 ? z : z.mul_(scale);
 }
 
 /// The vocabulary shard's ids [offset, offset + V/k) of `next`: a mask of
@@ -38,7 +40,8 @@ std::pair<at::Tensor, at::Tensor> ownedIds(const at::Tensor &next,
 struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor w,
                             at::Tensor next, bool logprobs, bool entropy,
-                            int64_t chunkBytes, int64_t comm, int64_t offset) {
+                            int64_t chunkBytes, int64_t comm, int64_t offset,
+                            double scale) {
     auto *cm = reinterpret_cast<Communicator *>(comm);
     const int64_t N = x.size(0), width = w.size(0),
                   rows = logitRowsPerChunk(width, chunkBytes);
@@ -49,7 +52,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
       h = at::empty({N}, f32);
     for (int64_t lo = 0; lo < N; lo += rows) {
       const int64_t n = std::min(rows, N - lo);
-      at::Tensor z = chunkLogits(x.narrow(0, lo, n), w), l;
+      at::Tensor z = chunkLogits(x.narrow(0, lo, n), w, scale), l;
       if (cm) {
         // Over the shards: the global max keeps exp in range (allGather, as
         // c10d's max would), then the sum of exponentials.
@@ -88,6 +91,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     ctx->saved_data["entropy"] = entropy;
     ctx->saved_data["chunk"] = chunkBytes;
     ctx->saved_data["offset"] = offset;
+    ctx->saved_data["scale"] = scale;
     ctx->save_for_backward({x, w, next, lse, h});
     return out;
   }
@@ -105,13 +109,14 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
                   offset = ctx->saved_data["offset"].toInt(),
                   rows = logitRowsPerChunk(width,
                                            ctx->saved_data["chunk"].toInt());
+    const double scale = ctx->saved_data["scale"].toDouble();
     const at::Tensor grad = g[0].to(at::kFloat);
     at::Tensor gx, gw;
     if (needX)
       gx = at::empty(x.sizes(), x.options());
     for (int64_t lo = 0; lo < N; lo += rows) {
       const int64_t n = std::min(rows, N - lo);
-      at::Tensor logp = chunkLogits(x.narrow(0, lo, n), w)
+      at::Tensor logp = chunkLogits(x.narrow(0, lo, n), w, scale)
                             .sub_(lse.narrow(0, lo, n).unsqueeze(1));
       at::Tensor p = logp.exp();
       at::Tensor gz;
@@ -132,6 +137,8 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
       }
       p.reset();
       logp.reset();
+      if (scale != 1.0) // z = scale * (x w^T)
+        gz.mul_(scale);
       at::Tensor gzc = gz.to(x.scalar_type());
       gz.reset();
       if (needX) {
@@ -151,7 +158,8 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     return {gx,           needW ? gw.to(w.scalar_type()) : at::Tensor(),
             at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -160,7 +168,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
 at::Tensor rlhf::fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                                 const at::Tensor &next, bool logprobs,
                                 bool entropy, Communicator *tp, int64_t offset,
-                                int64_t chunkBytes) {
+                                int64_t chunkBytes, double scale) {
   return HeadStatsFn::apply(x, w, next, logprobs, entropy, chunkBytes,
-                            reinterpret_cast<int64_t>(tp), offset);
+                            reinterpret_cast<int64_t>(tp), offset, scale);
 }

@@ -39,10 +39,12 @@ int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = 0);
 /// is this rank's rows [offset, offset + V/k) of the vocabulary, `next`
 /// holds global ids, and every rank gets the same statistics; `x`'s
 /// gradient is this shard's part (pass `x` through parallel::copyToGroup).
+/// `scale` multiplies the logits first: 1/T gives the statistics of the
+/// distribution that sampling at temperature T draws from.
 at::Tensor fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                           const at::Tensor &next, bool logprobs, bool entropy,
                           Communicator *tp = nullptr, int64_t offset = 0,
-                          int64_t chunkBytes = 0);
+                          int64_t chunkBytes = 0, double scale = 1.0);
 
 } // namespace rlhf
 

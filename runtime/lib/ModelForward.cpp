@@ -164,7 +164,7 @@ TokenStats LlamaModel::fusedStats(const at::Tensor &x, const at::Tensor &next,
   at::Tensor s = fusedHeadStats(
       sharded ? parallel::copyToGroup(flat, tp.comm) : flat, headWeight(),
       next.reshape({-1}), logprobs, entropy, sharded ? tp.comm : nullptr,
-      tp.rank * (cfg.shape.vocab / tp.size));
+      tp.rank * (cfg.shape.vocab / tp.size), /*chunkBytes=*/0, invTemperature);
   TokenStats r;
   int64_t col = 0;
   if (logprobs)

@@ -60,7 +60,8 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                               step cannot be captured\n"
       "  RLHF_CUDA_IPC=0              ranks sharing a GPU reallocate through\n"
       "                               host memory\n"
-      "  RLHF_HOST_FNS=cpu            host functions on the CPU, not the GPU\n"
+      "  RLHF_HOST_FNS=cpu|device     host functions on the CPU, or (the\n"
+      "                               default) on the rank's GPU\n"
       "  RLHF_TP_SHARD_SEQUENCE=0     under tp, every rank holds whole\n"
       "                               sequences between layers (no Megatron\n"
       "                               sequence parallelism; more memory)\n"
@@ -69,9 +70,10 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                               bodies on the CPU (for tests)\n"
       "  RLHF_WATCHDOG_STALL_S=N      an NCCL collective stalled this long\n"
       "                               ends the process (default 120)\n"
-      "  RLHF_PIPELINE_SCHEDULE=sequential  train pipeline stages one\n"
-      "                               micro-batch at a time, not 1F1B (for\n"
-      "                               comparison; slower)\n",
+      "  RLHF_PIPELINE_SCHEDULE=sequential|1f1b  train pipeline stages\n"
+      "                               one micro-batch at a time (for\n"
+      "                               comparison; slower), or 1F1B (default)\n"
+      "An unknown value of any of these stops the program at start.\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }
@@ -249,6 +251,8 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       trackHostAllocations();
     p->peaks.emplace(p->device);
     p->weightDtype = selectPrecision(cfg, p->device);
+    checkRuntimeSwitches();
+    p->commTimeoutS = std::chrono::duration<double>(cfg.timeout).count();
     p->world = createWorldCommunicator(cfg, p->device);
     // Another GPU than the plan's, or a plan that does not fit it: said
     // now, not after an out-of-memory error mid-step.
@@ -303,6 +307,31 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                     " but model '" + m.name + "' has a vocabulary of " +
                     std::to_string(m.cfg.shape.vocab) +
                     "; use a model with a larger vocab");
+    // An answer wider than its dataset keeps would be cut, and exact_match
+    // would score a response that matches the cut answer as right.
+    for (const DatasetState &d : p->datasets) {
+      if (std::find(d.fields.begin(), d.fields.end(), "answer") ==
+          d.fields.end())
+        continue;
+      const int64_t width = std::max<int64_t>(d.responseLen, 1);
+      int64_t longest = 0;
+      size_t row = 0;
+      for (size_t i = 0; i < d.data->size(); ++i) {
+        auto n = int64_t(
+            p->tokenizer->encode((*d.data)[i].at("answer"), false).size());
+        if (n > longest) {
+          longest = n;
+          row = i;
+        }
+      }
+      if (longest > width)
+        throw Error(
+            "dataset '" + d.name + "' ('" + d.path + "'): the answer of row " +
+            std::to_string(row + 1) + " is " + std::to_string(longest) +
+            " tokens, but max_response_len = " + std::to_string(d.responseLen) +
+            " keeps " + std::to_string(width) + "; set max_response_len = " +
+            std::to_string(longest) + " or more in the dataset");
+    }
 
     int64_t resumed = -1;
     const fs::path ckpts = fs::path(p->outDir) / "checkpoints";
@@ -466,7 +495,12 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
         continue;
       double v = m.isTime ? (vals * valid).max().item<double>()
                           : (vals * valid).sum().item<double>() / n;
-      row[m.key] = v;
+      // A key that an earlier call of the step recorded (two exact_match
+      // calls, two inferences of one model) goes on as key#2, key#3, ...
+      std::string key = m.key;
+      for (int k = 2; row.contains(key); ++k)
+        key = m.key + "#" + std::to_string(k);
+      row[key] = v;
     }
     if (p->rank == 0) {
       std::ofstream(fs::path(p->outDir) / "metrics.jsonl", std::ios::app)

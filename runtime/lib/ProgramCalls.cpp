@@ -10,6 +10,8 @@
 
 #include "ProgramState.h"
 
+#include <cmath>
+
 using namespace rlhf;
 using namespace rlhf::exec;
 
@@ -54,6 +56,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     for (auto &[n, t] : m.params)
       t = t.detach().requires_grad_(true);
     LlamaModel model = makeModel(p, m, lay);
+    model.setTemperature(s.get("temperature", 1.0));
     double total = 0;
     for (int64_t e = 0; e < epochs; ++e) {
       TrainStats st = trainStep(model, *m.opt, b, o);
@@ -70,6 +73,17 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   m.changed = true;
   ++m.trainCalls;
   bool member = p->groupsOf(l).member;
+  // Weights a non-finite loss has stepped are lost; stop before a
+  // checkpoint saves them (Megatron stops on a NaN loss too).
+  if (member && !std::isfinite(lossValue))
+    throw Error("the loss of '" + m.name + "' is " +
+                (std::isnan(lossValue) ? "nan" : "infinite") + " at step " +
+                std::to_string(p->stepIndex + 1) +
+                ", and its weights have taken the step: check the loss's and "
+                "the advantages' inputs (a log of a non-positive number, a "
+                "division by zero) or lower the learning rate; checkpoints "
+                "saved before this step hold finite weights to --resume "
+                "from");
   p->record("loss/" + m.name, lossValue, member);
   std::map<std::string, rlhf_value *> fields;
   auto scalar = [&](double v) {
@@ -191,7 +205,8 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
 }
 
 rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
-                           const int64_t *lay, const char *label) {
+                           const int64_t *lay, double temperature,
+                           const char *label) {
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = rowsLayout(lay);
@@ -204,6 +219,7 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
       if (g.member) {
         at::NoGradGuard noGrad;
         LlamaModel model = makeModel(p, m, lay);
+        model.setTemperature(temperature);
         // An lm head's result is its per-token log-probs from the fused
         // head, never the logits: under sp every rank gathers only those
         // (rowsLayout's "stages" are sp ranks), and a pipeline's last stage
@@ -245,8 +261,15 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
       f["seq"] = tensorValue(p, seq, mask, seqV->rows, l);
       f[value ? "values" : "logprobs"] =
           tensorValue(p, out, mask, seqV->rows, l);
-      if (value)
+      if (value) {
         f["score"] = tensorValue(p, score, at::Tensor(), seqV->rows, l);
+        // A reward model's mean score is the run's reward curve (a critic's
+        // is its mean value estimate).
+        p->record("score/" + m.name,
+                  score.defined() && score.numel() ? score.mean().item<double>()
+                                                   : 0.0,
+                  score.defined() && score.numel() > 0);
+      }
       return recordValue(p, std::move(f));
     });
   });
@@ -280,7 +303,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
               "exact_match needs generated sequences (a generate's seq)");
         at::Tensor score =
             exactMatch(seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong),
-                       x[1]->t, p->tokenizer->pad());
+                       x[1]->t, p->tokenizer->pad(), p->tokenizer->eos());
         p->record("reward", score.mean().item<double>(), true);
         return one("score", score, at::Tensor(), x[0]->rows);
       }

@@ -39,6 +39,8 @@ ExternalRewardPool &poolFor(rlhf_prog *p, const Settings &s) {
     at::Tensor more = at::zeros({1}, at::kLong);
     p->world->broadcast(more, 0);
   };
+  // Often enough that the other ranks' wait never reaches the timeout.
+  o.heartbeatInterval = std::min(o.heartbeatInterval, p->commTimeoutS / 3);
   std::string key = o.command + '\n' + o.directory + '\n' +
                     std::to_string(o.workers) + '\n' +
                     std::to_string(o.timeout) + '\n' +

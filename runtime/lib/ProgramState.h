@@ -272,6 +272,7 @@ struct rlhf_prog {
   /// The weights' dtype (RLHF_PRECISION); master weights and Adam's moments
   /// are fp32 whatever it is.
   at::ScalarType weightDtype = at::kFloat;
+  double commTimeoutS = 300; ///< RLHF_COMM_TIMEOUT_MS, in seconds
   at::TensorOptions weightOpts() const {
     return at::TensorOptions().dtype(weightDtype).device(device);
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -96,11 +97,26 @@ ParamMap rlhf::initialShard(const ModelConfig &cfg, const Layout &layout,
                             const std::string &path) {
   if (path.empty())
     return layoutShard(cfg, initParams(cfg, seed), layout, world.rank());
-  // A Hugging Face directory (config.json and shards) or one safetensors
-  // file of our own checkpoints; rank 0 reads, the reallocation scatters.
-  ParamMap full = world.rank() != 0      ? ParamMap{}
-                  : isHfCheckpoint(path) ? loadHfWeights(path, cfg.shape)
-                                         : loadSafetensors(path);
+  // A Hugging Face directory (config.json and shards), one of our
+  // checkpoints' model directories (OUT/checkpoints/step-N/MODEL), or a
+  // safetensors file; rank 0 reads, the reallocation scatters.
+  ParamMap full;
+  if (world.rank() == 0) {
+    std::error_code ec;
+    const std::filesystem::path own =
+        std::filesystem::path(path) / "model.safetensors";
+    if (isHfCheckpoint(path))
+      full = loadHfWeights(path, cfg.shape);
+    else if (!std::filesystem::is_directory(path, ec))
+      full = loadSafetensors(path);
+    else if (std::filesystem::exists(own, ec))
+      full = loadSafetensors(own.string());
+    else
+      throw Error("checkpoint '" + path +
+                  "' is a directory with neither config.json (a Hugging Face "
+                  "checkpoint) nor model.safetensors (a model of an rlhfc "
+                  "checkpoint, OUT/checkpoints/step-N/MODEL)");
+  }
   for (auto &[n, t] : full) // a bf16 or fp16 file becomes fp32 weights
     t = t.to(at::kFloat);
   return reallocate(cfg, std::move(full), {0, 1, 1, 1}, layout, world);

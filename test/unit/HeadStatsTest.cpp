@@ -3,7 +3,8 @@
 // fusedHeadStats against the plain formulation it replaces (linear, fp32
 // log_softmax, gather; entropy from the same log-probabilities): values and
 // gradients over several chunks, including a ragged last one, in fp32 and
-// bf16; and the memory it saves, counted by the CPU allocator.
+// bf16, and at a sampling temperature; and the memory it saves, counted by
+// the CPU allocator.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,8 +38,10 @@ Inputs inputs(int64_t n, int64_t h, int64_t v, at::ScalarType dtype) {
 }
 
 /// [N, k] as fusedHeadStats returns it, through the unfused ops.
-at::Tensor plain(const Inputs &in, bool logprobs, bool entropy) {
-  at::Tensor lp = at::log_softmax(at::linear(in.x, in.w).to(at::kFloat), -1);
+at::Tensor plain(const Inputs &in, bool logprobs, bool entropy,
+                 double temperature = 1.0) {
+  at::Tensor lp =
+      at::log_softmax(at::linear(in.x, in.w).to(at::kFloat) / temperature, -1);
   std::vector<at::Tensor> cols;
   if (logprobs)
     cols.push_back(lp.gather(1, in.next.unsqueeze(1)).squeeze(1));
@@ -48,15 +51,18 @@ at::Tensor plain(const Inputs &in, bool logprobs, bool entropy) {
 }
 
 /// Values and the gradients of a weighted sum of them, fused and plain.
-void compare(at::ScalarType dtype, bool logprobs, bool entropy, double tol) {
+void compare(at::ScalarType dtype, bool logprobs, bool entropy, double tol,
+             double temperature = 1.0) {
   const int64_t n = 37, h = 16, v = 50;
   Inputs a = inputs(n, h, v, dtype), b = inputs(n, h, v, dtype);
   // 8 rows of 50 fp32 logits per chunk: five chunks, the last of 5 rows.
   const int64_t chunkBytes = 8 * 50 * 4;
   ASSERT_EQ(logitRowsPerChunk(v, chunkBytes), 8);
   at::Tensor fused = fusedHeadStats(a.x, a.w, a.next, logprobs, entropy,
-                                    nullptr, 0, chunkBytes);
-  at::Tensor ref = plain(b, logprobs, entropy);
+                                    nullptr, 0, chunkBytes, 1.0 / temperature);
+  at::Tensor ref = plain(b, logprobs, entropy, temperature);
+  if (temperature != 1.0) // the scale does change the statistics
+    EXPECT_FALSE(at::allclose(fused, plain(b, logprobs, entropy), tol, tol));
   ASSERT_EQ(fused.sizes(), ref.sizes());
   EXPECT_EQ(fused.scalar_type(), at::kFloat);
   EXPECT_TRUE(at::allclose(fused, ref, tol, tol))
@@ -86,6 +92,12 @@ TEST(HeadStats, BothMatchFp32) { compare(at::kFloat, true, true, 1e-5); }
 // bf16 GEMMs: the fused weight gradient sums chunks in fp32, the plain one in
 // one bf16 GEMM, so they agree to bf16's precision.
 TEST(HeadStats, BothMatchBf16) { compare(at::kBFloat16, true, true, 2e-2); }
+// Sampling at temperature T records log-probs of logits / T; the loss's and
+// the reference's statistics take the same scale, values and gradients.
+TEST(HeadStats, TemperatureScalesTheLogits) {
+  compare(at::kFloat, true, true, 1e-5, 0.3);
+  compare(at::kFloat, true, true, 1e-5, 2.5);
+}
 
 // A frozen head (the reference model's, a LoRA run's) gets no gradient and
 // the hidden states still do.

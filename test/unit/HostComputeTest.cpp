@@ -68,14 +68,29 @@ TEST(HostCompute, KlPenaltyAndExactMatch) {
   EXPECT_NEAR(oracle::klPenalty(at::tensor({1.0f}), lp, ref, mask, 0.5)[0]
                   .item<float>(),
               0.5f, 1e-6);
-  // Two samples of one prompt whose answer is [7, 8]; pad 0.
-  at::Tensor seq = at::tensor({5, 7, 8, 0, 5, 7, 9, 0}, at::kLong).view({2, 4});
-  at::Tensor gmask =
-      at::tensor({0, 1, 1, 0, 0, 1, 1, 0}, at::kLong).view({2, 4});
+  // Six samples of one prompt whose answer is [7, 8]; pad 0, eos 2. The
+  // response ends at its eos or at the end of the generation; one that only
+  // starts with the answer, or stops short of it, does not match.
+  at::Tensor seq = at::tensor({5, 7, 8, 0, 0, //
+                               5, 7, 9, 0, 0, //
+                               5, 7, 8, 2, 0, //
+                               5, 7, 8, 8, 2, //
+                               5, 7, 2, 0, 0, //
+                               5, 7, 8, 2, 8},
+                              at::kLong)
+                       .view({6, 5});
+  at::Tensor gmask = at::tensor({0, 1, 1, 0, 0, //
+                                 0, 1, 1, 0, 0, //
+                                 0, 1, 1, 1, 0, //
+                                 0, 1, 1, 1, 1, //
+                                 0, 1, 1, 0, 0, //
+                                 0, 1, 1, 1, 1},
+                                at::kLong)
+                         .view({6, 5});
   at::Tensor answer = at::tensor({7, 8}, at::kLong).view({1, 2});
-  at::Tensor m = exactMatch(seq, gmask, answer, 0);
-  EXPECT_EQ(m[0].item<float>(), 1.0f);
-  EXPECT_EQ(m[1].item<float>(), 0.0f);
+  at::Tensor m = exactMatch(seq, gmask, answer, 0, 2);
+  EXPECT_TRUE(at::equal(m, at::tensor({1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f})))
+      << m;
 }
 
 } // namespace

@@ -148,7 +148,11 @@ LogicalResult rlhfc::codegen::linkExecutable(llvm::StringRef object,
   if (rc != 0) {
     if (error.empty())
       error = driver + " failed with status " + std::to_string(rc) +
-              " while linking '" + output.str() + "'";
+              " while linking '" + output.str() +
+              "'; where it names an undefined rlhf_ symbol, the runtime in '" +
+              opts.runtimeLibDir +
+              "' was built from another version than this rlhfc: link with "
+              "the runtime built beside it";
     return failure();
   }
   return success();

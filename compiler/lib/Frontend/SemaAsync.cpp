@@ -20,8 +20,30 @@ using namespace rlhfc::sema::detail;
 
 namespace {
 
-/// Whether `body` weights by min/clamp of exp(input `prox` - input `behav`).
+/// The ops of `body` that the loss output reads (a binding the loss never
+/// uses does not train anything).
+std::vector<char> reachLoss(const FnBody &body) {
+  std::vector<char> live(body.ops.size(), 0);
+  std::vector<int> work;
+  for (const auto &[name, id] : body.outputs)
+    if (name == "loss" && id >= 0)
+      work.push_back(id);
+  while (!work.empty()) {
+    int id = work.back();
+    work.pop_back();
+    if (id < 0 || size_t(id) >= live.size() || live[size_t(id)])
+      continue;
+    live[size_t(id)] = 1;
+    for (int a : body.ops[size_t(id)].args)
+      work.push_back(a);
+  }
+  return live;
+}
+
+/// Whether the loss of `body` weights by min/clamp of
+/// exp(input `prox` - input `behav`).
 bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
+  const std::vector<char> live = reachLoss(body);
   auto inputOp = [&](size_t k) {
     for (size_t i = 0; i < body.ops.size(); ++i)
       if (body.ops[i].op == "input" && size_t(body.ops[i].number) == k)
@@ -31,7 +53,8 @@ bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
   int p = inputOp(prox), b = inputOp(behav);
   auto usedBy = [&](int id, llvm::StringRef op) {
     for (size_t i = 0; i < body.ops.size(); ++i)
-      if (body.ops[i].op == op && llvm::is_contained(body.ops[i].args, id))
+      if (live[i] && body.ops[i].op == op &&
+          llvm::is_contained(body.ops[i].args, id))
         return int(i);
     return -1;
   };

@@ -398,6 +398,20 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
       return std::nullopt;
     n.inputs.push_back(*t);
   }
+  // The reward functions score responses, which only generated sequences
+  // (a generate's seq, passed on by an inference) mark.
+  if ((fname == "exact_match" || fname == "script_reward") &&
+      !n.inputs.empty() &&
+      (n.inputs[0].producer < 0 || n.inputs[0].field != "seq")) {
+    const Node::Input &in = n.inputs[0];
+    error(tensorArgs[0]->value->loc,
+          formatv("{0} scores generated responses, so its 'seq' must be a "
+                  "generate's 'seq' (as in 'g.seq'), not {1}",
+                  calleeName,
+                  in.producer < 0 ? std::string("a dataset column")
+                                  : "the '" + in.field + "' of a result"));
+    return std::nullopt;
+  }
   // All inputs describe the same sequences: batch sizes must agree.
   const Node::Input *first = nullptr;
   for (const Node::Input &in : n.inputs) {

@@ -506,6 +506,13 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
                     {"weight_decay", &o.weightDecay},
                     {"grad_clip", &o.gradClip}},
                    "optimizer", "lr = 1e-6", /*zeroAllowed=*/true);
+  // Adam's moments average with weight beta: at 1 or more they never
+  // forget, or grow without bound (torch.optim.Adam's check too).
+  for (const Arg &a : e.args)
+    if (a.name == "beta1" || a.name == "beta2")
+      if (double b = a.name == "beta1" ? o.beta1 : o.beta2; b >= 1)
+        error(a.value->loc, formatv("'{0}' must be below 1, as in {1}", a.name,
+                                    a.name == "beta1" ? "0.9" : "0.95"));
 }
 
 void Sema::readNamedNumbers(

@@ -43,6 +43,20 @@ using namespace rlhfc::lowering;
 
 namespace {
 
+/// The temperature of the generate whose sequences `values` carry (through
+/// fields and transfers), 1 for a greedy one or none: a model call reading
+/// them computes the log-probs of the distribution they were sampled from.
+double samplingTemperature(ValueRange values) {
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    while (def && isa<r::FieldOp, r::TransferOp>(def))
+      def = def->getOperand(0).getDefiningOp();
+    if (auto g = dyn_cast_or_null<r::GenerateOp>(def))
+      return g.getGreedy() ? 1.0 : g.getTemperature().convertToDouble();
+  }
+  return 1.0;
+}
+
 struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -187,7 +201,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     Block *entry = mainFn.addEntryBlock();
     b.setInsertionPointToStart(entry);
     Value prog = e.call(
-        loc, "rlhf_prog_create", e.ptr,
+        loc, RLHF_PROG_CREATE_SYMBOL, e.ptr,
         {entry->getArgument(0), entry->getArgument(1),
          e.string(loc, alg.getSymName()), e.int64(loc, alg.getSteps()),
          e.int64(loc, alg.getSeed()), e.int64(loc, alg.getSaveInterval()),
@@ -213,8 +227,10 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                   o.getWeightDecay().convertToDouble(),
                   o.getGradClip().convertToDouble()};
       }
-      Value ckpt =
-          m.getCheckpoint() ? e.string(mloc, *m.getCheckpoint()) : e.null(mloc);
+      // Relative to the file that declares the model, as a dataset's path.
+      Value ckpt = m.getCheckpoint()
+                       ? e.string(mloc, resolveFrom(mloc, *m.getCheckpoint()))
+                       : e.null(mloc);
       SmallVector<int64_t> lay = {0, 1, 1, 1, 1, 1, 1};
       if (auto it = initial.find(m.getSymName()); it != initial.end())
         lay = it->second;
@@ -421,6 +437,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
             e.call(l, "rlhf_inference", e.ptr,
                    {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
                     placed("inference"),
+                    e.float64(l, samplingTemperature(in.getSeq())),
                     e.string(l, ("inference " + in.getModel()).str())});
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
@@ -430,6 +447,9 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                                std::pair(st.getZero(), "zero=1")})
           if (on)
             settings += (settings.empty() ? "" : ",") + std::string(key);
+        if (double t = samplingTemperature(ts.getInputs()); t != 1.0)
+          settings +=
+              (settings.empty() ? "" : ",") + numberSetting("temperature", t);
         FailureOr<std::string> code = encodeFnCode(ts);
         if (failed(code))
           return failure();

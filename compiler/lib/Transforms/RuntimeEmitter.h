@@ -176,6 +176,13 @@ inline std::string quoted(StringRef text) {
 }
 
 /// "k=v,..." of a settings dictionary: numbers and text.
+/// "name=v" with v written so that it round-trips the double.
+inline std::string numberSetting(llvm::StringRef name, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return name.str() + "=" + buf;
+}
+
 inline std::string settingsString(DictionaryAttr d) {
   std::string s;
   for (NamedAttribute a : d) {
@@ -191,9 +198,7 @@ inline std::string settingsString(DictionaryAttr d) {
       v = double(i.getInt());
     else
       continue;
-    char buf[32]; // round-trips the double
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    s += (s.empty() ? "" : ",") + a.getName().str() + "=" + buf;
+    s += (s.empty() ? "" : ",") + numberSetting(a.getName(), v);
   }
   return s;
 }

@@ -10,6 +10,8 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "rlhf/IR/RLHFOps.h"
 
+#include <cstdio>
+
 namespace rlhfc {
 #define GEN_PASS_DEF_RLHFSIMPLIFYFNS
 #include "rlhfc/Transforms/Passes.h.inc"
@@ -53,6 +55,47 @@ struct SimplifyFns : rlhfc::impl::RLHFSimplifyFnsBase<SimplifyFns> {
         if (!folded && !shared)
           break;
       }
+      // log(0), sqrt(-1), exp(1000): a constant that is not a finite number
+      // would poison the batch silently, as a division by zero would.
+      WalkResult bad = op->getRegion(0).walk([&](arith::ConstantOp c) {
+        auto f = dyn_cast<FloatAttr>(c.getValue());
+        if (!f || f.getValue().isFinite())
+          return WalkResult::advance();
+        Location loc = isa<UnknownLoc>(c.getLoc()) ? op->getLoc() : c.getLoc();
+        emitError(loc) << "this expression of constants is "
+                       << (f.getValue().isNaN()        ? "not a number"
+                           : f.getValue().isNegative() ? "-inf"
+                                                       : "inf")
+                       << " (a log of a non-positive number, a square root of "
+                          "a negative one, an exp that overflows); fix the "
+                          "constant";
+        return WalkResult::interrupt();
+      });
+      if (bad.wasInterrupted())
+        return signalPassFailure();
+      // What folding leaves unfolded outside its domain: sqrt(-1).
+      bad = op->getRegion(0).walk([&](Operation *m) {
+        if (!isa<math::SqrtOp, math::RsqrtOp, math::LogOp>(m))
+          return WalkResult::advance();
+        auto c = m->getOperand(0).getDefiningOp<arith::ConstantOp>();
+        auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+        if (!f)
+          return WalkResult::advance();
+        double x = f.getValueAsDouble();
+        if (isa<math::SqrtOp>(m) ? x >= 0 : x > 0)
+          return WalkResult::advance();
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", x);
+        m->emitError() << "the "
+                       << (isa<math::LogOp>(m)    ? "log"
+                           : isa<math::SqrtOp>(m) ? "square root"
+                                                  : "inverse square root")
+                       << " of the constant " << text
+                       << " is not a finite number; fix the constant";
+        return WalkResult::interrupt();
+      });
+      if (bad.wasInterrupted())
+        return signalPassFailure();
     }
   }
 

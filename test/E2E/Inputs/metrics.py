@@ -6,10 +6,13 @@ JSON object per step). Exits non-zero with a message when a check fails.
       the mean of KEY over the last W steps exceeds the first W by M
   metrics.py fall FILE --key loss/lm --window W --margin M
       the mean of KEY over the last W steps is below the first W by M
-  metrics.py same A B --keys k1,k2 --rtol R --atol T
+  metrics.py same A B --keys k1,k2 --rtol R --atol T [--first N]
       both runs have the same steps and agree on the keys within tolerance
+      (with --first, at the first N steps)
   metrics.py last FILE --key reward --window W --at-least X
       the mean of KEY over the last W steps is at least X
+  metrics.py near FILE --step S --keys k1,k2 --atol T
+      at step S each key is within T of 0 (and present)
   metrics.py steps FILE N [--finite k1,k2]
       steps 1..N each appear exactly once, in order (and the keys are
       present and finite at every step)
@@ -58,14 +61,25 @@ def same(a):
     x, y = load(a.a), load(a.b)
     if [r["step"] for r in x] != [r["step"] for r in y]:
         fail("the runs have different steps")
-    for rx, ry in zip(x, y):
+    for rx, ry in list(zip(x, y))[: a.first or None]:
         for k in a.keys.split(","):
             if k not in rx or k not in ry:
                 fail(f"step {rx['step']}: {k} missing")
             u, v = rx[k], ry[k]
             if not math.isclose(u, v, rel_tol=a.rtol, abs_tol=a.atol):
                 fail(f"step {rx['step']}: {k} {u!r} vs {v!r}")
-    print(f"OK: {len(x)} steps agree on {a.keys}")
+    print(f"OK: {min(len(x), a.first or len(x))} steps agree on {a.keys}")
+
+
+def near(a):
+    rows = [r for r in load(a.file) if r["step"] == a.step]
+    if len(rows) != 1:
+        fail(f"{a.file}: step {a.step} appears {len(rows)} times")
+    for k in a.keys.split(","):
+        v = rows[0].get(k)
+        if v is None or not abs(v) <= a.atol:
+            fail(f"step {a.step}: {k} is {v!r}, not within {a.atol} of 0")
+    print(f"OK: step {a.step}: {a.keys} within {a.atol} of 0")
 
 
 def steps(a):
@@ -106,7 +120,14 @@ s.add_argument("b")
 s.add_argument("--keys", required=True)
 s.add_argument("--rtol", type=float, default=1e-4)
 s.add_argument("--atol", type=float, default=1e-5)
+s.add_argument("--first", type=int, default=0)
 s.set_defaults(run=same)
+n = sub.add_parser("near")
+n.add_argument("file")
+n.add_argument("--step", type=int, default=1)
+n.add_argument("--keys", required=True)
+n.add_argument("--atol", type=float, required=True)
+n.set_defaults(run=near)
 t = sub.add_parser("steps")
 t.add_argument("file")
 t.add_argument("n", type=int)

@@ -36,6 +36,12 @@ c10::Device selectDevice(const RendezvousConfig &cfg);
 /// fp32 on the CPU. A bad value is an error naming the rank.
 at::ScalarType selectPrecision(const RendezvousConfig &cfg, c10::Device device);
 
+/// Throws, naming the variable and its values, when a runtime switch
+/// (RLHF_CUDA_GRAPHS, RLHF_CUDA_IPC, RLHF_HOST_FNS, RLHF_TP_SHARD_SEQUENCE,
+/// RLHF_FUSED_KERNELS, RLHF_PIPELINE_SCHEDULE) has a value it does not
+/// know: said at start, not ignored or found after generation ran.
+void checkRuntimeSwitches();
+
 /// The job's communicator for a rank computing on `device`: NCCL where every
 /// rank of this host owns a GPU, else Gloo (on the CPU, or with several ranks
 /// sharing a GPU, staged through host memory). RLHF_BACKEND=gloo|nccl

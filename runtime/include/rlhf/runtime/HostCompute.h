@@ -14,11 +14,12 @@
 
 namespace rlhf {
 
-/// 1 where the generated tokens of a sequence (its masked part, up to the
-/// answer's length and ignoring trailing `pad`) equal the answer's tokens.
-/// `answer` rows repeat for the n samples of each prompt.
+/// 1 where the generated tokens of a sequence (its masked part up to its
+/// first `eos`, `pad` left out) equal the answer's tokens, no more and no
+/// fewer: "44" does not answer "4". `answer` rows repeat for the n samples
+/// of each prompt.
 at::Tensor exactMatch(const at::Tensor &seq, const at::Tensor &mask,
-                      const at::Tensor &answer, int64_t pad);
+                      const at::Tensor &answer, int64_t pad, int64_t eos);
 
 } // namespace rlhf
 

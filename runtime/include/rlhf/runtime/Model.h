@@ -21,6 +21,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -268,6 +269,11 @@ public:
   /// gradients keeps only each decoder layer's input and recomputes the
   /// layer in backward (less memory, one more forward pass).
   void setRecompute(bool on) { recompute = on; }
+  /// Token log-probs and entropies (tokenStat(s), the fused head) of the
+  /// distribution that sampling at temperature `t` draws from: logits / t,
+  /// so that a loss and a reference see what generation recorded.
+  /// (t is floored at 1e-6 as sampling floors it).
+  void setTemperature(double t) { invTemperature = 1.0 / std::max(t, 1e-6); }
   /// The layer the recomputation replays (public for its autograd node).
   at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
                    const at::Tensor &sin, const at::Tensor &mask,
@@ -339,6 +345,7 @@ private:
     return at::TensorOptions().dtype(t).device(device_);
   }
   bool recompute = false;
+  double invTemperature = 1.0;
 };
 
 } // namespace rlhf

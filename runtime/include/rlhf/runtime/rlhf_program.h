@@ -38,6 +38,13 @@ enum { RLHF_COMPUTE_EXACT_MATCH = 1, RLHF_COMPUTE_SCRIPT_REWARD = 2 };
  *        tie_embeddings, qkv_bias}; the Adam settings matter for trainable
  * models; checkpoint: a safetensors file, a Hugging Face checkpoint directory,
  * or NULL (random init from the seed). */
+/* The entry points' version: programs call rlhf_prog_create_vN, so an
+ * object that rlhfc compiled for other parameters fails to link (undefined
+ * rlhf_prog_create_vN) instead of passing arguments the runtime misreads.
+ * Bump it whenever a parameter of any entry point changes. */
+#define RLHF_PROGRAM_ABI 2
+#define rlhf_prog_create rlhf_prog_create_v2
+#define RLHF_PROG_CREATE_SYMBOL "rlhf_prog_create_v2"
 rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
                             int64_t steps, int64_t seed, int64_t save_interval,
                             int64_t gpus, double predicted_iteration_s);
@@ -108,8 +115,11 @@ rlhf_value *rlhf_generate_stale(rlhf_prog *p, int64_t model, int64_t dataset,
                                 const char *label);
 void rlhf_weight_update(rlhf_prog *p, int64_t model, const int64_t *from,
                         const int64_t *to, int64_t lag);
+/* temperature: that of the generate whose sequences `seq` holds (1 for
+ * greedy ones and for data): log-probs of the distribution it sampled. */
 rlhf_value *rlhf_inference(rlhf_prog *p, int64_t model, rlhf_value *seq,
-                           const int64_t *layout, const char *label);
+                           const int64_t *layout, double temperature,
+                           const char *label);
 /* settings: "key=value,..." of numbers, or key="text" with '%', ',', '"'
  * and control bytes written %XX. RLHF_COMPUTE_SCRIPT_REWARD reads command,
  * cwd, workers, timeout and an optional default; rank 0 runs the worker
@@ -125,7 +135,8 @@ void rlhf_ema(rlhf_prog *p, int64_t target, int64_t source, double decay);
  * of its outputs by name (per-token outputs carry the mask of the first
  * input that has one). rlhf_train runs `epochs` passes of the `loss`
  * function over the inputs, split into `minibatches` optimizer steps, and
- * returns {loss, metrics...}; settings: "recompute=1,zero=1" or less. */
+ * returns {loss, metrics...}; settings: "recompute=1,zero=1,temperature=T"
+ * or less (T as for rlhf_inference: the model's log-probs in the loss). */
 rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t ninputs,
                        rlhf_value *const *inputs, const char *label);
 rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, const char *code,
