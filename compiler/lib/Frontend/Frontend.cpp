@@ -110,7 +110,11 @@ struct Loader {
   void loadPrelude() {
     llvm::SmallString<256> path(opts.stdlibDir), real;
     llvm::sys::path::append(path, "prelude.rlhf");
-    if (llvm::sys::fs::real_path(path, real) || done.count(std::string(real)))
+    if (llvm::sys::fs::real_path(path, real)) {
+      prog.missingPrelude = path.str().str();
+      return;
+    }
+    if (done.count(std::string(real)))
       return;
     auto buf = llvm::MemoryBuffer::getFile(real, /*IsText=*/true);
     if (!buf) {

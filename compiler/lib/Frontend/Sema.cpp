@@ -76,6 +76,18 @@ mlir::InFlightDiagnostic Sema::error(mlir::Location loc,
   return d;
 }
 
+void Sema::unknownFunction(mlir::Location loc, llvm::StringRef name,
+                           const std::string &hint) {
+  mlir::InFlightDiagnostic d =
+      error(loc, formatv("unknown function '{0}'{1}", name, hint));
+  if (!p.missingPrelude.empty())
+    d.attachNote() << "the standard library has no prelude ('"
+                   << p.missingPrelude
+                   << "' does not exist), which declares the estimators and "
+                      "losses such as gae and grpo_loss; point --stdlib at a "
+                      "folder that has one";
+}
+
 void Sema::warning(mlir::Location loc, const llvm::Twine &msg) {
   mlir::emitWarning(loc, msg);
 }

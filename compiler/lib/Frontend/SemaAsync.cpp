@@ -76,6 +76,19 @@ void Sema::checkStaleness(const Instance &inst) {
   if (k == 0)
     return;
   const std::vector<Node> &nodes = inst.nodes;
+  // Staleness lets a trained model's generation run ahead; without one it
+  // changes nothing, which a user who asked for asynchronous RL would miss.
+  if (llvm::none_of(nodes, [&](const Node &g) {
+        return g.kind == Node::Kind::Generate && g.model &&
+               g.model->trainable && llvm::any_of(nodes, [&](const Node &t) {
+                 return t.kind == Node::Kind::Train && t.model == g.model;
+               });
+      }))
+    warning(inst.loc,
+            formatv("staleness = {0} has no effect: no model both generates "
+                    "and trains here, so nothing can run ahead; the run is "
+                    "planned and trained synchronously",
+                    k));
   for (const Node &train : nodes) {
     if (train.kind != Node::Kind::Train || train.inputs.empty() ||
         train.inputs[0].producer < 0)

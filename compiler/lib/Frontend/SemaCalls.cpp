@@ -324,8 +324,7 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
     if (env.count(fname) || symbols.count(fname))
       error(call.base->loc, "'" + fname + "' is not a function");
     else
-      error(call.base->loc, formatv("unknown function '{0}'{1}", fname,
-                                    didYouMean(fname, builtinNames())));
+      unknownFunction(call.base->loc, fname, didYouMean(fname, builtinNames()));
     return std::nullopt;
   }
   Node n{Node::Kind::Host, "", call.loc};

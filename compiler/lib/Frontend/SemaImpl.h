@@ -170,6 +170,10 @@ public:
 private:
   // ---- diagnostics -------------------------------------------------------
   mlir::InFlightDiagnostic error(mlir::Location loc, const llvm::Twine &msg);
+  /// An unknown function `name` (with the hint of a near name), noting a
+  /// missing prelude, whose functions it may have meant.
+  void unknownFunction(mlir::Location loc, llvm::StringRef name,
+                       const std::string &hint);
   void warning(mlir::Location loc, const llvm::Twine &msg);
 
   // ---- symbols -----------------------------------------------------------
@@ -318,6 +322,9 @@ private:
   /// With staleness > 0, every loss that trains a generating model corrects
   /// for the lag of its samples (SemaAsync.cpp).
   void checkStaleness(const Instance &inst);
+  /// Warns where a function's group_* ops group rows in other sizes than
+  /// the samples per prompt of the generate they come from (SemaGroups.cpp).
+  void checkGroups(const Instance &inst);
 
   std::optional<Value> bindParam(const Param &prm, const Expr &arg);
 

@@ -77,8 +77,8 @@ void Sema::walkNames(const Expr &e,
         std::vector<std::string> cands = builtinNames();
         for (const std::string &f : fns.names())
           cands.push_back(f);
-        error(e.base->loc, formatv("unknown function '{0}'{1}", e.base->text,
-                                   didYouMean(e.base->text, cands)));
+        unknownFunction(e.base->loc, e.base->text,
+                        didYouMean(e.base->text, cands));
       }
     } else {
       walkNames(*e.base, locals);
@@ -294,6 +294,7 @@ void Sema::instantiate(const RunDecl &r) {
   checkOffloads(inst);
   checkTokenizers(inst);
   checkStaleness(inst);
+  checkGroups(inst);
   // Unused results, in source order.
   std::vector<const Local *> unused;
   for (auto &kv : env)

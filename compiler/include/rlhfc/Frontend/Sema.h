@@ -165,6 +165,9 @@ struct Program {
   std::map<std::string, const ast::AlgorithmDecl *> algorithms;
   std::map<std::string, const ast::FnDecl *> functions;
   std::vector<Instance> instances;
+  /// Where the prelude should have been, when --stdlib's folder has none
+  /// (its estimators and losses are then unknown functions).
+  std::string missingPrelude;
 };
 
 /// The modules in the order their names are declared: the imports, then the

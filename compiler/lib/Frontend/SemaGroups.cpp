@@ -1,0 +1,63 @@
+//===- SemaGroups.cpp - group baselines against samples per prompt --------===//
+//
+// GRPO, RLOO and their kin compare each sample with the other samples of
+// its prompt: a function's group_* ops take rows in groups of `group`, and
+// a generate with n samples per prompt lays its rows out in groups of n.
+// A group of another size mixes prompts, and the baseline is then another
+// prompt's reward: the program runs, and learns worse, without a word.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+void Sema::checkGroups(const Instance &inst) {
+  const std::vector<Node> &nodes = inst.nodes;
+  for (const Node &n : nodes) {
+    if (n.kind != Node::Kind::Host || !n.fn)
+      continue;
+    int64_t group = 0;
+    for (const FnOp &op : n.fn->ops)
+      if (llvm::StringRef(op.op).starts_with("group_"))
+        group = op.group;
+    if (group <= 0)
+      continue;
+    // The generates whose rows reach the call, through any calls between.
+    std::vector<int> work, gens;
+    std::vector<char> seen(nodes.size(), 0);
+    for (const Node::Input &in : n.inputs)
+      work.push_back(in.producer);
+    while (!work.empty()) {
+      int i = work.back();
+      work.pop_back();
+      if (i < 0 || seen[size_t(i)])
+        continue;
+      seen[size_t(i)] = 1;
+      if (nodes[size_t(i)].kind == Node::Kind::Generate) {
+        gens.push_back(i);
+        continue;
+      }
+      for (const Node::Input &in : nodes[size_t(i)].inputs)
+        work.push_back(in.producer);
+    }
+    if (gens.size() != 1)
+      continue;
+    const Node &gen = nodes[size_t(gens[0])];
+    const auto samples = int64_t(gen.attr("n", 1));
+    if (samples == group)
+      continue;
+    std::string who = gen.name.empty() ? "its generate" : "'" + gen.name + "'";
+    mlir::InFlightDiagnostic d = mlir::emitWarning(
+        mlir::Location(n.loc),
+        formatv("'{0}' compares rows in groups of {1}, but {2} samples "
+                "n = {3} per prompt: each group mixes prompts, and a sample "
+                "is measured against other prompts' rewards; generate with "
+                "n = {1}, or give group = {3}",
+                n.builtin, group, who, samples));
+    d.attachNote(mlir::Location(gen.loc))
+        << who << " samples n = " << samples << " here";
+  }
+}
