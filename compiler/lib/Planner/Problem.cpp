@@ -517,8 +517,15 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
                    ? ", even sharding optimizer state and recomputing "
                      "activations"
                    : "")
-           << "; use more GPUs, more micro-batches or minibatches, or a "
-              "smaller model";
+           << (c.shape.kind == cost::CallKind::Generate
+                   ? "; use more GPUs (tensor parallelism shards the "
+                     "weights and the KV cache), fewer sequences (batch or "
+                     "n), fewer max_new_tokens, or a smaller model"
+               : c.shape.kind == cost::CallKind::Inference
+                   ? "; use more GPUs, more micro-batches (@place(..., mbs "
+                     "= M)), or a smaller model"
+                   : "; use more GPUs, more minibatches, or a smaller "
+                     "model");
   }
   plan::detail::shareLayouts(p, fitting);
   return p;

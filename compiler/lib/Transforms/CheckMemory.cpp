@@ -44,6 +44,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       std::vector<std::string> offloadable;
       bool replayable = false; // a train call here keeps its activations
       bool shardable = false;  // a train call here keeps all optimizer state
+      double offloadFrees = 0; // weights the offloadable models rest here
       for (size_t c = 0; c < p.calls.size(); ++c) {
         const plan::Call &call = p.calls[c];
         if (call.host)
@@ -57,8 +58,10 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
           worst = &call;
         }
         const plan::Model &model = p.models[call.model];
-        if (model.offloadable && !k.s.offload)
+        if (model.offloadable && !k.s.offload) {
           offloadable.push_back("@" + model.name);
+          offloadFrees += k.mem.weights;
+        }
         bool train = call.shape.kind == cost::CallKind::Train;
         replayable |= train && !k.s.recompute;
         shardable |= train && !k.s.zero && k.s.dp * k.s.sp > 1;
@@ -85,25 +88,40 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         line += (line.empty() ? "" : "; ") + part;
       }
       int64_t node = g / p.hw.gpusPerNode;
-      std::string offload = offloadable.empty()
-                                ? "or offload a frozen model"
-                                : "or offload " +
-                                      llvm::join(offloadable, " or ") +
-                                      " (@place(..., offload = true))";
+      const double over = res.peakMemory[g] - p.memoryLimit;
+      std::string offload =
+          offloadable.empty()
+              ? "or offload a frozen model"
+              : "or offload " + llvm::join(offloadable, " or ") +
+                    " (@place(..., offload = true))" +
+                    (offloadFrees < over
+                         ? " (which frees only " + gb(offloadFrees) +
+                               " of the " + gb(over) + " over)"
+                         : "");
+      // Smaller working sets cannot help when what rests here between
+      // calls is already over.
+      const double resting = res.peakMemory[g] - std::max(0.0, worstWork);
+      std::string first =
+          resting > p.memoryLimit
+              ? "the weights and optimizer state resting here need " +
+                    gb(resting) +
+                    " alone, so smaller batches cannot help; spread the "
+                    "models over more GPUs (larger meshes, more tp or pp), "
+              : "use more GPUs, more micro-batches or minibatches, ";
       auto diag = plan::emitCallError(worst->op) << llvm::formatv(
                       "predicted out of memory on GPU {0} (node {1}, "
                       "local GPU {2}): {3} needed, {4} available per {5}; "
-                      "use more GPUs, more micro-batches or minibatches, "
-                      "{6}{7}{8}",
+                      "{9}{6}{7}{8}",
                       g, node, g % p.hw.gpusPerNode, gb(res.peakMemory[g]),
                       gb(p.memoryLimit), p.hw.name,
                       shardable ? "shard optimizer state over data "
                                   "parallelism (@place(..., zero = true)), "
                                 : "",
-                      replayable ? "recompute activations in training "
-                                   "(@place(..., recompute = true)), "
-                                 : "",
-                      offload);
+                      replayable && resting <= p.memoryLimit
+                          ? "recompute activations in training "
+                            "(@place(..., recompute = true)), "
+                          : "",
+                      offload, first);
       for (auto &[model, line] : resident)
         diag.attachNote(worst->op->getLoc())
             << "resident on GPU " << g << ": @" << model << " (" << line << ")";
