@@ -8,6 +8,7 @@
 #include "FnEval.h"
 
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Units.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -305,6 +306,15 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
       return std::nullopt;
     if (args[1].rank != FnRank::Scalar && args[1].rank != args[0].rank) {
       fail(e.loc, "the bounds of 'clamp' are numbers or shaped like its value");
+      return std::nullopt;
+    }
+    if (args[1].constant && args[2].constant &&
+        *args[1].constant > *args[2].constant) {
+      fail(e.loc, formatv("the lower bound of 'clamp' ({0}) is above its "
+                          "upper bound ({1}): every value would become {1}; "
+                          "swap them",
+                          formatNumber(*args[1].constant),
+                          formatNumber(*args[2].constant)));
       return std::nullopt;
     }
     combine({&args[0], &args[1], &args[2]});

@@ -95,7 +95,8 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
       int64_t lo = 0, hi = -1;
       if (base->kind == Expr::Kind::Slice) {
         auto l = evalInt(*base->lo, "mesh start", 0, int64_t(1) << 30);
-        auto h = evalInt(*base->hi, "mesh end", 1, int64_t(1) << 30);
+        // An end at or below the start is reported with the cluster's size.
+        auto h = evalInt(*base->hi, "mesh end", 0, int64_t(1) << 30);
         if (!l || !h)
           return;
         lo = *l;
@@ -201,9 +202,16 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
   }
   const sema::Arch &arch = n.model->arch;
   if (arch.heads % pl.tp || arch.kvHeads % pl.tp) {
-    error(an.loc, formatv("tp = {0} does not divide the {1} heads and {2} kv "
-                          "heads of '{3}'",
-                          pl.tp, arch.heads, arch.kvHeads, n.model->name));
+    error(an.loc,
+          arch.heads % pl.tp
+              ? formatv("tp = {0} does not divide the {1} heads of '{2}'",
+                        pl.tp, arch.heads, n.model->name)
+                    .str()
+              : formatv("tp = {0} does not divide the {1} kv heads of '{2}' "
+                        "(it divides its {3} heads): tensor parallelism "
+                        "splits both",
+                        pl.tp, arch.kvHeads, n.model->name, arch.heads)
+                    .str());
     return;
   }
   if (pl.sp > 1 && mlir::failed(checkSequenceParallel(
