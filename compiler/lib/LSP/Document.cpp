@@ -132,6 +132,14 @@ std::optional<mlsp::Location> Document::toLSPLocation(mlir::Location loc,
   return mlsp::Location(uriFor(file), text->rangeOf(begin, end));
 }
 
+const llvm::json::Object *RunPlan::emaAt(mlir::Location loc) const {
+  const llvm::json::Array *emas = report.getArray("emas");
+  for (size_t i = 0; emas && i < emaLocs.size() && i < emas->size(); ++i)
+    if (emaLocs[i] == loc)
+      return (*emas)[i].getAsObject();
+  return nullptr;
+}
+
 const llvm::json::Object *RunPlan::callAt(mlir::Location loc) const {
   const llvm::json::Array *calls = report.getArray("calls");
   for (size_t i = 0; calls && i < callLocs.size() && i < calls->size(); ++i)

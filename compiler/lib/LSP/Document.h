@@ -87,8 +87,11 @@ struct RunPlan {
   llvm::json::Object report;
   /// The location of the op behind each entry of report["calls"].
   std::vector<mlir::Location> callLocs;
+  /// The same for report["emas"].
+  std::vector<mlir::Location> emaLocs;
 
   const llvm::json::Object *callAt(mlir::Location loc) const;
+  const llvm::json::Object *emaAt(mlir::Location loc) const;
 };
 
 class Document {

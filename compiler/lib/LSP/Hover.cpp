@@ -276,8 +276,9 @@ void methodHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
   if (spec)
     os << ": " << spec->summary;
   os << "\n";
-  if (!spec || spec->kind == sema::Node::Kind::Ema || !o.algorithm)
+  if (!spec || !o.algorithm)
     return;
+  const bool ema = spec->kind == sema::Node::Kind::Ema;
   std::vector<const sema::Instance *> runs = doc.instancesOf(*o.algorithm);
   if (runs.empty()) {
     os << "\nnot planned: "
@@ -294,12 +295,24 @@ void methodHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
          << node->model->name << "`)";
     os << ":\n\n";
     const RunPlan *plan = doc.getPlan(*in);
-    const llvm::json::Object *call = plan ? plan->callAt(*o.nodeLoc) : nullptr;
+    const llvm::json::Object *call = !plan ? nullptr
+                                     : ema ? plan->emaAt(*o.nodeLoc)
+                                           : plan->callAt(*o.nodeLoc);
     if (!call) {
       os << noPlanReason(doc) << "\n";
       continue;
     }
-    callPlan(plan->report, *call, os);
+    if (ema)
+      os << formatv("- predicted time: {0}, from {1} to {2} in the first "
+                    "iteration: `{3}`'s weights move into `{4}`'s layout and "
+                    "blend into its fp32 master weights\n",
+                    seconds(call->getNumber("predicted_time_s").value_or(0)),
+                    seconds(call->getNumber("start_s").value_or(0)),
+                    seconds(call->getNumber("end_s").value_or(0)),
+                    call->getString("source").value_or(""),
+                    call->getString("target").value_or(""));
+    else
+      callPlan(plan->report, *call, os);
   }
 }
 

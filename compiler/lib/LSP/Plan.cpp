@@ -53,6 +53,8 @@ void Document::plan() {
     rp.report = std::move(*report.getAsObject());
     for (const plan::Call &call : placed->first.calls)
       rp.callLocs.push_back(call.op->getLoc());
+    for (const plan::Average &e : placed->first.averages)
+      rp.emaLocs.push_back(e.op->getLoc());
     if (rp.instance)
       plans.push_back(std::move(rp));
   }

@@ -125,8 +125,10 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
           b.setInsertionPoint(&op);
           b.create<r::OnloadOp>(
               op.getLoc(), modelOf(op), l->mesh, l->strategy,
+              // Bytes: every replica's copy (tp and pp shard it; the
+              // largest stage's shard times the GPUs would overcount).
               costAttr(module.getContext(), e.time.load,
-                       e.memory.weights * double(s.devices())));
+                       2.0 * arch.totalParams * double(s.dp * s.sp)));
           b.setInsertionPointAfter(&op);
           b.create<r::OffloadOp>(op.getLoc(), modelOf(op), l->mesh, l->strategy,
                                  r::CostAttr());
