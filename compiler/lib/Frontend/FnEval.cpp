@@ -177,6 +177,14 @@ FnEval::body(const FnDecl &d, std::vector<FnVal> args,
   if (!returned)
     fail(d.loc,
          "function '" + d.name + "' never returns; end it with 'return ...;'");
+  // Once per declaration (the symbolic check), and not the prelude's: a
+  // binding nothing reads computes nothing, and a check that only looks at
+  // the body (such as staleness's) could take it for part of the loss.
+  if (generic && stack.size() == 1 && !failed && !c.libraryDecls.count(&d))
+    for (const ast::FnStmt &s : d.body)
+      if (s.kind == ast::FnStmt::Kind::Let && !f.used.contains(s.name))
+        c.warning(s.loc, "'" + s.name + "' is never used in '" + d.name +
+                             "'; remove it or use it in the result");
   stack.pop_back();
   return out;
 }
@@ -347,6 +355,7 @@ std::optional<FnVal> FnEval::expr(const Expr &e) {
   case Expr::Kind::Name: {
     Frame &f = stack.back();
     if (auto it = f.env.find(e.text); it != f.env.end()) {
+      f.used.insert(e.text);
       if (it->second.poisoned)
         return std::nullopt;
       return it->second;

@@ -12,6 +12,7 @@
 #include "FnCheck.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <deque>
 #include <set>
@@ -60,6 +61,7 @@ private:
     llvm::StringMap<FnVal> env;
     mlir::LocationAttr callLoc;
     std::map<std::string, std::string> dims; ///< own name -> caller's
+    llvm::StringSet<> used;                  ///< names the body has read
   };
 
   mlir::InFlightDiagnostic fail(mlir::Location loc, const llvm::Twine &msg);
