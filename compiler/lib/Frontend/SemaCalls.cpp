@@ -294,7 +294,8 @@ std::optional<Node::Input> Sema::expectTensor(const Value &v, const Expr &at,
       }
       return std::nullopt;
     }
-    return Node::Input{name.str(), v.producer, pick->name, pick->type};
+    return Node::Input{name.str(), v.producer, pick->name, pick->type,
+                       v.dataset};
   }
   if (v.kind != Value::Tensor || v.tensor.kind != k) {
     auto d = error(at.loc, formatv("'{0}' of {1} needs {2}, but got {3}", name,
@@ -304,7 +305,7 @@ std::optional<Node::Input> Sema::expectTensor(const Value &v, const Expr &at,
           << "'" << v.origin << "' is defined here";
     return std::nullopt;
   }
-  return Node::Input{name.str(), v.producer, v.field, v.tensor};
+  return Node::Input{name.str(), v.producer, v.field, v.tensor, v.dataset};
 }
 
 std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
@@ -410,6 +411,32 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
                   in.producer < 0 ? std::string("a dataset column")
                                   : "the '" + in.field + "' of a result"));
     return std::nullopt;
+  }
+  // Answers pair with samples by row: they must be the answers of the
+  // prompts sampled, not of another dataset's.
+  if ((fname == "exact_match" || fname == "script_reward") &&
+      n.inputs.size() == 2 && n.inputs[1].dataset) {
+    int at = n.inputs[0].producer;
+    for (int hop = 0; hop < 8 && at >= 0 &&
+                      current->nodes[size_t(at)].kind != Node::Kind::Generate &&
+                      !current->nodes[size_t(at)].inputs.empty();
+         ++hop)
+      at = current->nodes[size_t(at)].inputs[0].producer;
+    const Node *gen = at >= 0 ? &current->nodes[size_t(at)] : nullptr;
+    const Dataset *prompts =
+        gen && gen->kind == Node::Kind::Generate && !gen->inputs.empty()
+            ? gen->inputs[0].dataset
+            : nullptr;
+    if (prompts && prompts != n.inputs[1].dataset) {
+      error(tensorArgs[1]->value->loc,
+            formatv("'{0}' scores samples of the prompts of dataset '{1}' "
+                    "against the answers of dataset '{2}': rows would pair "
+                    "by position across datasets; give the answers of '{1}'",
+                    fname, prompts->name, n.inputs[1].dataset->name))
+              .attachNote(mlir::Location(gen->loc))
+          << "the samples are generated here";
+      return std::nullopt;
+    }
   }
   // All inputs describe the same sequences: batch sizes must agree.
   const Node::Input *first = nullptr;

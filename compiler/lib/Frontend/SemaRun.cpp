@@ -494,6 +494,7 @@ std::optional<Sema::Value> Sema::evalValue(const Expr &e,
     v.kind = Value::Tensor;
     v.tensor = f->type;
     v.producer = base->producer;
+    v.dataset = base->dataset;
     v.field = f->name;
     v.origin = base->origin + "." + f->name;
     v.defLoc = base->defLoc;

@@ -123,6 +123,7 @@ struct Node {
     int producer = -1; ///< node index, or -1 for the dataset
     std::string field; ///< field of the producer's record
     TensorType type;
+    const Dataset *dataset = nullptr; ///< a dataset column's dataset
   };
   std::vector<Input> inputs;
   /// Scalar settings: max_new_tokens, clip, minibatches...
