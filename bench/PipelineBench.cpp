@@ -13,6 +13,7 @@
 
 #include "../test/unit/LossBatches.h"
 #include "../test/unit/StdlibFns.h"
+#include "RuntimeBench.h"
 #include "rlhf/runtime/Realloc.h"
 #include "rlhf/runtime/Train.h"
 
@@ -28,7 +29,16 @@
 using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char **argv) {
+  int rc = 0;
+  if (rlhf::bench::workerArgsHandled(
+          argc, argv,
+          "usage: rlhf-run -n N build/bin/rlhf-bench-pipeline\n"
+          "a train step's micro-batches in 1F1B order beside one stage at a "
+          "time, each rank one pipeline stage; prints the speedup per "
+          "micro-batch count, last the geomean.\nTakes no arguments.\n",
+          rc))
+    return rc;
   return runGlooWorker([](Communicator &world) {
     at::set_num_threads(1); // a stage per core, as a GPU per stage
     const int P = world.size(), stage = world.rank();

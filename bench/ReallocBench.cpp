@@ -27,7 +27,19 @@
 using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char **argv) {
+  int rc = 0;
+  if (rlhf::bench::workerArgsHandled(
+          argc, argv,
+          "usage: rlhf-run -n N build/bin/rlhf-bench-realloc\n"
+          "moves a LLaMA-shaped model between layouts and, in the same run, "
+          "times "
+          "a copy of the same bytes (device to device on a shared GPU, "
+          "memcpy on the CPU); prints the copy's time over the "
+          "reallocation's per layout pair, last the worst pair's.\nTakes no "
+          "arguments.\n",
+          rc))
+    return rc;
   return runWorker([](Communicator &world, c10::Device device) {
     const int n = world.size();
     const bool gpu = device.is_cuda();

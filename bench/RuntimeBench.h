@@ -54,6 +54,25 @@ inline std::optional<c10::Device> deviceFromArgs(int argc, char **argv,
   return c10::Device(c10::kCPU);
 }
 
+/// For the benchmarks rlhf-run launches, which take no arguments: true
+/// (after printing `usage` to stdout) for --help or -h, and true (after an
+/// error on stderr, setting `rc` to 2) for anything else, so that no
+/// argument is silently ignored.
+inline bool workerArgsHandled(int argc, char **argv, const char *usage,
+                              int &rc) {
+  if (argc <= 1)
+    return false;
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::printf("%s", usage);
+    rc = 0;
+  } else {
+    std::fprintf(stderr, "%s: unknown argument '%s'\n%s", argv[0], argv[1],
+                 usage);
+    rc = 2;
+  }
+  return true;
+}
+
 } // namespace rlhf::bench
 
 #endif // RLHFC_BENCH_RUNTIMEBENCH_H

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RuntimeBench.h"
 #include "rlhf/runtime/Train.h"
 
 #include <ATen/ATen.h>
@@ -22,7 +23,17 @@
 using namespace rlhf;
 using Clock = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char **argv) {
+  int rc = 0;
+  if (rlhf::bench::workerArgsHandled(
+          argc, argv,
+          "usage: rlhf-run -n N build/bin/rlhf-bench-zero\n"
+          "the optimizer half of a train step with whole moments on every "
+          "rank beside ZeRO-1 (reduce-scatter, sliced Adam, all-gather), "
+          "over Gloo; prints the moment bytes per rank and both step "
+          "times.\nTakes no arguments.\n",
+          rc))
+    return rc;
   return runGlooWorker([](Communicator &world) {
     ModelConfig cfg;
     cfg.shape = ModelShape{8, 512, 8, 8, 1408, 32000, false, false};
