@@ -93,6 +93,24 @@ ParamMap rlhf::loadHfWeights(const std::string &dirName,
                   shapeText(want));
     out[p.name] = std::move(it->second);
   }
+  // Tensors the model does not load (more layers than the declaration
+  // keeps, a classifier head): said, as transformers says it, not dropped
+  // silently. Rotary tables are buffers some checkpoints carry.
+  std::vector<std::string> unused;
+  for (auto &[name, t] : all)
+    if (t.defined() && name.find("rotary_emb.inv_freq") == std::string::npos)
+      unused.push_back(name);
+  if (!unused.empty()) {
+    std::string some;
+    for (size_t i = 0; i < unused.size() && i < 3; ++i)
+      some += (i ? ", " : "") + unused[i];
+    std::fprintf(stderr,
+                 "warning: checkpoint '%s' has %zu tensor%s the model does "
+                 "not load (%s%s): the .rlhf declaration keeps less than "
+                 "its config.json, or it holds other weights\n",
+                 dirName.c_str(), unused.size(), unused.size() == 1 ? "" : "s",
+                 some.c_str(), unused.size() > 3 ? ", ..." : "");
+  }
   return out;
 }
 

@@ -322,6 +322,8 @@ private:
   /// With staleness > 0, every loss that trains a generating model corrects
   /// for the lag of its samples (SemaAsync.cpp).
   void checkStaleness(const Instance &inst);
+  /// Properties of hf() imports already checked against the checkpoint.
+  std::set<const ast::Property *> hfOverridesChecked;
   /// Warns where a function's group_* ops group rows in other sizes than
   /// the samples per prompt of the generate they come from (SemaGroups.cpp).
   void checkGroups(const Instance &inst);
