@@ -68,10 +68,19 @@ JsonlDataset::JsonlDataset(const std::string &path,
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     auto where = path + ":" + std::to_string(lineNo) + ": ";
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded())
-      throw Error(where + "not a JSON object; each line must be one object such as "
-                          "{\"prompt\": \"...\"}");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error &e) {
+      // Its message says where and why: invalid UTF-8 or a lone surrogate
+      // is not a missing brace.
+      std::string why = e.what();
+      if (auto colon = why.find("parse error"); colon != std::string::npos)
+        why = why.substr(colon);
+      throw Error(where + "not valid JSON (" + why +
+                  "); each line must be one object such as "
+                  "{\"prompt\": \"...\"}");
+    }
     if (!j.is_object())
       throw Error(where + "expected a JSON object, got " + std::string(j.type_name()));
     Example ex;

@@ -29,9 +29,15 @@ std::vector<fs::path> shardFiles(const fs::path &dir) {
   if (!fs::exists(index)) {
     if (fs::exists(dir / "model.safetensors"))
       return {dir / "model.safetensors"};
-    throw Error("checkpoint '" + dir.string() +
-                "' has neither model.safetensors nor "
-                "model.safetensors.index.json");
+    throw Error(
+        "checkpoint '" + dir.string() +
+        "' has neither model.safetensors nor model.safetensors.index.json" +
+        (fs::exists(dir / "pytorch_model.bin") ||
+                 fs::exists(dir / "pytorch_model.bin.index.json")
+             ? "; it has pytorch_model.bin, which rlhfc does not read: "
+               "convert it with transformers (from_pretrained, then "
+               "save_pretrained(dir, safe_serialization=True))"
+             : ""));
   }
   std::ifstream in(index);
   std::stringstream ss;

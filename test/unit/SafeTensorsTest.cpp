@@ -250,7 +250,14 @@ TEST(Dataset, BadLinesNameTheLine) {
     }
   };
   expectError("{\"prompt\": \"a\"}\n{\"prompt\": oops}\n",
-              "bad.jsonl:2: not a JSON object");
+              "bad.jsonl:2: not valid JSON (parse error at line 1, column 12");
+  // Bad encodings say so, not that the line is no object.
+  expectError("{\"prompt\": \"\xff\xfe bad\"}\n",
+              "bad.jsonl:1: not valid JSON (parse error at line 1, column 13: "
+              "syntax error while parsing value - invalid string: ill-formed "
+              "UTF-8 byte");
+  expectError("{\"prompt\": \"\\ud800\"}\n",
+              "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF");
   expectError("{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n",
               "bad.jsonl:3: missing field \"prompt\"");
   expectError("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got array");
