@@ -119,8 +119,10 @@ bool Sema::gatherProps(const EntityDecl &d, llvm::ArrayRef<PropSpec> specs,
     // A model of an hf() import loads the checkpoint's weights, whose
     // shapes these properties would contradict (found only at run start).
     // Once per property: an arch is gathered again for each model of it.
-    if (d.basePath && hfOverridesChecked.insert(&prop).second)
-      if (const HfImport *h = hfImport(d)) {
+    if (d.basePath && gatheredHf &&
+        (d.kind == EntityKind::Arch || d.kind == EntityKind::Model) &&
+        hfOverridesChecked.insert(&prop).second)
+      if (const HfImport *h = gatheredHf) {
         const rlhf::ModelShape &cs = h->arch.shape;
         if (llvm::is_contained(
                 {"hidden", "heads", "kv_heads", "ffn", "vocab", "qkv_bias"},
