@@ -227,7 +227,10 @@ void BpeTokenizer::Impl::readModel(const json &m) {
     fail("unsupported model type \"" + type +
          "\" (only byte-level \"BPE\" is supported)");
   if (m.value("byte_fallback", false))
-    fail("byte_fallback BPE models are not supported");
+    fail("byte_fallback BPE models (LLaMA-2's and Mistral's tokenizer.json) "
+         "are not supported; name the directory's sentencepiece model "
+         "instead: tokenizer = \"DIR/tokenizer.model\" in the model's "
+         "declaration");
   for (const char *k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (m.contains(k) && !m[k].is_null() && !m[k].get<std::string>().empty())
       fail(std::string("BPE models with a ") + k + " are not supported");
