@@ -14,7 +14,8 @@ namespace {
 std::pair<at::Tensor, at::Tensor> sampleRows(const at::Tensor &last,
                                              const at::Tensor &u,
                                              const GenerateOptions &o) {
-  at::Tensor scaled = o.greedy ? last : last / std::max(o.temperature, 1e-6);
+  at::Tensor scaled =
+      o.greedy ? last : last / std::max(o.temperature, kMinTemperature);
   at::Tensor logp = at::log_softmax(scaled, -1);
   scaled = at::Tensor();
   at::Tensor next;

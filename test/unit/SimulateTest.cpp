@@ -125,7 +125,7 @@ TEST(Simulate, EmaWaitsForBothModelsAndHoldsBothMeshes) {
   const Candidate &ref = p.cands[0][a[0]], &actor = p.cands[1][a[1]];
   const double expected =
       p.reallocTime(0, actor.s, ref.s) +
-      cost::emaUpdateTime(ref.mem.weights, arch.shape.layers, p.hw);
+      cost::emaUpdateTime(arch, p.hw, ref.s, ref.mem.weights);
   ASSERT_GT(expected, 0);
   std::vector<double> trainEnd(3), emaEnd(3, -1), refStart(3);
   int emas = 0;

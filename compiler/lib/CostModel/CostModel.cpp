@@ -457,8 +457,10 @@ double rlhfc::cost::hostLoadTime(double bytesPerGpu, const Hardware &hw) {
   return bytesPerGpu / (hw.hostBw * hw.eff.host);
 }
 
-double rlhfc::cost::emaUpdateTime(double weightBytesPerGpu,
-                                  int64_t layersPerGpu, const Hardware &hw) {
+double rlhfc::cost::emaUpdateTime(const Arch &arch, const Hardware &hw,
+                                  const Strategy &target,
+                                  double weightBytesPerGpu) {
+  const int64_t layersPerGpu = arch.shape.layers / target.pp;
   // Per tensor (runtime rlhf_ema): widen the source's copy (read 1, write 2),
   // lerp into the master (read 4, write 2), cast back (read 2, write 1).
   constexpr double kTrafficPerWeightByte = 12;

@@ -173,8 +173,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         Arch arch = archOf(symbols.lookup<r::ModelOp>(ema.getSource()));
         double move =
             sameLayout(f, t) ? 0.0 : estimateReallocFast(arch, hw, f, t).time;
-        double time = move + emaUpdateTime(to->second.second,
-                                           arch.shape.layers / t.pp, hw);
+        double time = move + emaUpdateTime(arch, hw, t, to->second.second);
         total += time;
         std::string name =
             ("ema @" + ema.getTarget() + " from @" + ema.getSource()).str();

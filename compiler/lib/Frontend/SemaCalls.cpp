@@ -400,8 +400,9 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
   }
   // The reward functions score responses, which only generated sequences
   // (a generate's seq, passed on by an inference) mark.
-  if ((fname == "exact_match" || fname == "script_reward") &&
-      !n.inputs.empty() &&
+  const bool scoresResponses =
+      fname == "exact_match" || fname == "script_reward";
+  if (scoresResponses && !n.inputs.empty() &&
       (n.inputs[0].producer < 0 || n.inputs[0].field != "seq")) {
     const Node::Input &in = n.inputs[0];
     error(tensorArgs[0]->value->loc,
@@ -414,19 +415,13 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
   }
   // Answers pair with samples by row: they must be the answers of the
   // prompts sampled, not of another dataset's.
-  if ((fname == "exact_match" || fname == "script_reward") &&
-      n.inputs.size() == 2 && n.inputs[1].dataset) {
-    int at = n.inputs[0].producer;
-    for (int hop = 0; hop < 8 && at >= 0 &&
-                      current->nodes[size_t(at)].kind != Node::Kind::Generate &&
-                      !current->nodes[size_t(at)].inputs.empty();
-         ++hop)
-      at = current->nodes[size_t(at)].inputs[0].producer;
-    const Node *gen = at >= 0 ? &current->nodes[size_t(at)] : nullptr;
+  if (scoresResponses && n.inputs.size() == 2 && n.inputs[1].dataset) {
+    std::vector<int> gens =
+        generatesFeeding(current->nodes, {n.inputs[0].producer});
+    const Node *gen =
+        gens.size() == 1 ? &current->nodes[size_t(gens[0])] : nullptr;
     const Dataset *prompts =
-        gen && gen->kind == Node::Kind::Generate && !gen->inputs.empty()
-            ? gen->inputs[0].dataset
-            : nullptr;
+        gen && !gen->inputs.empty() ? gen->inputs[0].dataset : nullptr;
     if (prompts && prompts != n.inputs[1].dataset) {
       error(tensorArgs[1]->value->loc,
             formatv("'{0}' scores samples of the prompts of dataset '{1}' "

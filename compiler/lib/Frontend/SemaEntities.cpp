@@ -121,33 +121,31 @@ bool Sema::gatherProps(const EntityDecl &d, llvm::ArrayRef<PropSpec> specs,
     // Once per property: an arch is gathered again for each model of it.
     if (d.basePath && gatheredHf &&
         (d.kind == EntityKind::Arch || d.kind == EntityKind::Model) &&
-        hfOverridesChecked.insert(&prop).second)
-      if (const HfImport *h = gatheredHf) {
-        const rlhf::ModelShape &cs = h->arch.shape;
-        if (llvm::is_contained(
-                {"hidden", "heads", "kv_heads", "ffn", "vocab", "qkv_bias"},
-                prop.name)) {
-          error(prop.loc,
-                formatv("'{0}' cannot change '{1}', whose models load "
-                        "their weights from '{2}': they have the "
-                        "checkpoint's shapes; remove it",
-                        prop.name, d.name, h->dir));
-          ok = false;
-          continue;
-        }
-        if (prop.name == "layers")
-          warning(prop.loc,
-                  formatv("'layers' overrides the checkpoint's {0}: "
-                          "models of '{1}' load the first layers only and "
-                          "drop the rest of its weights",
-                          cs.layers, d.name));
-        if (prop.name == "tie_embeddings" && !cs.tieEmbeddings)
-          warning(prop.loc,
-                  formatv("'tie_embeddings' drops the checkpoint's own "
-                          "lm_head.weight: models of '{0}' compute logits "
-                          "with their input embedding instead",
-                          d.name));
+        hfOverridesChecked.insert(&prop).second) {
+      const rlhf::ModelShape &cs = gatheredHf->arch.shape;
+      if (llvm::is_contained(
+              {"hidden", "heads", "kv_heads", "ffn", "vocab", "qkv_bias"},
+              prop.name)) {
+        error(prop.loc, formatv("'{0}' cannot change '{1}', whose models load "
+                                "their weights from '{2}': they have the "
+                                "checkpoint's shapes; remove it",
+                                prop.name, d.name, gatheredHf->dir));
+        ok = false;
+        continue;
       }
+      if (prop.name == "layers")
+        warning(prop.loc,
+                formatv("'layers' overrides the checkpoint's {0}: "
+                        "models of '{1}' load the first layers only and "
+                        "drop the rest of its weights",
+                        cs.layers, d.name));
+      if (prop.name == "tie_embeddings" && !cs.tieEmbeddings)
+        warning(prop.loc,
+                formatv("'tie_embeddings' drops the checkpoint's own "
+                        "lm_head.weight: models of '{0}' compute logits "
+                        "with their input embedding instead",
+                        d.name));
+    }
     out[prop.name] = &prop;
   }
   chain.pop_back();

@@ -14,6 +14,27 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
+std::vector<int>
+rlhfc::sema::detail::generatesFeeding(const std::vector<Node> &nodes,
+                                      std::vector<int> producers) {
+  std::vector<int> gens;
+  std::vector<char> seen(nodes.size(), 0);
+  while (!producers.empty()) {
+    int i = producers.back();
+    producers.pop_back();
+    if (i < 0 || seen[size_t(i)])
+      continue;
+    seen[size_t(i)] = 1;
+    if (nodes[size_t(i)].kind == Node::Kind::Generate) {
+      gens.push_back(i);
+      continue;
+    }
+    for (const Node::Input &in : nodes[size_t(i)].inputs)
+      producers.push_back(in.producer);
+  }
+  return gens;
+}
+
 void Sema::checkGroups(const Instance &inst) {
   const std::vector<Node> &nodes = inst.nodes;
   for (const Node &n : nodes) {
@@ -25,24 +46,10 @@ void Sema::checkGroups(const Instance &inst) {
         group = op.group;
     if (group <= 0)
       continue;
-    // The generates whose rows reach the call, through any calls between.
-    std::vector<int> work, gens;
-    std::vector<char> seen(nodes.size(), 0);
+    std::vector<int> producers;
     for (const Node::Input &in : n.inputs)
-      work.push_back(in.producer);
-    while (!work.empty()) {
-      int i = work.back();
-      work.pop_back();
-      if (i < 0 || seen[size_t(i)])
-        continue;
-      seen[size_t(i)] = 1;
-      if (nodes[size_t(i)].kind == Node::Kind::Generate) {
-        gens.push_back(i);
-        continue;
-      }
-      for (const Node::Input &in : nodes[size_t(i)].inputs)
-        work.push_back(in.producer);
-    }
+      producers.push_back(in.producer);
+    std::vector<int> gens = generatesFeeding(nodes, std::move(producers));
     if (gens.size() != 1)
       continue;
     const Node &gen = nodes[size_t(gens[0])];

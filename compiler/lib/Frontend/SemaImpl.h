@@ -98,6 +98,12 @@ struct PropSpec {
 };
 
 // Property schemas of each declaration kind. Keep lang/README.md in sync.
+/// The generate nodes whose rows reach a node through `producers` (node
+/// indices of its inputs; -1, a dataset column, is skipped), through any
+/// nodes between (SemaGroups.cpp).
+std::vector<int> generatesFeeding(const std::vector<Node> &nodes,
+                                  std::vector<int> producers);
+
 inline const PropSpec kHardwareProps[] = {
     {"bf16_flops", PropType::Flops, true},
     {"hbm", PropType::Bytes, true},

@@ -132,18 +132,12 @@ std::optional<mlsp::Location> Document::toLSPLocation(mlir::Location loc,
   return mlsp::Location(uriFor(file), text->rangeOf(begin, end));
 }
 
-const llvm::json::Object *RunPlan::emaAt(mlir::Location loc) const {
-  const llvm::json::Array *emas = report.getArray("emas");
-  for (size_t i = 0; emas && i < emaLocs.size() && i < emas->size(); ++i)
-    if (emaLocs[i] == loc)
-      return (*emas)[i].getAsObject();
-  return nullptr;
-}
-
-const llvm::json::Object *RunPlan::callAt(mlir::Location loc) const {
-  const llvm::json::Array *calls = report.getArray("calls");
-  for (size_t i = 0; calls && i < callLocs.size() && i < calls->size(); ++i)
-    if (callLocs[i] == loc)
-      return (*calls)[i].getAsObject();
+const llvm::json::Object *RunPlan::entryAt(llvm::StringRef key,
+                                           llvm::ArrayRef<mlir::Location> locs,
+                                           mlir::Location loc) const {
+  const llvm::json::Array *entries = report.getArray(key);
+  for (size_t i = 0; entries && i < locs.size() && i < entries->size(); ++i)
+    if (locs[i] == loc)
+      return (*entries)[i].getAsObject();
   return nullptr;
 }

@@ -90,8 +90,19 @@ struct RunPlan {
   /// The same for report["emas"].
   std::vector<mlir::Location> emaLocs;
 
-  const llvm::json::Object *callAt(mlir::Location loc) const;
-  const llvm::json::Object *emaAt(mlir::Location loc) const;
+  const llvm::json::Object *callAt(mlir::Location loc) const {
+    return entryAt("calls", callLocs, loc);
+  }
+  const llvm::json::Object *emaAt(mlir::Location loc) const {
+    return entryAt("emas", emaLocs, loc);
+  }
+
+private:
+  /// The entry of report[key] whose op (`locs`, in the same order) is at
+  /// `loc`.
+  const llvm::json::Object *entryAt(llvm::StringRef key,
+                                    llvm::ArrayRef<mlir::Location> locs,
+                                    mlir::Location loc) const;
 };
 
 class Document {

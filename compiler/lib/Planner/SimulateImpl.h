@@ -169,8 +169,8 @@ inline double runAverages(const Problem &p, size_t before,
     const Candidate *from = layout[e.source], *to = layout[e.target];
     if (!from || !to)
       continue;
-    double time = cost::emaUpdateTime(
-        to->mem.weights, p.models[e.target].arch.shape.layers / to->s.pp, p.hw);
+    double time = cost::emaUpdateTime(p.models[e.target].arch, p.hw, to->s,
+                                      to->mem.weights);
     if (!cost::sameLayout(from->s, to->s))
       time += p.reallocTime(e.source, from->s, to->s);
     double ready = std::max(modelReady[e.source], modelReady[e.target]);

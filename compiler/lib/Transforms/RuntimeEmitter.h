@@ -175,7 +175,6 @@ inline std::string quoted(StringRef text) {
   return out + "\"";
 }
 
-/// "k=v,..." of a settings dictionary: numbers and text.
 /// "name=v" with v written so that it round-trips the double.
 inline std::string numberSetting(llvm::StringRef name, double v) {
   char buf[32];
@@ -183,6 +182,7 @@ inline std::string numberSetting(llvm::StringRef name, double v) {
   return name.str() + "=" + buf;
 }
 
+/// "k=v,..." of a settings dictionary: numbers and text.
 inline std::string settingsString(DictionaryAttr d) {
   std::string s;
   for (NamedAttribute a : d) {

@@ -238,13 +238,13 @@ MoveEstimate estimateReallocFast(const Arch &arch, const Hardware &hw,
 /// GPU of a mesh at once, each over its own host link.
 double hostLoadTime(double bytesPerGpu, const Hardware &hw);
 
-/// The `ema` blend on each GPU of the target's layout, once the source's
-/// weights are there in that layout: per tensor of a shard of
+/// The `ema` blend on each GPU of the target's layout `target`, once the
+/// source's weights are there in that layout: per tensor of a shard of
 /// `weightBytesPerGpu` bf16 weights, the copy widened to fp32, lerped into
 /// the target's fp32 master weights and cast back, 12 bytes of HBM traffic
-/// per weight byte; and a layer's fixed kernel cost per layer held.
-double emaUpdateTime(double weightBytesPerGpu, int64_t layersPerGpu,
-                     const Hardware &hw);
+/// per weight byte; and a layer's fixed kernel cost per layer of its stage.
+double emaUpdateTime(const Arch &arch, const Hardware &hw,
+                     const Strategy &target, double weightBytesPerGpu);
 
 /// Moving a batch of `bytes` from the dp heads of one mesh to another.
 MoveEstimate estimateTransfer(double bytes, const Hardware &hw,

@@ -60,6 +60,10 @@ struct TensorParallel {
 
 using ParamMap = std::map<std::string, at::Tensor>;
 
+/// The least temperature sampling divides logits by (a temperature of 0
+/// would divide by zero); the log-probs read at a temperature floor it alike.
+constexpr double kMinTemperature = 1e-6;
+
 struct GenerateOptions {
   int64_t maxNewTokens = 16;
   bool greedy = false;
@@ -272,8 +276,9 @@ public:
   /// Token log-probs and entropies (tokenStat(s), the fused head) of the
   /// distribution that sampling at temperature `t` draws from: logits / t,
   /// so that a loss and a reference see what generation recorded.
-  /// (t is floored at 1e-6 as sampling floors it).
-  void setTemperature(double t) { invTemperature = 1.0 / std::max(t, 1e-6); }
+  void setTemperature(double t) {
+    invTemperature = 1.0 / std::max(t, kMinTemperature);
+  }
   /// The layer the recomputation replays (public for its autograd node).
   at::Tensor layer(int l, const at::Tensor &x, const at::Tensor &cos,
                    const at::Tensor &sin, const at::Tensor &mask,
