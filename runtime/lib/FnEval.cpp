@@ -328,6 +328,19 @@ struct FnProgram::Eval {
                       at::zeros({v.size(0), 1}, v.options())},
                      1);
     }
+    case Op::NextMasked: {
+      // The value at the row's next masked position, carried back over the
+      // holes, step by step as Rcumsum scans.
+      at::Tensor v = a(0), m = a(1);
+      std::vector<at::Tensor> cols(size_t(v.size(1)));
+      at::Tensor running = at::zeros({v.size(0)}, v.options());
+      for (int64_t t = v.size(1) - 1; t >= 0; --t) {
+        cols[size_t(t)] = running;
+        at::Tensor mt = m.select(1, t);
+        running = v.select(1, t) * mt + running * (1 - mt);
+      }
+      return cols.empty() ? v : at::stack(cols, 1);
+    }
     case Op::Rcumsum: {
       // rlhf::gae's recursion, step by step so that autograd sees it.
       at::Tensor v = a(0), g = a(1), m = a(2);

@@ -104,6 +104,7 @@ struct FnProgram::Parser {
         {"token_std", Op::TokenStd, "%x %m C"},
         {"last", Op::Last, "%m"},
         {"next", Op::Next, "%x"},
+        {"next_masked", Op::NextMasked, "%x %m"},
         {"rcumsum", Op::Rcumsum, "%x %g %m"},
         {"mask_of", Op::MaskOf, "%t"},
         {"logprobs", Op::Logprobs, "%t"},
@@ -381,6 +382,11 @@ struct FnProgram::Parser {
     case Op::Last:
     case Op::Next:
       need(in, 0, FnKind::PerToken);
+      in.kind = FnKind::PerToken;
+      break;
+    case Op::NextMasked:
+      need(in, 0, FnKind::PerToken);
+      need(in, 1, FnKind::PerToken);
       in.kind = FnKind::PerToken;
       break;
     case Op::Rcumsum:

@@ -25,12 +25,15 @@ GaeResult oracle::gae(const at::Tensor &score, const at::Tensor &values,
   at::Tensor v = values * m;
   at::Tensor adv = at::zeros({N, T});
   at::Tensor running = at::zeros({N});
+  // verl's compute_gae_advantage_return: a masked-out position (an
+  // observation inside a response) passes the next value and advantage on.
+  at::Tensor next = at::zeros({N});
   for (int64_t t = T - 1; t >= 0; --t) {
-    at::Tensor next = t + 1 < T ? v.select(1, t + 1) : at::zeros({N});
     at::Tensor mt = m.select(1, t);
     at::Tensor delta = reward.select(1, t) + gamma * next - v.select(1, t);
     running = (delta + gamma * lam * running) * mt + running * (1 - mt);
     adv.select(1, t).copy_(running * mt);
+    next = v.select(1, t) * mt + next * (1 - mt);
   }
   at::Tensor returns = (adv + v) * m;
   double count = std::max(1.0, m.sum().item<double>());

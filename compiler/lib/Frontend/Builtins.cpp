@@ -157,8 +157,9 @@ const FnPrimitiveSpec kFnPrimitives[] = {
      "the mask a batch tensor carries: 1 at the generated tokens"},
     {"last", "(mask: [N, S]) -> mask[N, S]",
      "1 at each row's last masked position"},
-    {"next", "(x: [N, S]) -> [N, S]",
-     "the value at the next position, 0 after the last"},
+    {"next", "(x: [N, S], mask: [N, S] = none) -> [N, S]",
+     "the value at the next position (the next masked one, given a mask), "
+     "0 after the last"},
     {"discounted_cumsum", "(x: [N, S], discount, mask: [N, S]) -> [N, S]",
      "x[t] + discount * out[next masked t], the backward scan of GAE"},
     {"seq_sum", "(x: [N, S], mask: [N, S]) -> [N]",

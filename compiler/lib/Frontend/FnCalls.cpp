@@ -223,6 +223,10 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
               name == "broadcast"
           ? 2
           : 1;
+  // next(x) or next(x, mask).
+  size_t minArity = arity;
+  if (name == "next")
+    arity = 2;
   std::vector<FnVal> args;
   std::optional<FnVal> correction;
   for (const ast::Arg &a : e.args) {
@@ -253,8 +257,11 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
       return std::nullopt;
     args.push_back(*v);
   }
-  if (args.size() != arity) {
-    fail(e.loc, formatv("{0} takes {1} argument{2}: {3}", what, arity,
+  if (args.size() < minArity || args.size() > arity) {
+    fail(e.loc, formatv("{0} takes {1} argument{2}: {3}", what,
+                        minArity == arity
+                            ? std::to_string(arity)
+                            : formatv("{0} or {1}", minArity, arity).str(),
                         arity == 1 ? "" : "s", spec.signature));
     return std::nullopt;
   }
@@ -282,7 +289,8 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
     if (!notReduced(a, what, e.loc))
       return std::nullopt;
 
-  if (arity == 1 && name != "mask_of" && name != "last" && name != "next") {
+  if (args.size() == 1 && name != "mask_of" && name != "last" &&
+      name != "next") {
     FnVal &x = args[0];
     if (!noTokens(x, what, e.loc))
       return std::nullopt;
@@ -391,9 +399,29 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
     v.id = emit(name, {x.id}, v.rank, e.loc);
     return v;
   }
+  // A scan's mask: shaped like its value; a mask read from the model (or
+  // computed from one) makes the result carry no gradient through it.
+  auto scanMask = [&](const FnVal &mask, const ast::Arg &at) {
+    if (mask.rank != FnRank::Token || mask.dims != x.dims) {
+      fail(at.loc, "the mask of " + what + " must be shaped like its value " +
+                       shapeText(x) + ", but is " + shapeText(mask));
+      return false;
+    }
+    if (mask.model || mask.cut) {
+      v.cut = true;
+      if (!v.cutLoc)
+        v.cutLoc = mask.model ? mlir::LocationAttr(at.loc) : mask.cutLoc;
+    }
+    return true;
+  };
   if (name == "next") {
     combine({&x});
-    v.id = emit(name, {x.id}, v.rank, e.loc);
+    if (args.size() == 2 && !scanMask(args[1], e.args[1]))
+      return std::nullopt;
+    std::vector<int> ids{x.id};
+    if (args.size() == 2)
+      ids.push_back(args[1].id);
+    v.id = emit(name, ids, v.rank, e.loc);
     return v;
   }
   FnVal &discount = args[1], &mask = args[2];
@@ -403,18 +431,9 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
                             shapeText(discount));
     return std::nullopt;
   }
-  if (mask.rank != FnRank::Token || mask.dims != x.dims) {
-    fail(e.args[2].loc, "the mask of 'discounted_cumsum' must be shaped like "
-                        "its value " +
-                            shapeText(x) + ", but is " + shapeText(mask));
-    return std::nullopt;
-  }
   combine({&x, &discount});
-  if (mask.model || mask.cut) {
-    v.cut = true;
-    if (!v.cutLoc)
-      v.cutLoc = mask.model ? mlir::LocationAttr(e.args[2].loc) : mask.cutLoc;
-  }
+  if (!scanMask(mask, e.args[2]))
+    return std::nullopt;
   v.id = emit("rcumsum", {x.id, discount.id, mask.id}, v.rank, e.loc);
   return v;
 }

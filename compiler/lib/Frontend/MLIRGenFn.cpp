@@ -136,7 +136,8 @@ private:
     if (name == "last")
       return b.create<r::LastOp>(loc, arg(op, 0));
     if (name == "next")
-      return b.create<r::NextOp>(loc, arg(op, 0));
+      return b.create<r::NextOp>(loc, arg(op, 0),
+                                 op.args.size() > 1 ? arg(op, 1) : Value());
     if (name == "rcumsum")
       return b.create<r::DiscountedCumsumOp>(loc, arg(op, 0), arg(op, 1),
                                              arg(op, 2));

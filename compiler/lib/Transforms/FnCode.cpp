@@ -165,7 +165,9 @@ private:
         .Case([&](r::ClampOp) { return unary("clamp"); })
         .Case([&](r::BroadcastOp) { return unary("broadcast"); })
         .Case([&](r::LastOp) { return unary("last"); })
-        .Case([&](r::NextOp) { return unary("next"); })
+        .Case([&](r::NextOp n) {
+          return unary(n.getMask() ? "next_masked" : "next");
+        })
         .Case([&](r::DiscountedCumsumOp) { return unary("rcumsum"); })
         .Case([&](r::MaskOfOp) { return unary("mask_of"); })
         .Case([&](r::ModelOutputOp m) {

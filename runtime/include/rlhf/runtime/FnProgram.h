@@ -40,6 +40,8 @@
 //                         [2] -> [0] over all masked tokens, as seq_*
 //   last %m               [2] 1 at each row's last position with m != 0
 //   next %x               [2] out[:, t] = x[:, t+1], 0 at the end
+//   next_masked %x %m     [2] out[:, t] = x[:, u], u the next position after
+//                         t with m[:, u] != 0 (0 if none)
 //   rcumsum %x %g %m      [2] discounted reverse cumulative sum (GAE's),
 //                         g rank 0: out[:, t] = x[:, t] + g * out[:, u] where
 //                         m[:, t] != 0, u the next such position (0 if none),
@@ -202,6 +204,7 @@ private:
     TokenStd,
     Last,
     Next,
+    NextMasked,
     Rcumsum,
     MaskOf,
     Logprobs,

@@ -136,14 +136,18 @@ def RLHF_LastOp : RLHF_FnOp<"last", [SameOperandsAndResultType]> {
 }
 
 def RLHF_NextOp : RLHF_FnOp<"next", [SameOperandsAndResultType]> {
-  let summary = "the value at the next position, 0 after the last";
+  let summary = "the value at the next (masked) position, 0 after the last";
   let description = [{
     `out[:, t] = x[:, t + 1]`: the bootstrap value of a temporal difference,
-    `r + gamma * next(v) - v`.
+    `r + gamma * next(v) - v`. With a mask, `x[:, t']` for `t'` the next
+    masked position of the row, so a mask with holes (tool output inside a
+    response) bootstraps from the next token the model generated, as the
+    scan of `discounted_cumsum` steps over the holes.
   }];
-  let arguments = (ins RLHF_FnTok:$input);
+  let arguments = (ins RLHF_FnTok:$input, Optional<RLHF_FnTok>:$mask);
   let results = (outs RLHF_FnTok:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$input (`,` $mask^)? attr-dict `:` type($result)";
 }
 
 def RLHF_DiscountedCumsumOp : RLHF_FnOp<"discounted_cumsum", [
