@@ -89,11 +89,12 @@ async function startClient() {
     debug: { command, args, transport: TransportKind.stdio },
   };
   const clientOptions = {
-    documentSelector: [
-      { scheme: 'file', language: 'rlhf' },
-      { scheme: 'untitled', language: 'rlhf' },
+    documentSelector : [
+      // Files only: MLIR's LSP library resolves no other scheme, and an
+      // unsaved editor has no folder to search its imports from.
+      {scheme : 'file', language : 'rlhf'},
     ],
-    outputChannel: output,
+    outputChannel : output,
   };
   const c = new LanguageClient(SECTION, 'RLHF Language Server', serverOptions, clientOptions);
   client = c;

@@ -141,13 +141,19 @@ public:
   mlir::Location loc(antlr4::ParserRuleContext *c) { return loc(c->getStart()); }
   mlir::Location loc(antlr4::tree::TerminalNode *n) { return loc(n->getSymbol()); }
   /// The position just after token `t`, for "expected ';'" errors.
+  /// Columns count characters (ANTLR's code points), not UTF-8 bytes.
   mlir::Location locAfter(const antlr4::Token *t) {
     std::string text = t->getText();
+    auto chars = [](llvm::StringRef s) {
+      return size_t(llvm::count_if(s, [](char c) {
+        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+      }));
+    };
     size_t nl = text.rfind('\n');
     if (nl == std::string::npos)
-      return loc(t->getLine(), t->getCharPositionInLine() + text.size());
+      return loc(t->getLine(), t->getCharPositionInLine() + chars(text));
     return loc(t->getLine() + std::count(text.begin(), text.end(), '\n'),
-               text.size() - nl - 1);
+               chars(llvm::StringRef(text).drop_front(nl + 1)));
   }
 
   void error(mlir::Location l, std::string msg) {

@@ -248,8 +248,11 @@ private:
     for (const ast::Param &p : alg->params)
       add(p.name, mlsp::CompletionItemKind::Variable, p.type, "1" + p.name);
     for (const ast::Stmt &s : alg->body) {
+      // Only statements that end before the cursor: not the one whose
+      // result is being defined.
       auto loc = mlir::cast<mlir::FileLineColLoc>(s.loc);
-      if (!s.target.empty() && scope.getText().offsetOf(loc) < word)
+      const SourceText &text = scope.getText();
+      if (!s.target.empty() && text.itemEnd(text.offsetOf(loc)) <= word)
         add(s.target, mlsp::CompletionItemKind::Variable, "result",
             "1" + s.target);
     }

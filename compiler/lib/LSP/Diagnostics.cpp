@@ -91,7 +91,24 @@ mlsp::Diagnostic Document::convert(const RecordedDiagnostic &diag) const {
   if (where && where->uri == uri) {
     out.range = where->range;
   } else {
-    if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(diag.loc))
+    // The user's own call into that file is the place to fix: a note "in
+    // the call of ..." in the main file, else any note there, else the run
+    // or import that leads to the file.
+    std::optional<mlsp::Range> noted;
+    for (const auto &[loc, message] : diag.notes) {
+      std::optional<mlsp::Location> l = toLSPLocation(loc);
+      if (!l || l->uri != uri)
+        continue;
+      if (llvm::StringRef(message).starts_with("in the call")) {
+        noted = l->range;
+        break;
+      }
+      if (!noted)
+        noted = l->range;
+    }
+    if (noted)
+      out.range = *noted;
+    else if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(diag.loc))
       if (auto anchor = anchorInMainFile(f.getFilename().getValue()))
         if (auto a = toLSPLocation(*anchor))
           out.range = a->range;

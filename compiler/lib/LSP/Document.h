@@ -151,6 +151,7 @@ public:
 
   /// Runs the planning pipeline on the checked program, once.
   void plan();
+  bool isPlanned() const { return planned; }
   /// True once after planning reported diagnostics: they are new to the
   /// client, which has only seen the frontend's.
   bool takeNewPlanDiagnostics();

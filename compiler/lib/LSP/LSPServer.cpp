@@ -55,8 +55,10 @@ struct LSPServer {
 
   /// Plans the document and publishes the planner's errors, if it has new
   /// ones. Planning takes up to seconds, so it runs when a document is opened
-  /// or saved and when a hover needs it, never on every keystroke.
-  void publishPlanDiagnostics(const mlsp::URIForFile &uri);
+  /// or saved and when a hover needs the plan, never on a keystroke; after
+  /// a hover (`ifPlanned`) only what that hover's planning found.
+  void publishPlanDiagnostics(const mlsp::URIForFile &uri,
+                              bool ifPlanned = false);
 
   Server &server;
   mlsp::OutgoingNotification<mlsp::PublishDiagnosticsParams> publishDiagnostics;
@@ -96,10 +98,11 @@ void LSPServer::onShutdown(const mlsp::NoParams &,
   reply(nullptr);
 }
 
-void LSPServer::publishPlanDiagnostics(const mlsp::URIForFile &uri) {
+void LSPServer::publishPlanDiagnostics(const mlsp::URIForFile &uri,
+                                       bool ifPlanned) {
   int64_t version = 0;
   std::vector<mlsp::Diagnostic> diagnostics;
-  if (!server.planDocument(uri, version, diagnostics))
+  if (!server.planDocument(uri, version, diagnostics, ifPlanned))
     return;
   mlsp::PublishDiagnosticsParams diagParams(uri, version);
   diagParams.diagnostics = std::move(diagnostics);
@@ -129,15 +132,27 @@ void LSPServer::onDocumentDidClose(
 
 void LSPServer::onDocumentDidChange(
     const mlsp::DidChangeTextDocumentParams &params) {
-  mlsp::PublishDiagnosticsParams diagParams(params.textDocument.uri,
-                                            params.textDocument.version);
-  server.updateDocument(params.textDocument.uri, params.contentChanges,
-                        params.textDocument.version, diagParams.diagnostics);
+  std::vector<mlsp::Diagnostic> diagnostics;
+  std::optional<int64_t> version =
+      server.updateDocument(params.textDocument.uri, params.contentChanges,
+                            params.textDocument.version, diagnostics);
+  if (!version)
+    return;
+  mlsp::PublishDiagnosticsParams diagParams(params.textDocument.uri, *version);
+  diagParams.diagnostics = std::move(diagnostics);
   publishDiagnostics(diagParams);
 }
 
 void LSPServer::onDocumentDidSave(const DidSaveTextDocumentParams &params) {
   publishPlanDiagnostics(params.textDocument.uri);
+  // The saved file may be imported by other open documents.
+  server.recheckOthers(params.textDocument.uri,
+                       [&](const mlsp::URIForFile &uri, int64_t version,
+                           std::vector<mlsp::Diagnostic> &diagnostics) {
+                         mlsp::PublishDiagnosticsParams p(uri, version);
+                         p.diagnostics = std::move(diagnostics);
+                         publishDiagnostics(p);
+                       });
 }
 
 void LSPServer::onGoToDefinition(
@@ -151,7 +166,7 @@ void LSPServer::onGoToDefinition(
 void LSPServer::onHover(const mlsp::TextDocumentPositionParams &params,
                         mlsp::Callback<std::optional<mlsp::Hover>> reply) {
   reply(server.findHover(params.textDocument.uri, params.position));
-  publishPlanDiagnostics(params.textDocument.uri);
+  publishPlanDiagnostics(params.textDocument.uri, /*ifPlanned=*/true);
 }
 
 void LSPServer::onDocumentSymbol(

@@ -58,7 +58,37 @@ void Server::addDocument(const mlsp::URIForFile &uri, llvm::StringRef contents,
   impl->analyse(uri, open, diagnostics);
 }
 
-void Server::updateDocument(
+/// Applies LSP edits to `text`. MLIR's TextDocumentContentChangeEvent::applyTo
+/// counts columns in bytes; LSP counts UTF-16 units, so any edit after a
+/// non-ASCII character on its line would land elsewhere, or split a
+/// character.
+static mlir::LogicalResult
+applyChanges(llvm::ArrayRef<mlsp::TextDocumentContentChangeEvent> changes,
+             std::string &text) {
+  std::string result = text;
+  for (const mlsp::TextDocumentContentChangeEvent &change : changes) {
+    if (!change.range) {
+      result = change.text;
+      continue;
+    }
+    SourceText source(result);
+    mlsp::Position last = source.positionOf(result.size());
+    auto inside = [&](const mlsp::Position &p) {
+      return p.line >= 0 && p.character >= 0 && p.line <= last.line;
+    };
+    if (!inside(change.range->start) || !inside(change.range->end))
+      return mlir::failure();
+    size_t begin = source.offsetOf(change.range->start);
+    size_t end = source.offsetOf(change.range->end);
+    if (begin > end)
+      return mlir::failure();
+    result.replace(begin, end - begin, change.text);
+  }
+  text = std::move(result);
+  return mlir::success();
+}
+
+std::optional<int64_t> Server::updateDocument(
     const mlsp::URIForFile &uri,
     llvm::ArrayRef<mlsp::TextDocumentContentChangeEvent> changes,
     int64_t version, std::vector<mlsp::Diagnostic> &diagnostics) {
@@ -66,19 +96,42 @@ void Server::updateDocument(
   if (it == impl->documents.end()) {
     mlsp::Logger::error("change to a document that is not open: {0}",
                         uri.file());
-    return;
+    return std::nullopt;
   }
   OpenDocument &open = it->second;
-  if (mlir::failed(mlsp::TextDocumentContentChangeEvent::applyTo(
-          changes, open.contents))) {
+  if (mlir::failed(applyChanges(changes, open.contents))) {
     mlsp::Logger::error("cannot apply the changes to {0}", uri.file());
     // The text is as before; so are its diagnostics, which the caller
-    // publishes again (an empty list would clear them).
+    // publishes again under the version they belong to (an empty list
+    // would clear them).
     impl->analyse(uri, open, diagnostics);
-    return;
+    return open.version;
   }
   open.version = version;
   impl->analyse(uri, open, diagnostics);
+  return version;
+}
+
+void Server::recheckOthers(
+    const mlsp::URIForFile &except,
+    llvm::function_ref<void(const mlsp::URIForFile &, int64_t,
+                            std::vector<mlsp::Diagnostic> &)>
+        publish) {
+  for (auto &entry : impl->documents) {
+    OpenDocument &open = entry.second;
+    if (entry.first() == except.file())
+      continue;
+    std::vector<mlsp::Diagnostic> before = open.doc->getDiagnostics(), after;
+    mlsp::URIForFile uri = open.doc->getURI();
+    impl->analyse(uri, open, after);
+    auto same = [](const mlsp::Diagnostic &a, const mlsp::Diagnostic &b) {
+      return a.range == b.range && a.message == b.message &&
+             a.severity == b.severity;
+    };
+    if (!std::equal(before.begin(), before.end(), after.begin(), after.end(),
+                    same))
+      publish(uri, open.version, after);
+  }
 }
 
 std::optional<int64_t> Server::removeDocument(const mlsp::URIForFile &uri) {
@@ -91,9 +144,12 @@ std::optional<int64_t> Server::removeDocument(const mlsp::URIForFile &uri) {
 }
 
 bool Server::planDocument(const mlsp::URIForFile &uri, int64_t &version,
-                          std::vector<mlsp::Diagnostic> &diagnostics) {
+                          std::vector<mlsp::Diagnostic> &diagnostics,
+                          bool ifPlanned) {
   auto it = impl->documents.find(uri.file());
   if (it == impl->documents.end())
+    return false;
+  if (ifPlanned && !it->second.doc->isPlanned())
     return false;
   it->second.doc->plan();
   if (!it->second.doc->takeNewPlanDiagnostics())

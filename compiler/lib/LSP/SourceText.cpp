@@ -84,7 +84,8 @@ size_t SourceText::skipCommentOrString(size_t i) const {
       else if (buf[j] == '"')
         return j + 1;
       else if (buf[j] == '\n')
-        return j; // unterminated: the string ends with its line
+        // Unterminated: the string ends with its line (before a CRLF's \r).
+        return j > i + 1 && buf[j - 1] == '\r' ? j - 1 : j;
     }
     return buf.size();
   }
@@ -169,8 +170,19 @@ size_t SourceText::wordStart(size_t offset) const {
 
 size_t SourceText::previousWordStart(size_t offset) const {
   size_t i = std::min(offset, buf.size());
-  while (i > 0 && llvm::isSpace(buf[i - 1]))
-    --i;
+  // Back over whitespace and `/* ... */` comments (`model /* c */ ref`).
+  while (i > 0) {
+    if (llvm::isSpace(buf[i - 1])) {
+      --i;
+    } else if (i >= 2 && buf.substr(i - 2, 2) == "*/") {
+      size_t open = buf.substr(0, i - 2).rfind("/*");
+      if (open == llvm::StringRef::npos)
+        break;
+      i = open;
+    } else {
+      break;
+    }
+  }
   return wordStart(i);
 }
 

@@ -37,11 +37,22 @@ public:
   void addDocument(const mlir::lsp::URIForFile &uri, llvm::StringRef contents,
                    int64_t version,
                    std::vector<mlir::lsp::Diagnostic> &diagnostics);
-  /// Applies edits to an open document and analyses it again.
-  void updateDocument(
+  /// Applies edits (positions in UTF-16 units) to an open document and
+  /// analyses it again. Returns the version the diagnostics belong to: the
+  /// new one, or the old one when an edit did not apply (the text is kept);
+  /// nothing for a document that is not open.
+  std::optional<int64_t> updateDocument(
       const mlir::lsp::URIForFile &uri,
       llvm::ArrayRef<mlir::lsp::TextDocumentContentChangeEvent> changes,
       int64_t version, std::vector<mlir::lsp::Diagnostic> &diagnostics);
+  /// Analyses every open document but `except` again, since a file they
+  /// import may have changed on disk; calls `publish` for each whose
+  /// diagnostics changed.
+  void
+  recheckOthers(const mlir::lsp::URIForFile &except,
+                llvm::function_ref<void(const mlir::lsp::URIForFile &, int64_t,
+                                        std::vector<mlir::lsp::Diagnostic> &)>
+                    publish);
   /// Forgets a document; returns its last version if it was open.
   std::optional<int64_t> removeDocument(const mlir::lsp::URIForFile &uri);
 
@@ -49,8 +60,11 @@ public:
   /// call may have). Returns true, with the version and all diagnostics of
   /// the document, the first time after the planner reported errors (a
   /// predicted out-of-memory), which the client has not seen yet.
+  /// With `ifPlanned`, it does not plan, and only reports what planning
+  /// that already ran (for a hover that needed the plan) found.
   bool planDocument(const mlir::lsp::URIForFile &uri, int64_t &version,
-                    std::vector<mlir::lsp::Diagnostic> &diagnostics);
+                    std::vector<mlir::lsp::Diagnostic> &diagnostics,
+                    bool ifPlanned = false);
 
   void getLocationsOf(const mlir::lsp::URIForFile &uri,
                       const mlir::lsp::Position &pos,
