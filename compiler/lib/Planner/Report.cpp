@@ -74,9 +74,11 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
           {"kv_cache", k.mem.kvCache},    {"total", k.mem.total()}};
     } else {
       o["runs_on"] = "controller";
+      o["predicted_time_s"] = call.hostTime;
     }
     for (const Event &e : sim.events)
-      if (e.kind == Event::Call && e.call == int(c) && e.iteration == 0) {
+      if ((e.kind == Event::Call || e.kind == Event::Host) &&
+          e.call == int(c) && e.iteration == 0) {
         o["start_s"] = e.start;
         o["end_s"] = e.end;
       }

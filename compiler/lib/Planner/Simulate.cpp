@@ -40,6 +40,9 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
                                          record ? &r.events : nullptr);
       if (call.host) {
         finish[c] = ready + call.hostTime;
+        if (record)
+          r.events.push_back(
+              {Event::Host, int(c), it, ready, finish[c], 0, 0, 0});
         continue;
       }
       const Candidate &k = cand(c);

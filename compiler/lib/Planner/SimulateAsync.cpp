@@ -154,6 +154,9 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
       double ready = dataReady(c, round);
       if (call.host) {
         finish[round][c] = ready + call.hostTime;
+        if (record)
+          r.events.push_back(
+              {Event::Host, int(c), round, ready, finish[round][c], 0, 0, 0});
         continue;
       }
       const Candidate &x = cand(c);

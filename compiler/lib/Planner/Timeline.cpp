@@ -23,6 +23,7 @@ std::string label(const Problem &p, const Event &e) {
   const Call &c = p.calls[e.call];
   switch (e.kind) {
   case Event::Call:
+  case Event::Host:
     return c.label;
   case Event::Realloc:
     return "realloc @" + p.models[c.model].name;
@@ -54,6 +55,8 @@ const char *category(Event::Kind k) {
     return "update";
   case Event::Average:
     return "ema";
+  case Event::Host:
+    return "host";
   }
   return "";
 }
@@ -142,6 +145,28 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
         {"pid", g / gpn},
         {"tid", g},
         {"args", llvm::json::Object{{"name", formatv("GPU {0}", g).str()}}}});
+  // Host functions run on the controller: a lane of their own, after the
+  // GPUs, so the calls on the critical path add up to the iteration.
+  const int64_t controller = p.gpus;
+  if (llvm::any_of(sim.events,
+                   [](const Event &e) { return e.kind == Event::Host; }))
+    events.push_back(llvm::json::Object{
+        {"ph", "M"},
+        {"name", "thread_name"},
+        {"pid", 0},
+        {"tid", controller},
+        {"args", llvm::json::Object{{"name", "controller (host functions)"}}}});
+  for (const Event &e : sim.events)
+    if (e.kind == Event::Host)
+      events.push_back(llvm::json::Object{
+          {"ph", "X"},
+          {"name", label(p, e)},
+          {"cat", category(e.kind)},
+          {"pid", 0},
+          {"tid", controller},
+          {"ts", e.start * 1e6},
+          {"dur", std::max(0.0, e.end - e.start) * 1e6},
+          {"args", llvm::json::Object{{"iteration", e.iteration}}}});
   for (const Event &e : sim.events)
     for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
       llvm::json::Object args{{"iteration", e.iteration}};
@@ -317,8 +342,13 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "<th>memory/GPU</th></tr>\n";
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
-    if (call.host)
+    if (call.host) {
+      os << formatv("<tr class=\"host\"><td>{0}</td><td>controller</td>"
+                    "<td colspan=\"5\">a host function</td><td>{1}</td>"
+                    "<td></td></tr>\n",
+                    escape(call.label), ms(call.hostTime));
       continue;
+    }
     const Candidate &k = p.cands[c][0];
     os << formatv(
         "<tr><td>{0}</td><td>{1}-{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"

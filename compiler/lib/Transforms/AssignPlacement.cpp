@@ -70,11 +70,22 @@ struct AssignPlacement : rlhfc::impl::RLHFAssignPlacementBase<AssignPlacement> {
       const plan::Problem *p = &planned->problem;
       std::optional<plan::Assignment> &a = planned->assignment;
       if (!a) {
+        if (*method == plan::Method::Separated &&
+            int64_t(p->models.size()) > p->gpus) {
+          alg.emitError() << "the separated planner gives each of the "
+                          << p->models.size()
+                          << " models its own GPUs, so it needs at least "
+                          << p->models.size() << ", but the cluster has "
+                          << p->gpus << "; use more GPUs, or another planner";
+          return signalPassFailure();
+        }
         if (*method != plan::Method::Search) {
-          alg.emitError() << "the " << planner
-                          << " planner found no placement that fits in memory on "
-                          << p->gpus << " GPUs; use more GPUs, more micro-batches "
-                          << "or minibatches, or try planner=search";
+          alg.emitError()
+              << "the " << planner
+              << " planner found no placement that fits in memory on "
+              << p->gpus << (p->gpus == 1 ? " GPU" : " GPUs")
+              << "; use more GPUs, more micro-batches "
+              << "or minibatches, or try planner=search";
           return signalPassFailure();
         }
         // Nothing fits (usually because of @place pins): place every free

@@ -30,6 +30,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 using namespace llvm;
 
 namespace {
@@ -236,20 +238,21 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
       return mlir::failure();
     }
     calibration = std::move(*cal);
-    // Factors for hardware the program does not declare are never used:
-    // most likely a misspelt preset name.
+    // Factors apply by the name of a cluster's hardware; any other name
+    // (a misspelt preset, or one the stdlib declares but no cluster runs
+    // on, such as H100_SXM for an H200 cluster) is never used.
+    std::set<std::string> used;
+    std::string known;
+    for (const auto &c : prog->clusters)
+      if (c.second.hardware && used.insert(c.second.hardware->name).second)
+        known += (known.empty() ? "" : ", ") + c.second.hardware->name;
     for (const auto &[name, eff] : calibration)
-      if (!prog->hardware.count(name)) {
-        std::string known;
-        for (const auto &c : prog->clusters)
-          if (c.second.hardware &&
-              known.find(c.second.hardware->name) == std::string::npos)
-            known += (known.empty() ? "" : ", ") + c.second.hardware->name;
+      if (!used.count(name))
         errs() << "rlhfc: warning: " << planning.calibration << " calibrates '"
-               << name << "', which is no hardware of this program"
-               << (known.empty() ? "" : " (its clusters run on " + known + ")")
-               << "; those factors are unused\n";
-      }
+               << name << "', which no cluster of this program runs on"
+               << (known.empty() ? "" : " (they run on " + known + ")")
+               << "; those factors are unused (a preset derived from '" << name
+               << "' needs its own entry)\n";
   }
   if (emit == Emit::AST) {
     rlhfc::dumpProgram(*prog, os);
@@ -372,16 +375,17 @@ int main(int argc, char **argv) {
     llvm::raw_string_ostream os(ignored);
     return mlir::failed(compile(sm, ctx, os)) ? 1 : 0;
   }
+  // Compile into memory first: a failed compile leaves the -o file as it
+  // was (the last good plan), not empty or partial.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(compile(sm, ctx, os)))
+    return 1;
   auto out = mlir::openOutputFile(outputFile, &err);
   if (!out) {
     errs() << "rlhfc: error: " << err << "\n";
     return 1;
   }
-  // Write into memory first so a failed compile leaves no partial file.
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (mlir::failed(compile(sm, ctx, os)))
-    return 1;
   out->os() << text;
   out->keep();
   return 0;

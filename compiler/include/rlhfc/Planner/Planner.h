@@ -193,8 +193,9 @@ using Assignment = std::vector<int>;
 struct Event {
   /// Update: the versioned weight copy from a trainer's layout into its
   /// generator's (asynchronous plans only). Average: an `ema`, whose `call`
-  /// indexes Problem::averages.
-  enum Kind { Call, Realloc, Transfer, Load, Update, Average } kind;
+  /// indexes Problem::averages. Host: a host function on the controller,
+  /// on no GPU (devices 0).
+  enum Kind { Call, Realloc, Transfer, Load, Update, Average, Host } kind;
   int call = -1; ///< the call this event serves
   int iteration = 0;
   double start = 0, end = 0;
