@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/Checkpoint.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/SafeTensors.h"
 
 #include <ATen/ATen.h>
@@ -21,9 +22,15 @@ const Layout kRankZero{0, 1, 1, 1};
 void writeAtomically(const std::string &path,
                      const std::function<void(const std::string &)> &w) {
   std::string tmp = path + ".tmp";
-  w(tmp);
+  try {
+    w(tmp);
+  } catch (const Error &) {
+    std::remove(tmp.c_str()); // a partial file would only take space
+    throw;
+  }
+  errno = 0;
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+    throw Error("cannot rename '" + tmp + "' to '" + path + "'" + ioReason());
 }
 
 /// Optimizer moments of parameters this rank holds but Adam has not touched
@@ -131,7 +138,7 @@ void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
                          {"layers", cfg.shape.layers},
                          {"hidden", cfg.shape.hidden}};
     writeAtomically(dir + "/state.json", [&](const std::string &p) {
-      std::ofstream(p) << state.dump(2);
+      writeTextFile(p, state.dump(2));
     });
   }
   world.barrier();

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -164,7 +165,13 @@ std::optional<double> parseReply(const std::string &line, std::string &why) {
   auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;
   if (j.is_discarded() || !j.is_object()) {
-    why = "replied '" + shown + "', which is not a JSON object";
+    // Python's json.dumps writes NaN and Infinity, which JSON has not.
+    bool nan = line.find("NaN") != std::string::npos ||
+               line.find("Infinity") != std::string::npos;
+    why = "replied '" + shown + "', which is not a JSON object" +
+          (nan ? " (NaN and Infinity are not JSON, and no score may be "
+                 "either)"
+               : "");
     return std::nullopt;
   }
   auto it = j.find("score");
@@ -173,8 +180,9 @@ std::optional<double> parseReply(const std::string &line, std::string &why) {
     return std::nullopt;
   }
   double s = it->get<double>();
-  if (!std::isfinite(s)) {
-    why = "replied '" + shown + "', whose score is not finite";
+  // Scores become fp32 tensors.
+  if (!std::isfinite(s) || std::abs(s) > double(FLT_MAX)) {
+    why = "replied '" + shown + "', whose score is not a finite 32-bit float";
     return std::nullopt;
   }
   return s;
@@ -234,7 +242,17 @@ void ExternalRewardPool::start(Worker &w) {
   }
   // Everything the child needs is made before fork: after it, in a
   // multithreaded process, only async-signal-safe calls are allowed.
-  const char *argv[] = {"sh", "-c", opts.command.c_str(), nullptr};
+  // A simple command is exec'd by the shell, so the verifier itself is the
+  // child that PR_SET_PDEATHSIG (kept across exec) ends with this rank; a
+  // grandchild under sh would outlive a killed rank.
+  const std::string &cmd = opts.command;
+  const size_t firstWord = cmd.find_first_of(" \t");
+  const bool simple =
+      cmd.find_first_of(";&|<>()`$\n\\'\"*?~{}") == std::string::npos &&
+      cmd.substr(0, firstWord).find('=') == std::string::npos &&
+      cmd.substr(0, firstWord) != "exec";
+  const std::string shell = simple ? "exec " + cmd : cmd;
+  const char *argv[] = {"sh", "-c", shell.c_str(), nullptr};
   const long maxFd = sysconf(_SC_OPEN_MAX);
   const pid_t parent = getpid();
   static const char chdirFailed[] = "script_reward: cannot enter the folder "

@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -59,6 +60,13 @@ public:
       : cfg(cfg), store(std::move(opened)), globalRank(cfg.rank) {
     for (int r = 0; r < cfg.worldSize; ++r)
       members.push_back(r);
+    // c10d logs a failed connection with a 30-frame backtrace before it
+    // throws; the error below says what matters, once.
+    struct QuietC10 {
+      int before = FLAGS_caffe2_log_level;
+      QuietC10() { FLAGS_caffe2_log_level = 3; }
+      ~QuietC10() { FLAGS_caffe2_log_level = before; }
+    } quiet;
     try {
       if (!store)
         store = openStore(cfg);
@@ -72,7 +80,13 @@ public:
       std::string at =
           cfg.masterPort ? cfg.masterAddr + ":" + std::to_string(cfg.masterPort)
                          : cfg.masterAddr + " (port from " + cfg.portFile + ")";
-      throw Error(where("rendezvous at " + at) + firstLine(e.what()));
+      throw Error(where("rendezvous at " + at) + firstLine(e.what()) +
+                  (cfg.rank == 0
+                       ? "; is another job using the port?"
+                       : "; check that rank 0 runs and that MASTER_ADDR and "
+                         "MASTER_PORT reach it, or raise "
+                         "RLHF_COMM_TIMEOUT_MS, which also bounds the "
+                         "rendezvous"));
     }
     findSharing(device);
   }

@@ -125,7 +125,7 @@ void rlhf::saveHfCheckpoint(const std::string &dirName, const HfArch &arch,
                             bool bf16, const std::string &tokenizerDir) {
   fs::path dir(dirName);
   fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << writeHfConfig(arch);
+  std::ofstream(dir / "config.json") << writeHfConfig(arch, bf16);
   // Shards in parameter order, each up to maxShardBytes.
   const int64_t elemBytes = bf16 ? 2 : 4;
   std::vector<ParamMap> shards(1);

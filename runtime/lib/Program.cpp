@@ -12,6 +12,8 @@
 #include "PlanHardware.h"
 #include "ProgramState.h"
 
+#include "rlhf/runtime/Files.h"
+
 #include <torch/headeronly/version.h>
 
 #include <cerrno>
@@ -39,6 +41,9 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  --export-hf DIR  at the end, write every trainable model as a\n"
       "                   Hugging Face checkpoint in DIR/<model>\n"
       "                   (config.json, safetensors, tokenizer files)\n"
+      "  --export-dtype bf16|fp32  the exported weights' dtype (default the\n"
+      "                   run's RLHF_PRECISION; fp32 keeps Adam's master\n"
+      "                   weights exactly)\n"
       "  --data NAME=PATH read dataset NAME from PATH instead\n"
       "  --quiet          no per-step progress lines\n"
       "  --trace FILE     write what each rank ran (calls, reallocations,\n"
@@ -95,17 +100,19 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
   p->outDir = std::string(name) + "-run";
   if (const char *r = std::getenv("RANK"))
     p->rank = std::atoi(r);
-  static const option opts[] = {{"steps", required_argument, nullptr, 's'},
-                                {"out", required_argument, nullptr, 'o'},
-                                {"resume", no_argument, nullptr, 'r'},
-                                {"overwrite", no_argument, nullptr, 'w'},
-                                {"export-hf", required_argument, nullptr, 'x'},
-                                {"data", required_argument, nullptr, 'd'},
-                                {"quiet", no_argument, nullptr, 'q'},
-                                {"trace", required_argument, nullptr, 't'},
-                                {"help", no_argument, nullptr, 'h'},
-                                {"version", no_argument, nullptr, 'v'},
-                                {nullptr, 0, nullptr, 0}};
+  static const option opts[] = {
+      {"steps", required_argument, nullptr, 's'},
+      {"out", required_argument, nullptr, 'o'},
+      {"resume", no_argument, nullptr, 'r'},
+      {"overwrite", no_argument, nullptr, 'w'},
+      {"export-hf", required_argument, nullptr, 'x'},
+      {"export-dtype", required_argument, nullptr, 'X'},
+      {"data", required_argument, nullptr, 'd'},
+      {"quiet", no_argument, nullptr, 'q'},
+      {"trace", required_argument, nullptr, 't'},
+      {"help", no_argument, nullptr, 'h'},
+      {"version", no_argument, nullptr, 'v'},
+      {nullptr, 0, nullptr, 0}};
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
@@ -133,6 +140,12 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       if (!*optarg)
         die(p, "--export-hf needs a directory; see --help");
       p->exportHfDir = optarg;
+      break;
+    case 'X':
+      if (std::string(optarg) != "bf16" && std::string(optarg) != "fp32")
+        die(p, std::string("--export-dtype needs bf16 or fp32, got '") +
+                   optarg + "'");
+      p->exportBf16 = std::string(optarg) == "bf16";
       break;
     case 'd': {
       std::string kv = optarg;
@@ -166,6 +179,8 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
   if (optind < argc)
     die(p,
         std::string("unexpected argument '") + argv[optind] + "'; see --help");
+  if (p->exportBf16 && p->exportHfDir.empty())
+    die(p, "--export-dtype sets what --export-hf writes; add --export-hf DIR");
   return p;
 }
 
@@ -341,6 +356,11 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                   "deletes it; give one of them");
     if (p->resume) {
       resumed = latestCheckpoint(p);
+      if (resumed < 0 && fs::exists(ckpts / "latest"))
+        throw Error("--resume: '" + (ckpts / "latest").string() +
+                    "' does not hold a step number; write the step of a "
+                    "complete checkpoint in '" +
+                    ckpts.string() + "' (step-N) to it");
       if (resumed < 0)
         throw Error("--resume: no checkpoint in '" + ckpts.string() +
                     "'; run without --resume first, or point --out at the run");
@@ -365,14 +385,52 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                  : std::string("metrics.jsonl")) +
             "); continue it with --resume, start afresh with --overwrite "
             "(deletes its checkpoints and metrics), or give another --out");
-      if (p->overwrite && p->rank == 0) {
-        fs::remove_all(ckpts, ec);
-        fs::remove(metricsFile, ec);
+      // The earlier run is deleted below, once the other outputs are known
+      // to be writable: a typo in --trace must not cost it.
+    }
+    // Which models the checkpoint holds, as rank 0 (which reads it) sees
+    // them. A trainable model must be there: starting it afresh would
+    // silently restart its training under a "resumed" banner.
+    at::Tensor saved = at::zeros({int64_t(p->models.size())}, at::kLong);
+    if (resumed >= 0 && p->rank == 0) {
+      const fs::path dir = checkpointDir(p, resumed);
+      auto listing = [](const fs::path &d) {
+        std::vector<std::string> names;
+        std::error_code ec;
+        for (const auto &e : fs::directory_iterator(d, ec))
+          if (e.is_directory())
+            names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        std::string out;
+        for (const std::string &n : names)
+          out += (out.empty() ? "" : ", ") + n;
+        return out.empty() ? std::string("none") : out;
+      };
+      if (!fs::is_directory(dir))
+        throw Error("--resume: checkpoints/latest names step " +
+                    std::to_string(resumed + 1) + ", but '" + dir.string() +
+                    "' is missing (checkpoints there: " + listing(ckpts) +
+                    "); write the step of a complete one to '" +
+                    (ckpts / "latest").string() +
+                    "', or start afresh with "
+                    "--overwrite");
+      for (size_t i = 0; i < p->models.size(); ++i) {
+        const ModelState &m = p->models[i];
+        bool there = fs::exists(dir / m.name / "state.json");
+        saved[int64_t(i)] = there ? 1 : 0;
+        if (m.trainable && !there)
+          throw Error("--resume: checkpoint '" + dir.string() +
+                      "' has no model '" + m.name +
+                      "' (it has: " + listing(dir) +
+                      "); resume with the program that wrote it, or start "
+                      "afresh with --overwrite");
       }
     }
-    for (ModelState &m : p->models) {
+    p->world->broadcast(saved, 0);
+    for (size_t i = 0; i < p->models.size(); ++i) {
+      ModelState &m = p->models[i];
       fs::path ckpt = checkpointDir(p, resumed) / m.name;
-      if (resumed >= 0 && fs::exists(ckpt / "state.json")) {
+      if (resumed >= 0 && saved[int64_t(i)].item<int64_t>()) {
         CheckpointState s =
             loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
         // The checkpoint holds fp32 weights (the master weights when
@@ -418,6 +476,17 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
     };
     if (!p->exportHfDir.empty() && p->rank == 0)
       makeDir("--export-hf", p->exportHfDir);
+    if (!p->tracePath.empty() && p->rank == 0) {
+      errno = 0;
+      if (!std::ofstream(p->tracePath, std::ios::app))
+        throw Error("--trace: cannot write '" + p->tracePath + "'" +
+                    ioReason() + "; name a file in a writable directory");
+    }
+    if (!p->resume && p->overwrite && p->rank == 0) {
+      std::error_code ec;
+      fs::remove_all(ckpts, ec);
+      fs::remove(metricsFile, ec);
+    }
 
     if (p->rank == 0) {
       makeDir("--out", fs::path(p->outDir) / "checkpoints");
@@ -433,9 +502,10 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
             keep.push_back(line);
         }
       }
-      std::ofstream out(metrics, std::ios::trunc);
+      std::string kept;
       for (const std::string &l : keep)
-        out << l << "\n";
+        kept += l + "\n";
+      writeTextFile(metrics.string(), kept);
       const std::string steps =
           p->firstStep < p->steps
               ? "steps " + std::to_string(p->firstStep + 1) + ".." +
@@ -503,8 +573,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
       row[key] = v;
     }
     if (p->rank == 0) {
-      std::ofstream(fs::path(p->outDir) / "metrics.jsonl", std::ios::app)
-          << row.dump() << "\n";
+      writeTextFile((fs::path(p->outDir) / "metrics.jsonl").string(),
+                    row.dump() + "\n", std::ios::app);
       if (!p->quiet) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "step %4lld/%lld", (long long)step + 1,

@@ -8,6 +8,7 @@
 
 #include "ProgramState.h"
 
+#include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/HfCheckpoint.h"
 
 using namespace rlhf;
@@ -20,7 +21,7 @@ namespace {
 /// (its model_type, max_position_embeddings, sliding window) with the
 /// numbers the run computed with; a plain arch as LLaMA, or as Qwen2 when it
 /// has q/k/v biases (LLaMA's attention_bias would add an o_proj bias too).
-HfArch exportArch(const ModelState &m) {
+HfArch exportArch(const ModelState &m, const TextTokenizer *tokenizer) {
   HfArch a;
   HfConfigError ignored;
   if (isHfCheckpoint(m.checkpoint))
@@ -34,6 +35,13 @@ HfArch exportArch(const ModelState &m) {
   a.ropeTheta = m.cfg.ropeTheta;
   a.normEps = m.cfg.normEps;
   a.rope = m.cfg.rope;
+  // transformers' generate() reads these from config.json when the
+  // checkpoint has no generation_config.json.
+  if (tokenizer) {
+    a.bosId = tokenizer->bos();
+    a.eosId = tokenizer->eos();
+    a.padId = tokenizer->pad();
+  }
   return a;
 }
 
@@ -46,29 +54,48 @@ fs::path rlhf::exec::checkpointDir(const rlhf_prog *p, int64_t step) {
 
 void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
   fs::path dir = checkpointDir(p, step);
-  for (ModelState &m : p->models) {
-    if (!m.changed)
-      continue;
-    // Optimizer moments live in the train layout, sliced over dp under
-    // ZeRO; bring them whole to the parameters' layout so the checkpoint
-    // is consistent.
-    if (m.opt)
-      m.opt->unshard();
-    moveMoments(p, m, m.layout);
-    fs::create_directories(dir / m.name);
-    // An ema target's fp32 master weights, so a resumed run blends on
-    // from exactly where this one was.
-    saveCheckpoint((dir / m.name).string(), m.cfg,
-                   m.master.empty() ? m.params : m.master, m.opt.get(),
-                   m.layout, *p->world, step + 1);
-  }
-  saveAhead(p, dir, step);
-  p->world->barrier();
-  if (p->rank == 0) {
-    // The marker moves only after every model is on disk.
-    fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
-    std::ofstream(tmp) << step + 1 << "\n";
-    fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
+  // What to do when a write fails (a full disk): the marker still names
+  // the last complete checkpoint.
+  auto hint = [&] {
+    int64_t kept = latestCheckpoint(p);
+    return kept >= 0 ? "; checkpoints/latest still names the checkpoint "
+                       "after step " +
+                           std::to_string(kept + 1) +
+                           ", which is intact: free space and --resume"
+                     : std::string("; free space and run again");
+  };
+  try {
+    for (ModelState &m : p->models) {
+      if (!m.changed)
+        continue;
+      // Optimizer moments live in the train layout, sliced over dp under
+      // ZeRO; bring them whole to the parameters' layout so the checkpoint
+      // is consistent.
+      if (m.opt)
+        m.opt->unshard();
+      moveMoments(p, m, m.layout);
+      fs::create_directories(dir / m.name);
+      // An ema target's fp32 master weights, so a resumed run blends on
+      // from exactly where this one was.
+      saveCheckpoint((dir / m.name).string(), m.cfg,
+                     m.master.empty() ? m.params : m.master, m.opt.get(),
+                     m.layout, *p->world, step + 1);
+    }
+    saveAhead(p, dir, step);
+    p->world->barrier();
+    if (p->rank == 0) {
+      // The marker moves only after every model is on disk, and only once
+      // its new text is.
+      fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
+      writeTextFile(tmp.string(), std::to_string(step + 1) + "\n");
+      fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
+    }
+  } catch (const Error &e) {
+    throw Error(std::string(e.what()) + hint());
+  } catch (const fs::filesystem_error &e) {
+    throw Error("saving the checkpoint after step " + std::to_string(step + 1) +
+                ": " + e.code().message() + " (" + e.path1().string() + ")" +
+                hint());
   }
   p->world->barrier();
 }
@@ -103,9 +130,11 @@ void rlhf::exec::exportHf(rlhf_prog *p) {
                                                                 : "";
       fs::path dir = root / m.name;
       try {
-        saveHfCheckpoint(dir.string(), exportArch(m), full,
-                         /*maxShardBytes=*/int64_t(5) << 30, /*bf16=*/false,
-                         tokenizerDir);
+        saveHfCheckpoint(
+            dir.string(), exportArch(m, p->tokenizer.get()), full,
+            /*maxShardBytes=*/int64_t(5) << 30,
+            p->exportBf16.value_or(p->weightDtype == at::kBFloat16),
+            tokenizerDir);
         // An imported checkpoint's generation settings (bos, eos, pad ids)
         // still hold.
         fs::path gen = fs::path(m.checkpoint) / "generation_config.json";

@@ -259,6 +259,8 @@ struct rlhf_prog {
   std::string plannedHardware; ///< the cluster's hardware; empty if unknown
   std::string outDir, resumeFrom, tracePath;
   std::string exportHfDir; ///< --export-hf: trained models go here at the end
+  /// --export-dtype: bf16 or fp32; unset: the run's weight dtype.
+  std::optional<bool> exportBf16;
   std::unique_ptr<MeasuredTrace> trace; ///< with --trace
   /// The allocator's peak per timed span and over the run (from start).
   std::optional<SpanPeaks> peaks;

@@ -67,8 +67,18 @@ RendezvousConfig RendezvousConfig::fromEnv() {
 }
 
 void rlhf::setHostThreads(const RendezvousConfig &cfg) {
-  if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp)
+  // A valid OMP_NUM_THREADS is the user's; OpenMP only warns about an
+  // invalid one and then runs every rank on every core.
+  if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+    char *end = nullptr;
+    long n = std::strtol(omp, &end, 10);
+    if (*end || n < 1)
+      throw Error(std::string("OMP_NUM_THREADS='") + omp +
+                  "' is not a positive integer; set it to the threads per "
+                  "rank, or unset it (rlhf-run then gives each rank an equal "
+                  "share of the cores)");
     return;
+  }
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(std::max(1, cores / std::max(1, cfg.localWorldSize)));
 }

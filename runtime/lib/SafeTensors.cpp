@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/SafeTensors.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Files.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -159,6 +160,5 @@ void rlhf::saveSafetensors(const std::string &path, const ParamMap &tensors,
   for (const at::Tensor &c : data)
     out.write(static_cast<const char *>(c.data_ptr()),
               std::streamsize(c.numel() * c.element_size()));
-  if (!out)
-    throw Error("writing '" + path + "' failed");
+  closeChecked(out, path);
 }

@@ -91,6 +91,7 @@ std::optional<HfArch> rlhf::readHfConfig(const std::string &dir,
   }
   Reader r{j, error, file};
   HfArch a;
+  a.source = ss.str();
   auto type = j.find("model_type");
   if (type == j.end() || !type->is_string()) {
     r.fail("model_type", "missing key \"model_type\"");
@@ -186,34 +187,42 @@ std::optional<HfArch> rlhf::readHfConfig(const std::string &dir,
   return a;
 }
 
-std::string rlhf::writeHfConfig(const HfArch &a) {
+std::string rlhf::writeHfConfig(const HfArch &a, bool bf16) {
   const ModelShape &s = a.shape;
   static const std::map<std::string, std::string> kArch = {
       {"llama", "LlamaForCausalLM"},
       {"mistral", "MistralForCausalLM"},
       {"qwen2", "Qwen2ForCausalLM"}};
   std::string type = a.modelType.empty() ? "llama" : a.modelType;
-  json j = {{"architectures",
-             {kArch.count(type) ? kArch.at(type) : "LlamaForCausalLM"}},
-            {"model_type", type},
-            {"num_hidden_layers", s.layers},
-            {"hidden_size", s.hidden},
-            {"num_attention_heads", s.heads},
-            {"num_key_value_heads", s.kvHeads},
-            {"head_dim", s.hidden / s.heads},
-            {"intermediate_size", s.ffn},
-            {"vocab_size", s.vocab},
-            {"max_position_embeddings", a.maxPositions},
-            {"rope_theta", a.ropeTheta},
-            {"rms_norm_eps", a.normEps},
-            {"tie_word_embeddings", s.tieEmbeddings},
-            {"hidden_act", "silu"},
-            {"torch_dtype", "float32"}};
+  json j = json::parse(a.source, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object())
+    j = json::object();
+  const char *dtype = bf16 ? "bfloat16" : "float32";
+  json set = {{"architectures",
+               {kArch.count(type) ? kArch.at(type) : "LlamaForCausalLM"}},
+              {"model_type", type},
+              {"num_hidden_layers", s.layers},
+              {"hidden_size", s.hidden},
+              {"num_attention_heads", s.heads},
+              {"num_key_value_heads", s.kvHeads},
+              {"head_dim", s.hidden / s.heads},
+              {"intermediate_size", s.ffn},
+              {"vocab_size", s.vocab},
+              {"max_position_embeddings", a.maxPositions},
+              {"rope_theta", a.ropeTheta},
+              {"rms_norm_eps", a.normEps},
+              {"tie_word_embeddings", s.tieEmbeddings},
+              {"hidden_act", "silu"},
+              {"torch_dtype", dtype}};
+  j.update(set);
+  // transformers >= 4.56 writes "dtype" and reads it first.
+  if (j.contains("dtype"))
+    j["dtype"] = dtype;
   if (type == "llama")
     j["attention_bias"] = s.qkvBias;
   if (a.slidingWindow)
     j["sliding_window"] = a.slidingWindow;
-  else if (type != "llama")
+  else if (type != "llama" && !j.contains("sliding_window"))
     j["sliding_window"] = nullptr;
   if (a.rope.enabled())
     j["rope_scaling"] = {
@@ -222,5 +231,13 @@ std::string rlhf::writeHfConfig(const HfArch &a) {
         {"low_freq_factor", a.rope.lowFreqFactor},
         {"high_freq_factor", a.rope.highFreqFactor},
         {"original_max_position_embeddings", a.rope.originalMaxPositions}};
+  else
+    j.erase("rope_scaling");
+  // An imported checkpoint's ids stand (LLaMA-3 lists several eos ids).
+  for (auto [key, id] :
+       {std::pair{"bos_token_id", a.bosId}, std::pair{"eos_token_id", a.eosId},
+        std::pair{"pad_token_id", a.padId}})
+    if (id >= 0 && (!j.contains(key) || j[key].is_null()))
+      j[key] = id;
   return j.dump(2) + "\n";
 }

@@ -13,6 +13,7 @@
 #include "rlhf/runtime/SafeTensors.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <ATen/core/grad_mode.h>
 
@@ -199,7 +200,55 @@ TEST(HfCheckpoint, ExportRoundTrips) {
     ParamMap again = loadHfWeights(out, back.shape);
     for (auto &[n, t] : full)
       EXPECT_TRUE(at::equal(t, again.at(n))) << name << ": " << n;
+    // The source's keys rlhfc does not model survive (token ids above all:
+    // transformers' generate() stops on them).
+    auto source = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+    auto written = nlohmann::json::parse(std::ifstream(out + "/config.json"));
+    for (const char *key :
+         {"bos_token_id", "eos_token_id", "initializer_range", "rope_scaling"})
+      EXPECT_EQ(written.value(key, nlohmann::json()),
+                source.value(key, nlohmann::json()))
+          << name << ": " << key;
+    EXPECT_EQ(written.value("dtype", ""), "float32") << name;
   }
+}
+
+// A bf16 export says so in config.json, and holds the weights rounded once;
+// a plain arch (no source config) takes the run tokenizer's ids.
+TEST(HfCheckpoint, Bf16ExportAndTokenIds) {
+  const std::string dir = env("RLHF_HF_FIXTURES") + "/llama2";
+  HfArch a = arch(dir);
+  ParamMap full = loadHfWeights(dir, a.shape);
+  fs::path out = fs::temp_directory_path() / "rlhf-hf-bf16-export";
+  fs::remove_all(out);
+  HfArch plain = a;
+  plain.source.clear();
+  plain.bosId = 5;
+  plain.eosId = 6;
+  plain.padId = 7;
+  saveHfCheckpoint(out.string(), plain, full, 1 << 30, /*bf16=*/true);
+  auto written = nlohmann::json::parse(std::ifstream(out / "config.json"));
+  EXPECT_EQ(written.value("torch_dtype", ""), "bfloat16");
+  EXPECT_EQ(written.value("bos_token_id", -1), 5);
+  EXPECT_EQ(written.value("eos_token_id", -1), 6);
+  EXPECT_EQ(written.value("pad_token_id", -1), 7);
+  ParamMap again = loadHfWeights(out.string(), a.shape);
+  for (auto &[n, t] : full)
+    EXPECT_TRUE(at::equal(t.to(at::kBFloat16).to(at::kFloat), again.at(n)))
+        << n;
+  // A source config's own ids win over the tokenizer's.
+  saveHfCheckpoint(
+      out.string(),
+      [&] {
+        HfArch s = a;
+        s.eosId = 99;
+        return s;
+      }(),
+      full, 1 << 30, false);
+  written = nlohmann::json::parse(std::ifstream(out / "config.json"));
+  auto source = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  EXPECT_EQ(written["eos_token_id"], source["eos_token_id"]);
+  fs::remove_all(out);
 }
 
 TEST(HfCheckpoint, BadWeightsAreNamed) {

@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/SafeTensors.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/Tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -267,3 +268,25 @@ TEST(Dataset, BadLinesNameTheLine) {
 }
 
 } // namespace
+
+// A full disk fails the write, saying so, rather than leaving an empty or
+// short file behind (a checkpoint marker written so would lose the run).
+TEST(SafeTensors, FullDiskIsAnErrorThatSaysWhy) {
+  auto message = [](auto &&f) {
+    try {
+      f();
+    } catch (const rlhf::Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] {
+              rlhf::writeTextFile("/dev/full", "20\n");
+            }).find("writing '/dev/full' failed: No space left on device"),
+            std::string::npos);
+  rlhf::ParamMap t{{"w", at::ones({64, 64})}};
+  EXPECT_NE(message([&] {
+              rlhf::saveSafetensors("/dev/full", t);
+            }).find("No space left on device"),
+            std::string::npos);
+}

@@ -20,6 +20,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -29,6 +30,7 @@
 #include <poll.h>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -44,6 +46,12 @@ static cl::opt<unsigned>
                cl::value_desc("N"), cl::init(1), cl::cat(runCat));
 static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers),
                                 cl::desc("Alias for -n"), cl::cat(runCat));
+static cl::opt<unsigned> maxLocal(
+    "max-local-workers",
+    cl::desc("Most workers this node may start (default: 4 per core, at "
+             "least 16): each loads LibTorch, and a typo in -n would "
+             "otherwise fork until the node runs out of memory"),
+    cl::value_desc("N"), cl::init(0), cl::cat(runCat));
 static cl::opt<unsigned> numNodes(
     "nnodes",
     cl::desc("Number of nodes, each running rlhf-run with the same options "
@@ -282,6 +290,18 @@ int main(int argc, char **argv) {
       "--export-hf DIR, ...; see <program> --help).\n");
   if (numWorkers == 0) {
     errs() << "rlhf-run: error: -n must be at least 1\n";
+    return 2;
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned limit =
+      maxLocal ? unsigned(maxLocal) : std::max(16u, 4 * cores);
+  if (numWorkers > limit) {
+    errs() << formatv("rlhf-run: error: -n {0} would start {0} workers on "
+                      "this node ({1} cores), more than the {2} allowed; a "
+                      "compiled program runs one worker per GPU of its "
+                      "cluster (see <program> --help), or pass "
+                      "--max-local-workers={0}\n",
+                      unsigned(numWorkers), cores, limit);
     return 2;
   }
   if (Error e = resolveLaunch()) {

@@ -37,6 +37,12 @@ struct HfArch {
   double normEps = 1e-6;
   RopeScaling rope;
   int64_t slidingWindow = 0; ///< Mistral v0.1's; 0: none
+  /// The config.json text it was read from: an export keeps what rlhfc does
+  /// not model (token ids, initializer_range, ...). Empty for a plain arch.
+  std::string source;
+  /// Token ids written where `source` has none (the run's tokenizer's);
+  /// -1: none.
+  int64_t bosId = -1, eosId = -1, padId = -1;
 };
 
 /// Why reading failed: `key` names the offending key where there is one.
@@ -50,8 +56,10 @@ struct HfConfigError {
 std::optional<HfArch> readHfConfig(const std::string &dir,
                                    HfConfigError &error);
 
-/// The config.json of `arch` as transformers writes it for its model_type.
-std::string writeHfConfig(const HfArch &arch);
+/// The config.json of `arch` as transformers writes it for its model_type:
+/// `arch.source`'s keys, with the ones rlhfc models set from `arch`, and
+/// torch_dtype bfloat16 when `bf16`, else float32.
+std::string writeHfConfig(const HfArch &arch, bool bf16 = false);
 
 } // namespace rlhf
 
