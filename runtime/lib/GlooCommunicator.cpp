@@ -80,7 +80,10 @@ public:
       std::string at =
           cfg.masterPort ? cfg.masterAddr + ":" + std::to_string(cfg.masterPort)
                          : cfg.masterAddr + " (port from " + cfg.portFile + ")";
-      throw Error(where("rendezvous at " + at) + firstLine(e.what()) +
+      std::string why = firstLine(e.what());
+      if (!why.empty() && why.back() == '.')
+        why.pop_back(); // a hint follows
+      throw Error(where("rendezvous at " + at) + why +
                   (cfg.rank == 0
                        ? "; is another job using the port?"
                        : "; check that rank 0 runs and that MASTER_ADDR and "
