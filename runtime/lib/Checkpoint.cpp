@@ -172,6 +172,13 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
     for (auto &[n, t] : full)
       t = t.to(at::kFloat);
     checkSameParams(dir, full, cfg);
+    // A diverged run's weights would train on as nan; say so here, where
+    // the fix (an earlier checkpoint) is plain.
+    for (auto &[n, t] : full)
+      if (!at::isfinite(t).all().item<bool>())
+        throw Error("checkpoint '" + dir + "' holds non-finite weights (" + n +
+                    "): the run had diverged when it was saved; resume "
+                    "from an earlier step-N (write N to checkpoints/latest)");
     std::ifstream optFile(dir + "/optimizer.safetensors");
     if (optFile) {
       hasOpt = true;

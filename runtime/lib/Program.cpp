@@ -414,6 +414,22 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                     (ckpts / "latest").string() +
                     "', or start afresh with "
                     "--overwrite");
+      // The token ids the weights learned must mean what they meant: the
+      // character vocabulary comes from the datasets (--data).
+      if (std::ifstream in(dir / "tokenizer.json"); in) {
+        auto saved = nlohmann::json::parse(in, nullptr, false);
+        auto now = tokenizerIdentity(*p->tokenizer);
+        if (!saved.is_discarded() && saved != now)
+          throw Error(
+              "--resume: the run's token ids differ from the checkpoint's "
+              "(a vocabulary of " +
+              std::to_string(now.value("vocab_size", int64_t(0))) +
+              " against " +
+              std::to_string(saved.value("vocab_size", int64_t(0))) +
+              ", or other tokens); resume with the datasets (--data) and "
+              "tokenizer the run started with, since characters seen only "
+              "in new data change every id");
+      }
       for (size_t i = 0; i < p->models.size(); ++i) {
         const ModelState &m = p->models[i];
         bool there = fs::exists(dir / m.name / "state.json");

@@ -82,6 +82,9 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
                      m.layout, *p->world, step + 1);
     }
     saveAhead(p, dir, step);
+    if (p->rank == 0)
+      writeTextFile((dir / "tokenizer.json").string(),
+                    tokenizerIdentity(*p->tokenizer).dump(2) + "\n");
     p->world->barrier();
     if (p->rank == 0) {
       // The marker moves only after every model is on disk, and only once
@@ -152,6 +155,20 @@ void rlhf::exec::exportHf(rlhf_prog *p) {
     }
   }
   p->world->barrier();
+}
+
+nlohmann::json rlhf::exec::tokenizerIdentity(const TextTokenizer &t) {
+  // FNV-1a over every token's text: stable across builds, unlike std::hash.
+  std::vector<int64_t> all;
+  for (int64_t id = 0; id < t.vocabSize(); ++id)
+    all.push_back(id);
+  std::string text = t.decode(all);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return {{"vocab_size", t.vocabSize()}, {"fingerprint", hex}};
 }
 
 int64_t rlhf::exec::latestCheckpoint(const rlhf_prog *p) {

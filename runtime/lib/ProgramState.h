@@ -481,6 +481,10 @@ int64_t latestCheckpoint(const rlhf_prog *p);
 /// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the
 /// files of the tokenizer the run used (else of its checkpoint directory).
 void exportHf(rlhf_prog *p);
+/// What identifies a tokenizer's ids: the vocabulary size and a hash of
+/// every token's text. A checkpoint keeps it, so a resume whose datasets
+/// (the character vocabulary) or tokenizer differ is refused.
+nlohmann::json tokenizerIdentity(const TextTokenizer &t);
 
 /// Writes the samples that asynchronous generators made ahead of `step`
 /// into checkpoint folder `dir`, and reads them back on resume.
