@@ -161,7 +161,10 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
     };
     if (state.is_discarded() || !state.is_object() || !integer("step") ||
         (state.contains("adam_steps") && !integer("adam_steps")))
-      throw Error("checkpoint '" + dir + "/state.json' is not valid");
+      throw Error("checkpoint '" + dir +
+                  "/state.json' is not valid (it needs an integer \"step\" "
+                  "and \"adam_steps\"); resume from an earlier step-N "
+                  "(write N to checkpoints/latest)");
     if (!integer("layers") || !integer("hidden") ||
         state["layers"].get<int64_t>() != cfg.shape.layers ||
         state["hidden"].get<int64_t>() != cfg.shape.hidden)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -60,6 +61,10 @@ JsonlDataset::JsonlDataset(const std::string &path,
       if (std::find(read.begin(), read.end(), c) == read.end())
         read.push_back(c);
   }
+  // ifstream opens a directory and reads nothing from it.
+  if (std::filesystem::is_directory(path))
+    throw Error("dataset '" + path +
+                "' is a directory; name the .jsonl file in it");
   std::ifstream in(path);
   if (!in)
     throw Error("cannot open dataset '" + path + "': " + std::strerror(errno));
@@ -105,7 +110,8 @@ JsonlDataset::JsonlDataset(const std::string &path,
     rows.push_back(std::move(ex));
   }
   if (rows.empty())
-    throw Error("dataset '" + path + "' has no examples");
+    throw Error("dataset file '" + path +
+                "' has no examples; give it one JSON object per line");
 }
 
 std::vector<Example> JsonlDataset::batch(int64_t step, int64_t n, uint64_t seed) const {

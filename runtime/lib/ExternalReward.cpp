@@ -521,8 +521,17 @@ ExternalRewardPool::score(const std::vector<std::string> &requests) {
         bool open = drain(w);
         if (!replies(w) || w.row < 0)
           continue;
-        failed(w, open ? "gave no reply within " + seconds(timeout)
-                       : ended(w, "closed its stdout") + " before replying");
+        // Text without its newline is a reply the worker did not end (a
+        // print without flush, or end="").
+        std::string partial =
+            w.buf.find_first_not_of(" \t\r") == std::string::npos
+                ? ""
+                : " (it wrote '" + w.buf.substr(0, 200) +
+                      "' but no newline after it; end each reply with one "
+                      "and flush)";
+        failed(w, open ? "gave no reply within " + seconds(timeout) + partial
+                       : ended(w, "closed its stdout") + " before replying" +
+                             partial);
       }
   }
   return out;

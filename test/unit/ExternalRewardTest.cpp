@@ -47,6 +47,10 @@ while True:
     if act == "twolines":
         print('{"score": 1}\n{"score": 2}', flush=True)
         continue
+    if act == "nonewline":
+        print('{"score": 1}', end="", flush=True)
+        time.sleep(30)
+        continue
     if act == "pid":
         print(json.dumps({"score": os.getpid()}), flush=True)
         continue
@@ -242,6 +246,21 @@ TEST_F(ExternalReward, TimeoutIsAnError) {
   EXPECT_NE(err.find("gave no reply within 2 s on row 1"), std::string::npos)
       << err;
   EXPECT_LT(took, 10.0);
+}
+
+// A reply without its newline is named as such, not as silence.
+TEST_F(ExternalReward, ReplyWithoutNewlineIsNamed) {
+  ExternalRewardOptions o = options("python3 worker.py");
+  o.timeout = 2;
+  ExternalRewardPool pool(o);
+  std::vector<std::string> reqs = requests(1);
+  reqs[0] = "{\"act\": \"nonewline\"}";
+  std::string err = scoreError(pool, reqs);
+  EXPECT_NE(err.find("gave no reply within 2 s (it wrote '{\"score\": 1}' "
+                     "but no newline after it; end each reply with one and "
+                     "flush)"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(ExternalReward, TimeoutWithDefault) {
