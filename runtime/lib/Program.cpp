@@ -310,6 +310,18 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       p->tokenizer = std::make_unique<CharTokenizer>(all);
     else
       p->tokenizer = loadTokenizer(p->tokenizerPath);
+    // pad_token = eos_token (Qwen2.5 base, many LLaMA setups): generated
+    // sequences carry their own masks, but data masks are `token != pad`,
+    // so SFT, DPO and reward-model losses would never see a sequence end.
+    if (p->tokenizer->pad() == p->tokenizer->eos() && p->rank == 0)
+      std::fprintf(stderr,
+                   "warning: tokenizer '%s' uses its eos token (id %lld) as "
+                   "pad: losses on dataset sequences (sft, dpo, reward "
+                   "models) mask every eos out, so the model does not learn "
+                   "to stop there; name a distinct special token as "
+                   "\"pad_token\" in tokenizer_config.json if you train on "
+                   "data\n",
+                   p->tokenizerPath.c_str(), (long long)p->tokenizer->eos());
     for (ModelState &m : p->models)
       if (p->tokenizer->vocabSize() > m.cfg.shape.vocab)
         throw Error((p->tokenizerPath.empty()
