@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/LSP/LSPServer.h"
+#include "rlhfc/LSP/MessageFilter.h"
 #include "rlhfc/LSP/Server.h"
 
 #include "mlir/Tools/lsp-server-support/Logging.h"
@@ -24,6 +25,15 @@ static bool fromJSON(const llvm::json::Value &value,
                      DidSaveTextDocumentParams &result, llvm::json::Path path) {
   llvm::json::ObjectMapper o(value, path);
   return o && o.map("textDocument", result.textDocument);
+}
+/// The params of kInvalidRequestMethod.
+struct InvalidRequestParams {
+  std::string reason;
+};
+static bool fromJSON(const llvm::json::Value &value,
+                     InvalidRequestParams &result, llvm::json::Path path) {
+  llvm::json::ObjectMapper o(value, path);
+  return o && o.map("reason", result.reason);
 }
 } // namespace rlhfc::lsp
 
@@ -52,6 +62,12 @@ struct LSPServer {
                    mlsp::Callback<std::vector<mlsp::DocumentSymbol>> reply);
   void onCompletion(const mlsp::CompletionParams &params,
                     mlsp::Callback<mlsp::CompletionList> reply);
+  /// A malformed request the message filter rewrote (MessageFilter.h).
+  void onInvalidRequest(const InvalidRequestParams &params,
+                        mlsp::Callback<std::nullptr_t> reply) {
+    reply(llvm::make_error<mlsp::LSPError>("invalid request: " + params.reason,
+                                           mlsp::ErrorCode::InvalidRequest));
+  }
 
   /// Plans the document and publishes the planner's errors, if it has new
   /// ones. Planning takes up to seconds, so it runs when a document is opened
@@ -208,6 +224,8 @@ mlir::LogicalResult rlhfc::lsp::runLSPServer(Server &server,
                         &LSPServer::onDocumentSymbol);
   messageHandler.method("textDocument/completion", &lspServer,
                         &LSPServer::onCompletion);
+  messageHandler.method(kInvalidRequestMethod, &lspServer,
+                        &LSPServer::onInvalidRequest);
 
   lspServer.publishDiagnostics =
       messageHandler.outgoingNotification<mlsp::PublishDiagnosticsParams>(

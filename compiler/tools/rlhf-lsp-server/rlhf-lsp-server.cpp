@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhfc/LSP/LSPServer.h"
+#include "rlhfc/LSP/MessageFilter.h"
 #include "rlhfc/LSP/Server.h"
 
 #include "mlir/Tools/lsp-server-support/Logging.h"
@@ -14,6 +15,11 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Program.h"
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <unistd.h>
 
 using namespace llvm;
 namespace mlsp = mlir::lsp;
@@ -92,6 +98,20 @@ int main(int argc, char **argv) {
   rlhfc::lsp::Server server(options);
 
   llvm::sys::ChangeStdinToBinary();
-  mlsp::JSONTransport transport(stdin, llvm::outs(), inputStyle, prettyPrint);
+  std::FILE *input = stdin;
+  std::thread filter;
+  if (inputStyle == mlsp::JSONStreamStyle::Standard) {
+    // Malformed JSON-RPC would end MLIR's transport: filter it out first.
+    int fds[2];
+    if (pipe(fds) != 0) {
+      llvm::errs() << "rlhf-lsp-server: error: pipe: " << std::strerror(errno)
+                   << "\n";
+      return 1;
+    }
+    input = fdopen(fds[0], "rb");
+    filter = std::thread(rlhfc::lsp::filterMessages, stdin, fds[1]);
+    filter.detach(); // it ends at stdin's EOF; exit need not wait for it
+  }
+  mlsp::JSONTransport transport(input, llvm::outs(), inputStyle, prettyPrint);
   return mlir::failed(rlhfc::lsp::runLSPServer(server, transport)) ? 1 : 0;
 }
