@@ -237,6 +237,21 @@ std::string rankRange(unsigned first, unsigned count) {
   return formatv("ranks {0}-{1}", first, first + count - 1);
 }
 
+/// Whether process `pid` is stopped (state T or t in /proc/PID/stat).
+bool isStopped(pid_t pid) {
+  std::FILE *f =
+      std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f)
+    return false;
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char *close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 void printDryRun(std::vector<Worker> &workers) {
   std::string store =
       launch.masterPort
@@ -556,6 +571,14 @@ int main(int argc, char **argv) {
       if (multi)
         errs() << " (node " << cause.node << ")";
       errs() << " " << describe(cause.status) << stoppingWhat(local) << "\n";
+      // A stopped rank (SIGSTOP, a debugger, a frozen cgroup) fails nobody
+      // itself: its peers time out waiting for it, and one of them is named
+      // above. Name the stopped one as the likely cause.
+      for (auto &w : workers)
+        if (w.running && isStopped(w.pid))
+          errs() << "rlhf-run: note: rank " << w.rank
+                 << " is stopped (SIGSTOP or a debugger), so its peers timed "
+                    "out waiting for it; it is the likely cause\n";
       beginStop();
     }
     if (stopping && Clock::now() >= killAt)
