@@ -183,6 +183,14 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
                     "): the run had diverged when it was saved; resume "
                     "from an earlier step-N (write N to checkpoints/latest)");
     std::ifstream optFile(dir + "/optimizer.safetensors");
+    // Adam's moments restarting from zero would silently change the run.
+    if (!optFile && st.adamSteps > 0)
+      throw Error("checkpoint '" + dir +
+                  "' has no optimizer.safetensors, "
+                  "though Adam had taken " +
+                  std::to_string(st.adamSteps) +
+                  " steps; resume from an earlier step-N (write N to "
+                  "checkpoints/latest)");
     if (optFile) {
       hasOpt = true;
       for (auto &[n, t] : loadSafetensors(dir + "/optimizer.safetensors")) {

@@ -153,7 +153,9 @@ void loadAhead(rlhf_prog *p, ModelState &m) {
                   " generator ranks of '" + m.name +
                   "' kept their samples for iteration " +
                   std::to_string(s + 1) + " in '" + dir.string() +
-                  "'; resume with the program and worker count that wrote it");
+                  "' (each keeps its own, " + m.name +
+                  ".ahead/rank-R.safetensors: is one missing?); resume with "
+                  "the program and worker count that wrote it");
     GeneratedBatch b;
     b.rows = p->datasets[size_t(m.gen.dataset)].batch * m.gen.spec.n;
     if (g.member) {

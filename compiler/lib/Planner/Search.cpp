@@ -488,7 +488,17 @@ mlir::FailureOr<Planned> plan::planAlgorithm(mlir::rlhf::AlgorithmOp alg,
   if (mlir::failed(q))
     return mlir::failure();
   out.problem = std::move(*q);
-  out.assignment = solve(out.problem, m, o, stats);
+  // The second round reports as the first, its stages marked.
+  SearchOptions so = o;
+  if (o.progress) {
+    o.progress("nothing fits as it is: searching again with offloading and "
+               "recomputation",
+               1.0, std::numeric_limits<double>::infinity());
+    so.progress = [&o](llvm::StringRef stage, double done, double best) {
+      o.progress(("with memory savers: " + stage).str(), done, best);
+    };
+  }
+  out.assignment = solve(out.problem, m, so, stats);
   return out;
 }
 

@@ -55,7 +55,24 @@ cl::OptionCategory rlhfcCat("rlhfc options");
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<input .rlhf file, or - for stdin>"),
                                cl::init("-"), cl::cat(rlhfcCat));
-cl::opt<Emit>
+/// An enum option whose bad value is answered with the valid ones (LLVM's
+/// own parser says only "Cannot find option named 'x'!").
+template <typename T> struct ListingParser : cl::parser<T> {
+  using cl::parser<T>::parser;
+  bool parse(cl::Option &o, StringRef name, StringRef arg, T &value) {
+    std::string valid;
+    for (unsigned i = 0, e = this->getNumOptions(); i != e; ++i) {
+      if (this->getOption(i) == arg) {
+        value = this->Values[i].V.getValue();
+        return false;
+      }
+      valid += (valid.empty() ? "" : ", ") + this->getOption(i).str();
+    }
+    return o.error("'" + arg + "' is not one of " + valid);
+  }
+};
+
+cl::opt<Emit, false, ListingParser<Emit>>
     emit("emit",
          cl::desc("What to produce (default: check the program only; with "
                   "-o alone, an executable)"),
