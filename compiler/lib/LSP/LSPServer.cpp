@@ -29,11 +29,12 @@ static bool fromJSON(const llvm::json::Value &value,
 /// The params of kInvalidRequestMethod.
 struct InvalidRequestParams {
   std::string reason;
+  int code = -32600;
 };
 static bool fromJSON(const llvm::json::Value &value,
                      InvalidRequestParams &result, llvm::json::Path path) {
   llvm::json::ObjectMapper o(value, path);
-  return o && o.map("reason", result.reason);
+  return o && o.map("reason", result.reason) && o.map("code", result.code);
 }
 } // namespace rlhfc::lsp
 
@@ -65,8 +66,8 @@ struct LSPServer {
   /// A malformed request the message filter rewrote (MessageFilter.h).
   void onInvalidRequest(const InvalidRequestParams &params,
                         mlsp::Callback<std::nullptr_t> reply) {
-    reply(llvm::make_error<mlsp::LSPError>("invalid request: " + params.reason,
-                                           mlsp::ErrorCode::InvalidRequest));
+    reply(llvm::make_error<mlsp::LSPError>(params.reason,
+                                           mlsp::ErrorCode(params.code)));
   }
 
   /// Plans the document and publishes the planner's errors, if it has new

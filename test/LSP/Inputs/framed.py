@@ -6,23 +6,35 @@ import json
 import subprocess
 import sys
 
+INIT = {"processId": 1, "rootPath": "rlhf", "capabilities": {}}
 MESSAGES = [
-    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-     "params": {"processId": 1, "rootPath": "rlhf", "capabilities": {}}},
+    # Before initialize: a request is refused, a notification dropped.
+    {"jsonrpc": "2.0", "id": 1, "method": "textDocument/hover",
+     "params": {"textDocument": {"uri": "file:///a.rlhf"},
+                "position": {"line": 0, "character": 0}}},
+    {"jsonrpc": "2.0", "method": "textDocument/didOpen",
+     "params": {"textDocument": {"uri": "file:///a.rlhf", "languageId": "rlhf",
+                                 "version": 1, "text": "arch a : nope { }\n"}}},
+    {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT},
+    {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": INIT},
     [1, 2, 3],                                            # not an object
     "str",
     {"jsonrpc": "2.0"},                                   # neither id nor method
     {"id": 5, "method": "textDocument/hover", "params": {}},  # no "jsonrpc"
     {"jsonrpc": "1.0", "id": 6, "method": "shutdown"},    # wrong version
     {"jsonrpc": "2.0", "id": 7, "method": "shutdown"},
+    # After shutdown only exit.
+    {"jsonrpc": "2.0", "id": 8, "method": "textDocument/documentSymbol",
+     "params": {"textDocument": {"uri": "file:///a.rlhf"}}},
     {"jsonrpc": "2.0", "method": "exit"},
 ]
 
 body = b"".join(
     b"Content-Length: %d\r\n\r\n%s" % (len(m), m)
     for m in (json.dumps(x).encode() for x in MESSAGES))
-out = subprocess.run(sys.argv[1:], input=body, capture_output=True,
-                     timeout=60).stdout
+done = subprocess.run(sys.argv[1:], input=body, capture_output=True,
+                      timeout=60)
+out = done.stdout
 while out:
     head, _, rest = out.partition(b"\r\n\r\n")
     n = int(head.split(b":")[1])
@@ -31,3 +43,6 @@ while out:
     if "id" in reply:
         err = reply.get("error", {})
         print("reply", reply["id"], err.get("code", "ok"), err.get("message", ""))
+    else:
+        print("notification", reply.get("method"))
+print("exit", done.returncode)

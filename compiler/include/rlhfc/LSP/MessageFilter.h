@@ -21,14 +21,22 @@
 
 namespace rlhfc::lsp {
 
-/// The method a malformed request with an id is rewritten to call.
+/// The method a malformed request with an id is rewritten to call; its
+/// params carry the reason and the error code.
 inline constexpr llvm::StringLiteral kInvalidRequestMethod =
     "$/rlhf/invalidRequest";
+
+/// Where the session is (LSP 3.17's lifecycle): before `initialize` a
+/// request is answered ServerNotInitialized (-32002) and a notification
+/// dropped; after `shutdown` every message but `exit` is refused.
+struct Lifecycle {
+  bool initialized = false, shutDown = false;
+};
 
 /// The body to pass on for `body` (a message's JSON text): itself, a
 /// rewritten request, or nothing to drop it (with `why` set).
 std::optional<std::string> filterMessage(const std::string &body,
-                                         std::string &why);
+                                         std::string &why, Lifecycle &life);
 
 /// Reads Content-Length framed messages from `in` until EOF, and writes the
 /// filtered ones, framed again, to `outFd`, which it closes at the end.
