@@ -99,11 +99,21 @@ std::vector<Assignment> partitionStarts(const Problem &p) {
   std::vector<int64_t> cuts;
   // Between blocks of nodes, where meshes of whole blocks meet.
   const int64_t block = detail::blockNodes(p);
-  if (p.nodes > 1)
+  if (p.nodes > 1) {
     for (int64_t n = block; n < p.nodes; n += block)
       cuts.push_back(n * p.hw.gpusPerNode);
-  else
+  } else {
     cuts.push_back(p.gpus / 2);
+    // A node of 12 halves into 6s, where few strategies divide the heads;
+    // its power-of-two parts (8 + 4, 4 + 8) are where fast meshes are.
+    int64_t pow2 = 1;
+    while (pow2 * 2 < p.gpus)
+      pow2 *= 2;
+    if (pow2 * 2 != p.gpus && pow2 != p.gpus / 2) {
+      cuts.push_back(pow2);
+      cuts.push_back(p.gpus - pow2);
+    }
+  }
   size_t combos = 1;
   for (size_t u = 0; u < units; ++u)
     combos *= 3;
