@@ -2,6 +2,7 @@
 
 #include "rlhf/runtime/HfCheckpoint.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/SafeTensors.h"
 
 #include <nlohmann/json.hpp>
@@ -125,7 +126,7 @@ void rlhf::saveHfCheckpoint(const std::string &dirName, const HfArch &arch,
                             bool bf16, const std::string &tokenizerDir) {
   fs::path dir(dirName);
   fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << writeHfConfig(arch, bf16);
+  writeTextFile((dir / "config.json").string(), writeHfConfig(arch, bf16));
   // Shards in parameter order, each up to maxShardBytes.
   const int64_t elemBytes = bf16 ? 2 : 4;
   std::vector<ParamMap> shards(1);
@@ -158,7 +159,8 @@ void rlhf::saveHfCheckpoint(const std::string &dirName, const HfArch &arch,
       }
     }
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-    std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+    writeTextFile((dir / "model.safetensors.index.json").string(),
+                  index.dump(2));
   }
   if (!tokenizerDir.empty())
     for (const char *f : {"tokenizer.json", "tokenizer_config.json",

@@ -430,7 +430,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       // character vocabulary comes from the datasets (--data).
       if (std::ifstream in(dir / "tokenizer.json"); in) {
         auto saved = nlohmann::json::parse(in, nullptr, false);
-        auto now = tokenizerIdentity(*p->tokenizer);
+        const nlohmann::json &now = tokenizerIdentity(p);
         if (!saved.is_discarded() && saved != now)
           throw Error(
               "--resume: the run's token ids differ from the checkpoint's "

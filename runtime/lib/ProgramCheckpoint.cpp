@@ -84,7 +84,7 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
     saveAhead(p, dir, step);
     if (p->rank == 0)
       writeTextFile((dir / "tokenizer.json").string(),
-                    tokenizerIdentity(*p->tokenizer).dump(2) + "\n");
+                    tokenizerIdentity(p).dump(2) + "\n");
     p->world->barrier();
     if (p->rank == 0) {
       // The marker moves only after every model is on disk, and only once
@@ -157,7 +157,10 @@ void rlhf::exec::exportHf(rlhf_prog *p) {
   p->world->barrier();
 }
 
-nlohmann::json rlhf::exec::tokenizerIdentity(const TextTokenizer &t) {
+const nlohmann::json &rlhf::exec::tokenizerIdentity(rlhf_prog *p) {
+  if (!p->tokenizerId.is_null())
+    return p->tokenizerId;
+  const TextTokenizer &t = *p->tokenizer;
   // FNV-1a over every token's text: stable across builds, unlike std::hash.
   std::vector<int64_t> all;
   for (int64_t id = 0; id < t.vocabSize(); ++id)
@@ -168,7 +171,8 @@ nlohmann::json rlhf::exec::tokenizerIdentity(const TextTokenizer &t) {
     h = (h ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-  return {{"vocab_size", t.vocabSize()}, {"fingerprint", hex}};
+  p->tokenizerId = {{"vocab_size", t.vocabSize()}, {"fingerprint", hex}};
+  return p->tokenizerId;
 }
 
 int64_t rlhf::exec::latestCheckpoint(const rlhf_prog *p) {

@@ -285,6 +285,7 @@ struct rlhf_prog {
   std::vector<DatasetState> datasets;
   std::string tokenizerPath; ///< a sentencepiece model, or "" for characters
   std::unique_ptr<TextTokenizer> tokenizer;
+  nlohmann::json tokenizerId; ///< tokenizerIdentity's, once asked for
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ParallelGroups>
       groups;
   /// USP's Ulysses and ring sub-groups of an sp layout's sp groups, by
@@ -481,10 +482,11 @@ int64_t latestCheckpoint(const rlhf_prog *p);
 /// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the
 /// files of the tokenizer the run used (else of its checkpoint directory).
 void exportHf(rlhf_prog *p);
-/// What identifies a tokenizer's ids: the vocabulary size and a hash of
-/// every token's text. A checkpoint keeps it, so a resume whose datasets
-/// (the character vocabulary) or tokenizer differ is refused.
-nlohmann::json tokenizerIdentity(const TextTokenizer &t);
+/// What identifies the run tokenizer's ids: the vocabulary size and a hash
+/// of every token's text, computed once. A checkpoint keeps it, so a resume
+/// whose datasets (the character vocabulary) or tokenizer differ is
+/// refused.
+const nlohmann::json &tokenizerIdentity(rlhf_prog *p);
 
 /// Writes the samples that asynchronous generators made ahead of `step`
 /// into checkpoint folder `dir`, and reads them back on resume.
