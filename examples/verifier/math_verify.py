@@ -4,11 +4,12 @@
 script_reward runs this command as a pool of long-lived workers. Each worker
 reads one JSON request per line on stdin, for example
 
-  {"row": 5, "step": 0, "prompt": "3+4=", "response": "7", "answer": "7",
+  {"row": 5, "step": 1, "prompt": "3+4=", "response": "7", "answer": "7",
    "fields": {"prompt": "3+4=", "answer": "7"}}
 
-and writes one reply per line on stdout: {"score": 1.0}. Anything else goes
-to stderr. It exits at the end of its input.
+and writes one reply per line on stdout, echoing the row: {"row": 5,
+"score": 1.0} (the echo lets the runtime catch a line out of turn). Anything
+else goes to stderr. It exits at the end of its input.
 
 The score is 1 when the response's final answer equals the reference's, as
 numbers where both are numbers (so "7.0", "7" and "\\frac{14}{2}" agree),
@@ -84,7 +85,7 @@ def main():
         if log:
             log.write(json.dumps({"request": req, "score": s}) + "\n")
             log.flush()
-        sys.stdout.write(json.dumps({"score": s}) + "\n")
+        sys.stdout.write(json.dumps({"row": req["row"], "score": s}) + "\n")
         sys.stdout.flush()
 
 

@@ -160,8 +160,10 @@ bool drain(ExternalRewardPool::Worker &w) {
   }
 }
 
-/// The score in one reply line, or why the line is not a reply.
-std::optional<double> parseReply(const std::string &line, std::string &why) {
+/// The score in one reply line to the request of row `row`, or why the line
+/// is not that reply.
+std::optional<double> parseReply(const std::string &line, int64_t row,
+                                 std::string &why) {
   auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;
   if (j.is_discarded() || !j.is_object()) {
@@ -177,6 +179,15 @@ std::optional<double> parseReply(const std::string &line, std::string &why) {
   auto it = j.find("score");
   if (it == j.end() || !it->is_number()) {
     why = "replied '" + shown + "', which has no number \"score\"";
+    return std::nullopt;
+  }
+  // An echoed row tells a late line of an earlier request from this reply.
+  if (auto r = j.find("row");
+      r != j.end() && !(r->is_number_integer() && r->get<int64_t>() == row)) {
+    why = "replied '" + shown + "' to the request of row " +
+          std::to_string(row) +
+          " (a line left over from another request? a reply's \"row\", "
+          "when it has one, must echo the request's)";
     return std::nullopt;
   }
   double s = it->get<double>();
@@ -363,10 +374,12 @@ void ExternalRewardPool::fail(Worker &w, const std::string &reason,
   }
   char score[32];
   std::snprintf(score, sizeof score, "%g", *opts.fallback);
-  std::string msg = "warning: " + what + "; " +
-                    (w.row >= 0 ? "scored it " + std::string(score) + " and "
-                                : std::string()) +
-                    "restarted the worker";
+  std::string msg =
+      "warning: " + (opts.where.empty() ? "" : opts.where + ": ") + what +
+      "; " +
+      (w.row >= 0 ? "scored it " + std::string(score) + " and "
+                  : std::string()) +
+      "restarted the worker";
   if (w.row >= 0)
     out[size_t(w.row)] = *opts.fallback;
   if (opts.warn) {
@@ -422,7 +435,7 @@ ExternalRewardPool::score(const std::vector<std::string> &requests) {
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue;
       std::string why;
-      std::optional<double> s = parseReply(line, why);
+      std::optional<double> s = parseReply(line, w.row, why);
       if (s && w.buf.find_first_not_of(" \t\r\n") != std::string::npos) {
         why = "wrote more than one line for one request";
         s.reset();

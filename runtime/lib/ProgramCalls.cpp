@@ -278,8 +278,12 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
 rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
                          rlhf_value *const *ins, const char *settings,
                          const char *label) {
-  return guarded(p, label, [&] {
+  std::string what = label;
+  return guarded(p, what, [&] {
     Settings s(settings);
+    // The call's place in the .rlhf file, for its errors.
+    if (s.hasText("at"))
+      what += " (" + s.text("at") + ")";
     return timed(p, label, {"host", {}}, [&] {
       std::vector<rlhf_value *> x;
       for (int64_t i = 0; i < nin; ++i)

@@ -34,6 +34,8 @@ ExternalRewardPool &poolFor(rlhf_prog *p, const Settings &s) {
   o.timeout = s.get("timeout", 30);
   if (s.has("default"))
     o.fallback = s.get("default", 0);
+  if (s.hasText("at"))
+    o.where = "script_reward (" + s.text("at") + ")";
   // 0: still scoring; scriptReward sends the 1 that precedes the scores.
   o.heartbeat = [p] {
     at::Tensor more = at::zeros({1}, at::kLong);
@@ -41,10 +43,10 @@ ExternalRewardPool &poolFor(rlhf_prog *p, const Settings &s) {
   };
   // Often enough that the other ranks' wait never reaches the timeout.
   o.heartbeatInterval = std::min(o.heartbeatInterval, p->commTimeoutS / 3);
-  std::string key = o.command + '\n' + o.directory + '\n' +
-                    std::to_string(o.workers) + '\n' +
-                    std::to_string(o.timeout) + '\n' +
-                    (o.fallback ? std::to_string(*o.fallback) : "none");
+  std::string key =
+      o.command + '\n' + o.directory + '\n' + std::to_string(o.workers) + '\n' +
+      std::to_string(o.timeout) + '\n' +
+      (o.fallback ? std::to_string(*o.fallback) : "none") + '\n' + o.where;
   std::unique_ptr<ExternalRewardPool> &pool = p->rewardPools[key];
   if (!pool)
     pool = std::make_unique<ExternalRewardPool>(std::move(o));

@@ -353,14 +353,16 @@ namespace rlhf::exec {
   std::_Exit(1);
 }
 
-/// Runs an entry point; a failure ends this rank (and so the job).
-template <typename F> auto guarded(rlhf_prog *p, const char *what, F &&f) {
+/// Runs an entry point; a failure ends this rank (and so the job), its
+/// message led by `what` as it reads then (`f` may add where the call is).
+template <typename F>
+auto guarded(rlhf_prog *p, const std::string &what, F &&f) {
   try {
     return f();
   } catch (const c10::Error &e) { // without LibTorch's C++ backtrace
-    die(p, std::string(what) + ": " + e.what_without_backtrace());
+    die(p, what + ": " + e.what_without_backtrace());
   } catch (const std::exception &e) {
-    die(p, std::string(what) + ": " + e.what());
+    die(p, what + ": " + e.what());
   }
 }
 

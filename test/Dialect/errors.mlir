@@ -361,7 +361,7 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
 
 // -----
 
-// a transfer moves between different meshes
+// a transfer moves between different layouts
 rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
 rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
@@ -371,8 +371,20 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{moves a tensor to the mesh it is already on}}
-  %q = rlhf.transfer %p from <0, 8> to <0, 8> : tensor<16x8xi32, #rlhf.kind<tokens>>
+  // expected-error @+1 {{moves a tensor to the layout it is already in}}
+  %q = rlhf.transfer %p from <0, 8> dp 2 to <0, 8> dp 2 : tensor<16x8xi32, #rlhf.kind<tokens>>
+}
+
+// -----
+
+// a transfer's dp divides its mesh
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{dp 3 does not divide the 8 GPUs of its mesh}}
+  %q = rlhf.transfer %p from <0, 8> dp 3 to <8, 8> dp 1 : tensor<16x8xi32, #rlhf.kind<tokens>>
 }
 
 // -----

@@ -64,9 +64,9 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   rlhf.ema @ref from @actor decay 0.995
   // CHECK: rlhf.realloc @actor on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> to @actor on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> cost <time = 2.500000e-01, memory = 0.000000e+00>
   rlhf.realloc @actor on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> to @actor on <0, 16> as <dp = 2, tp = 8, pp = 1, mbs = 1> cost <time = 0.25, memory = 0.0>
-  // CHECK: rlhf.transfer %{{.*}} from <0, 8> to <8, 8> : tensor<16x8xf32, #rlhf.kind<values>>
+  // CHECK: rlhf.transfer %{{.*}} from <0, 8> dp 1 to <8, 8> dp 8 : tensor<16x8xf32, #rlhf.kind<values>>
   %vals = rlhf.field %v["values"] : !rlhf.record<seq: tensor<16x8xi32, #rlhf.kind<tokens>>, values: tensor<16x8xf32, #rlhf.kind<values>>, score: tensor<16xf32, #rlhf.kind<score>>>
-  %moved = rlhf.transfer %vals from <0, 8> to <8, 8> : tensor<16x8xf32, #rlhf.kind<values>>
+  %moved = rlhf.transfer %vals from <0, 8> dp 1 to <8, 8> dp 8 : tensor<16x8xf32, #rlhf.kind<values>>
 }
 
 // Staleness: the algorithm's bound, a generate's lag and the versioned

@@ -1,7 +1,8 @@
 // RUN: rlhf-opt %s --rlhf-insert-transfer | FileCheck %s
-// A call reading a tensor produced on another mesh gets an rlhf.transfer;
-// calls on the producer's mesh read it in place, and one transfer per
-// (value, destination mesh) is shared.
+// A call reading a tensor produced on another mesh, or on the same mesh
+// with another dp degree, gets an rlhf.transfer; calls in the producer's
+// rows layout read it in place, and one transfer per (value, destination
+// mesh, dp) is shared.
 rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
 rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
@@ -14,10 +15,11 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %g = rlhf.generate @actor(%p) max_new_tokens 128 n 1 temperature 1.0 top_p 1.0 on <0, 8> as <dp = 1, tp = 8, pp = 1, mbs = 1> : tensor<64x128xi32, #rlhf.kind<tokens>> -> !rlhf.record<prompt: tensor<64x128xi32, #rlhf.kind<tokens>>, seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>, mask: tensor<64x256xi8, #rlhf.kind<mask>>>
   // CHECK: %[[S:.*]] = rlhf.field %[[G]]["seq"]
   %s = rlhf.field %g["seq"] : !rlhf.record<prompt: tensor<64x128xi32, #rlhf.kind<tokens>>, seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>, mask: tensor<64x256xi8, #rlhf.kind<mask>>>
-  // CHECK-NEXT: %[[M:.*]] = rlhf.transfer %[[S]] from <0, 8> to <8, 8> cost <time = {{.*}}, memory = 6.553600e+04> : tensor<64x256xi32, #rlhf.kind<tokens>>
+  // CHECK-NEXT: %[[M:.*]] = rlhf.transfer %[[S]] from <0, 8> dp 1 to <8, 8> dp 8 cost <time = {{.*}}, memory = 6.553600e+04> : tensor<64x256xi32, #rlhf.kind<tokens>>
   // CHECK-NEXT: rlhf.inference @ref(%[[M]])
   %r = rlhf.inference @ref(%s) on <8, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>>
-  // CHECK-NEXT: rlhf.inference @actor(%[[S]])
+  // CHECK-NEXT: %[[L:.*]] = rlhf.transfer %[[S]] from <0, 8> dp 1 to <0, 8> dp 8 cost
+  // CHECK-NEXT: rlhf.inference @actor(%[[L]])
   %l = rlhf.inference @actor(%s) on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> : tensor<64x256xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<64x256xi32, #rlhf.kind<tokens>>, logprobs: tensor<64x256xf32, #rlhf.kind<logprobs>>>
   // CHECK-NEXT: rlhf.train_step @actor fn "sft_loss"(%[[M]])
   %t = rlhf.train_step @actor fn "sft_loss"(%s) minibatches 1 epochs 1 settings {} on <8, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> body {

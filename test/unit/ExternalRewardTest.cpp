@@ -54,7 +54,16 @@ while True:
     if act == "pid":
         print(json.dumps({"score": os.getpid()}), flush=True)
         continue
-    print(json.dumps({"score": req["x"] * 2}), flush=True)
+    if act == "late":
+        # Its reply, then a second line once the next request is out.
+        print(json.dumps({"row": req["row"], "score": 1}), flush=True)
+        time.sleep(0.5)
+        print(json.dumps({"row": req["row"], "score": 5}), flush=True)
+        continue
+    reply = {"score": req["x"] * 2}
+    if "row" in req:
+        reply["row"] = req["row"]
+    print(json.dumps(reply), flush=True)
 )";
 
 // Ignores SIGTERM and the end of its input; records its pid.
@@ -291,6 +300,23 @@ TEST_F(ExternalReward, MalformedRepliesAreErrors) {
     EXPECT_NE(err.find(why), std::string::npos) << err;
     EXPECT_NE(err.find("on row 0"), std::string::npos) << err;
   }
+}
+
+TEST_F(ExternalReward, AnEchoedRowTellsAStrayLineFromTheNextReply) {
+  ExternalRewardOptions o = options("python3 worker.py", 1);
+  ExternalRewardPool pool(o);
+  // Replies that echo their row are scores like any other.
+  std::vector<double> s =
+      pool.score({"{\"x\": 1, \"row\": 0}", "{\"x\": 2, \"row\": 1}"});
+  EXPECT_EQ(s, (std::vector<double>{2, 4}));
+  // Row 0's late second line reaches the worker's pipe after row 1's
+  // request: without the echo it would be row 1's score.
+  std::string err = scoreError(
+      pool, {"{\"act\": \"late\", \"row\": 0}", "{\"x\": 7, \"row\": 1}"});
+  EXPECT_NE(err.find("replied '{\"row\": 0, \"score\": 5}' to the request "
+                     "of row 1 (a line left over from another request?"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(ExternalReward, WorkerEndingBetweenRequests) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 using namespace rlhfc::cost;
 
@@ -188,7 +189,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   // USP: Ulysses all-to-alls inside a node, ring steps between the Ulysses
   // groups. Ring neighbours sit ulysses * tp * pp GPUs apart; a ring that
   // leaves its node runs at its slowest hop, one GPU's NIC.
-  const mlir::rlhf::SpSplit split = mlir::rlhf::splitSp(sp, tp, m.heads, gpn);
+  const mlir::rlhf::SpSplit split =
+      mlir::rlhf::splitSp(sp, tp, m.heads, gpn, s.firstGpu);
   const Link ulyssesLink = groupLink(
       hw, split.ulysses,
       membersPerNode(s.firstGpu, split.ulysses, tp * pp, gpn));
@@ -230,6 +232,11 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   };
 
   const double kvDim = m.kvHeads * (h / m.heads), ffn = double(m.ffn);
+  // The kv width a tp rank's Ulysses group moves: ulyssesToHeads repeats
+  // the kv heads up to a multiple of the Ulysses degree.
+  const double kvUlysses =
+      double(std::lcm(std::max<int64_t>(1, m.kvHeads / tp), split.ulysses)) *
+      (h / m.heads);
   // Utilization of a layer's GEMMs on `rows` rows (tokens of a micro-batch,
   // or sequences of a decode step) per rank: q/k/v and gate/up are split by
   // output columns over tp, o and down by depth; weighted by their FLOPs.
@@ -298,16 +305,15 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
                         : 0.0;
     const double recomputed = passes > 3 ? 1 : 0;
     if (split.ulysses > 1) {
-      double a2aBytes = local * (2 * h + 2 * kvDim) / tp * kBf16;
+      double a2aBytes = local * (2 * h / tp + 2 * kvUlysses) * kBf16;
       double a2aPasses = passes > 1 ? passes - 1 : 1; // backward: once less
       tpc += a2aPasses * stageLayers *
              allToAll(a2aBytes, split.ulysses, ulyssesLink);
     }
     if (split.ring > 1) {
       // A block: the K and V of the ring group's T_mb/ring tokens, for the
-      // kv heads of one Ulysses rank (repeated when fewer than tp*ulysses).
-      double kvRank =
-          std::max(1.0, double(m.kvHeads) / (tp * split.ulysses)) * (h / m.heads);
+      // kv heads of one Ulysses rank.
+      double kvRank = kvUlysses / split.ulysses;
       double block = local * split.ulysses * 2 * kvRank * kBf16;
       double step = attentionTime(attnLayer, hw) / split.ring;
       double fwd = ringExposed(block, step, split.ring, ringLink);
@@ -580,7 +586,7 @@ MoveEstimate rlhfc::cost::estimateReallocFast(const Arch &a, const Hardware &hw,
   for (double v : sendLoad)
     worstSend = std::max(worstSend, v / f.tp);
   double worst = std::max(worstRecv, worstSend);
-  if (m.intraNodeBytes + m.interNodeBytes > 0)
+  if (m.movedBytes() > 0)
     worst += m.interNodeBytes > 0 ? net.latency : nv.latency;
   m.time = worst;
   return m;

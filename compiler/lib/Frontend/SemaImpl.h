@@ -366,8 +366,7 @@ private:
 
   /// The sp of a placement fits the call (SemaPlace.cpp).
   mlir::LogicalResult checkSequenceParallel(const Annotation &an, const Node &n,
-                                            const Placement &pl,
-                                            int64_t gpusPerNode);
+                                            const Placement &pl);
   void checkAnnotation(const Annotation &an, Node &n,
                        llvm::StringMap<Local> &env);
 

@@ -13,14 +13,15 @@ using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
 /// Sequence parallelism splits every sequence over sp ranks: a generate call
-/// has one token per sequence to split at each decode step, and the tokens
-/// must divide. In attention, USP's Ulysses ranks (inside a node) split each
-/// rank's heads and the rest of sp is a ring (mlir::rlhf::splitSp), so only
-/// the Ulysses degree must split the heads.
+/// has one token per sequence to split at each decode step, there are no
+/// pipeline stages, and the tokens must divide. In attention, USP's Ulysses
+/// ranks (inside a node) split each rank's heads and the rest of sp is a
+/// ring (mlir::rlhf::splitSp picks a Ulysses degree that splits the query
+/// heads); kv heads repeat up to a multiple of it (ulyssesToHeads), so any
+/// kv head count works.
 mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
                                                 const Node &n,
-                                                const Placement &pl,
-                                                int64_t gpusPerNode) {
+                                                const Placement &pl) {
   if (n.kind == Node::Kind::Generate) {
     error(an.loc, formatv("generation runs with sp = 1: each decode step has "
                           "one new token per sequence to split; drop "
@@ -28,17 +29,13 @@ mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
                           pl.sp));
     return mlir::failure();
   }
-  const sema::Arch &arch = n.model->arch;
-  const int64_t kvPerRank = arch.kvHeads / pl.tp;
-  const int64_t u =
-      mlir::rlhf::splitSp(pl.sp, pl.tp, arch.heads, gpusPerNode).ulysses;
-  if (kvPerRank % u && u % kvPerRank) {
-    error(an.loc,
-          formatv("the {0} Ulysses ranks of sp = {1} (the ones inside a node) "
-                  "split the {2} kv heads per tensor-parallel rank of '{3}' "
-                  "neither evenly nor by repeating them; choose an sp or tp "
-                  "whose Ulysses degree divides or is a multiple of {2}",
-                  u, pl.sp, kvPerRank, n.model->name));
+  // The runtime's model splits a sequence over sp ranks as one pipeline
+  // stage: its weights would be a stage's shard and its rows the whole.
+  if (pl.pp > 1) {
+    error(an.loc, formatv("sequence parallelism runs without pipeline "
+                          "stages; drop 'pp = {0}' or 'sp = {1}' (tp and dp "
+                          "combine with sp)",
+                          pl.pp, pl.sp));
     return mlir::failure();
   }
   // The longest token sequence the call runs the model on: its own input,
@@ -88,7 +85,17 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
   pl.loc = an.loc;
   bool haveMesh = false;
   const sema::Cluster *c = current->cluster;
+  llvm::StringMap<const Arg *> seen;
   for (const Arg &a : an.args) {
+    if (!a.name.empty()) {
+      auto [it, fresh] = seen.try_emplace(a.name, &a);
+      if (!fresh) {
+        error(a.loc, "'" + a.name + "' is given twice")
+            .attachNote(it->second->loc)
+            .append("first given here");
+        return;
+      }
+    }
     if (a.name == "mesh") {
       haveMesh = true;
       const Expr *base = a.value.get();
@@ -214,8 +221,7 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                     .str());
     return;
   }
-  if (pl.sp > 1 && mlir::failed(checkSequenceParallel(
-                       an, n, pl, c ? c->gpusPerNode : pl.numGpus)))
+  if (pl.sp > 1 && mlir::failed(checkSequenceParallel(an, n, pl)))
     return;
   if (pl.pp > arch.layers) {
     error(an.loc, formatv("pp = {0} exceeds the {1} layers of '{2}'", pl.pp,

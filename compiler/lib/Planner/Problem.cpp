@@ -83,8 +83,9 @@ double Problem::leastArea(size_t call) const {
   return smallestArea[call];
 }
 
-double Problem::reallocTime(int model, const cost::Strategy &f,
-                            const cost::Strategy &t) const {
+const cost::MoveEstimate &Problem::reallocMove(int model,
+                                               const cost::Strategy &f,
+                                               const cost::Strategy &t) const {
   // The estimate sees GPUs only relative to the two meshes and to node
   // boundaries: shifted by whole nodes, or moved apart while they share no
   // node, two layouts reallocate alike.
@@ -112,9 +113,9 @@ double Problem::reallocTime(int model, const cost::Strategy &f,
   cost::Strategy fn = f, tn = t;
   fn.firstGpu = fFirst;
   tn.firstGpu = tFirst;
-  double v = cost::estimateReallocFast(models[model].arch, hw, fn, tn).time;
-  reallocCache.emplace(key, v);
-  return v;
+  return reallocCache
+      .emplace(key, cost::estimateReallocFast(models[model].arch, hw, fn, tn))
+      .first->second;
 }
 
 Problem
@@ -201,13 +202,14 @@ namespace {
 constexpr int64_t kMinSpTokens = 8192;
 std::vector<int64_t> spChoices(const cost::CallShape &c,
                                const ::rlhf::ModelShape &ms, int64_t tp,
-                               int64_t gpusLeft, int64_t gpusPerNode) {
+                               int64_t gpusLeft, int64_t gpusPerNode,
+                               int64_t firstGpu) {
   std::vector<int64_t> out = {1};
   if (c.kind == cost::CallKind::Generate || c.seqLen < kMinSpTokens)
     return out;
   for (int64_t sp = 2; sp <= gpusLeft; sp *= 2) {
     mlir::rlhf::SpSplit split =
-        mlir::rlhf::splitSp(sp, tp, ms.heads, gpusPerNode);
+        mlir::rlhf::splitSp(sp, tp, ms.heads, gpusPerNode, firstGpu);
     if (gpusLeft % sp == 0 && c.seqLen % (sp * (split.ring > 1 ? 2 : 1)) == 0)
       out.push_back(sp);
   }
@@ -248,7 +250,7 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
           continue;
         const bool gen = c.shape.kind == cost::CallKind::Generate;
         for (int64_t sp :
-             spChoices(c.shape, ms, tp, size / tp, p.hw.gpusPerNode))
+             spChoices(c.shape, ms, tp, size / tp, p.hw.gpusPerNode, first))
           for (int64_t pp = 1; pp <= size / tp / sp && pp <= ms.layers; ++pp) {
             if ((size / tp / sp) % pp || (sp > 1 && pp > 1))
               continue;
@@ -259,9 +261,12 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
             // stages one after another): one micro-batch, as priced.
             // A pipeline wants at least pp micro-batches: the smallest counts
             // of at least pp, 2pp and 4pp that split the rows evenly.
+            // Long sequences may fit only one to a micro-batch.
             std::vector<int64_t> mbsChoices;
             if (gen)
               mbsChoices = {1};
+            else if (pp == 1 && c.shape.seqLen >= kMinSpTokens && rows / dp > 4)
+              mbsChoices = {1, 4, rows / dp};
             else if (pp == 1)
               mbsChoices = {1, 4};
             else

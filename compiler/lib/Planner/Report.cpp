@@ -1,6 +1,7 @@
 //===- Report.cpp - plans people can read ---------------------------------===//
 
 #include "rlhfc/Planner/Report.h"
+#include "rlhfc/Support/SourcePaths.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -12,13 +13,6 @@ using llvm::json::Object;
 namespace r = mlir::rlhf;
 
 namespace {
-
-std::string where(mlir::Location loc) {
-  if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
-    return llvm::formatv("{0}:{1}:{2}", f.getFilename().getValue(), f.getLine(),
-                         f.getColumn());
-  return "";
-}
 
 Object meshJson(int64_t first, int64_t size) {
   return Object{{"first_gpu", first}, {"gpus", size}};
@@ -41,7 +35,7 @@ template <typename MoveOp> Object moveJson(MoveOp op) {
                   {"pp", st.getPp()}};
   };
   Object o{{"model", op.getSource().str()},
-           {"location", where(op.getLoc())},
+           {"location", positionOf(op.getLoc())},
            {"from", layout(op.getFromMesh(), op.getFrom())},
            {"to", layout(op.getToMesh(), op.getTo())}};
   if (auto c = op.getCostAttr()) {
@@ -58,7 +52,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
   Array calls, reallocs, transfers, loads, emas;
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
-    Object o{{"name", call.label}, {"location", where(call.op->getLoc())}};
+    Object o{{"name", call.label}, {"location", positionOf(call.op->getLoc())}};
     if (!call.host) {
       const Candidate &k = p.cands[c][0];
       o["model"] = p.models[call.model].name;
@@ -96,7 +90,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
     } else if (auto ld = mlir::dyn_cast<r::OnloadOp>(op)) {
       Object o{
           {"model", ld.getModel().str()},
-          {"location", where(op.getLoc())},
+          {"location", positionOf(op.getLoc())},
           {"mesh", meshJson(ld.getMesh().getFirst(), ld.getMesh().getSize())}};
       if (auto c = ld.getCostAttr()) {
         o["predicted_time_s"] = c.getTime().convertToDouble();
@@ -104,10 +98,13 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       }
       loads.push_back(std::move(o));
     } else if (auto t = mlir::dyn_cast<r::TransferOp>(op)) {
-      Object o{
-          {"location", where(op.getLoc())},
-          {"from", meshJson(t.getFrom().getFirst(), t.getFrom().getSize())},
-          {"to", meshJson(t.getTo().getFirst(), t.getTo().getSize())}};
+      auto rows = [](r::MeshAttr mesh, int64_t dp) {
+        return Object{{"mesh", meshJson(mesh.getFirst(), mesh.getSize())},
+                      {"dp", dp}};
+      };
+      Object o{{"location", positionOf(op.getLoc())},
+               {"from", rows(t.getFrom(), t.getFromDp())},
+               {"to", rows(t.getTo(), t.getToDp())}};
       if (auto c = t.getCostAttr()) {
         o["predicted_time_s"] = c.getTime().convertToDouble();
         o["bytes"] = c.getMemory().convertToDouble();
@@ -119,7 +116,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
     const Average &e = p.averages[i];
     Object o{{"target", p.models[e.target].name},
              {"source", p.models[e.source].name},
-             {"location", where(e.op->getLoc())}};
+             {"location", positionOf(e.op->getLoc())}};
     // Both layouts' GPUs, one event per range, all of one span.
     for (const Event &ev : sim.events)
       if (ev.kind == Event::Average && ev.call == int(i) && ev.iteration == 0) {

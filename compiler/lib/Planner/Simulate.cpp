@@ -49,10 +49,10 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       int m = call.model;
       double paramsReady = modelReady[m];
       if (!k.s.offload && !cost::sameLayout(layout[m]->s, k.s)) {
-        paramsReady =
-            gpus.move(reallocSpan(*layout[m], k), paramsReady,
-                      p.reallocTime(m, layout[m]->s, k.s),
-                      record ? &r.events : nullptr, Event::Realloc, int(c), it);
+        const cost::MoveEstimate &mv = p.reallocMove(m, layout[m]->s, k.s);
+        paramsReady = gpus.move(reallocSpan(*layout[m], k), paramsReady,
+                                mv.time, record ? &r.events : nullptr,
+                                Event::Realloc, int(c), it, mv.movedBytes());
         layout[m] = &k;
       }
       double start = std::max(

@@ -163,10 +163,10 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
       int m = call.model;
       double paramsReady = modelReady[m];
       if (!x.s.offload && !cost::sameLayout(layout[m]->s, x.s)) {
+        const cost::MoveEstimate &mv = p.reallocMove(m, layout[m]->s, x.s);
         paramsReady = gpus.move(reallocSpan(*layout[m], x), paramsReady,
-                                p.reallocTime(m, layout[m]->s, x.s),
-                                record ? &r.events : nullptr, Event::Realloc,
-                                int(c), round);
+                                mv.time, record ? &r.events : nullptr,
+                                Event::Realloc, int(c), round, mv.movedBytes());
         layout[m] = &x;
       }
       double stop = run(c, round,
@@ -176,10 +176,10 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
       if (int g = genOf[m]; g >= 0 && int(c) == trainerLast[m]) {
         // Version round + 1 exists: copy it into the generator's layout.
         const Candidate &gen = cand(size_t(g));
-        double updated =
-            gpus.move(reallocSpan(x, gen), stop, p.reallocTime(m, x.s, gen.s),
-                      record ? &r.events : nullptr, Event::Update, g, round,
-                      gen.mem.weights * double(gen.devices));
+        const cost::MoveEstimate &mv = p.reallocMove(m, x.s, gen.s);
+        double updated = gpus.move(reallocSpan(x, gen), stop, mv.time,
+                                   record ? &r.events : nullptr, Event::Update,
+                                   g, round, mv.movedBytes());
         versionReady[m][round + 1] = updated;
         modelReady[m] = updated;
         end = std::max(end, updated);

@@ -171,12 +171,15 @@ inline double runAverages(const Problem &p, size_t before,
       continue;
     double time = cost::emaUpdateTime(p.models[e.target].arch, p.hw, to->s,
                                       to->mem.weights);
-    if (!cost::sameLayout(from->s, to->s))
-      time += p.reallocTime(e.source, from->s, to->s);
+    double moved = 0;
+    if (!cost::sameLayout(from->s, to->s)) {
+      const cost::MoveEstimate &mv = p.reallocMove(e.source, from->s, to->s);
+      time += mv.time;
+      moved = mv.movedBytes();
+    }
     double ready = std::max(modelReady[e.source], modelReady[e.target]);
-    double end =
-        gpus.move(reallocSpan(*from, *to), ready, time, events, Event::Average,
-                  int(i), iteration, to->mem.weights * double(to->devices));
+    double end = gpus.move(reallocSpan(*from, *to), ready, time, events,
+                           Event::Average, int(i), iteration, moved);
     modelReady[e.source] = modelReady[e.target] = end;
     last = std::max(last, end);
   }

@@ -105,8 +105,7 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
             t->getLoc(), modelOf(*t),
             b.getI64IntegerAttr(cast<r::GenerateOp>(gen).getStaleness()),
             from.mesh, from.strategy, modelOf(*gen), to.mesh, to.strategy,
-            costAttr(module.getContext(), mv.time,
-                     mv.intraNodeBytes + mv.interNodeBytes));
+            costAttr(module.getContext(), mv.time, mv.movedBytes()));
       }
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
         if (!r::isModelCall(&op) || owning.contains(&op))
@@ -143,10 +142,10 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
             arch, hw, cost::strategyFrom(cur.mesh, cur.strategy),
             cost::strategyFrom(l->mesh, l->strategy));
         b.setInsertionPoint(&op);
-        b.create<r::ReallocOp>(op.getLoc(), modelOf(op), cur.mesh, cur.strategy,
-                               modelOf(op), l->mesh, l->strategy,
-                               costAttr(module.getContext(), mv.time,
-                                        mv.intraNodeBytes + mv.interNodeBytes));
+        b.create<r::ReallocOp>(
+            op.getLoc(), modelOf(op), cur.mesh, cur.strategy, modelOf(op),
+            l->mesh, l->strategy,
+            costAttr(module.getContext(), mv.time, mv.movedBytes()));
         cur = *l;
       }
     }

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <map>
+#include <tuple>
 
 namespace rlhfc {
 #define GEN_PASS_DEF_RLHFINSERTTRANSFER
@@ -37,7 +38,8 @@ struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
         continue;
       cost::Hardware hw = cost::hardwareOf(cluster, {});
       OpBuilder b(module.getContext());
-      std::map<std::pair<const void *, const void *>, Value> moved; // (value, mesh) -> copy
+      // (value, mesh, dp) -> its copy there
+      std::map<std::tuple<const void *, const void *, int64_t>, Value> moved;
       for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock())) {
         if (!r::isModelCall(&op))
           continue;
@@ -51,10 +53,12 @@ struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
             continue;
           auto from = prod->getAttrOfType<r::MeshAttr>("mesh");
           auto fromSt = prod->getAttrOfType<r::StrategyAttr>("strategy");
-          if (!from || !fromSt || from == to)
+          // Rows sit with dp groups: a dp change on one mesh moves them too.
+          if (!from || !fromSt ||
+              (from == to && fromSt.getDp() == toSt.getDp()))
             continue;
-          auto key = std::make_pair(use.get().getAsOpaquePointer(),
-                                    to.getAsOpaquePointer());
+          auto key = std::make_tuple(use.get().getAsOpaquePointer(),
+                                     to.getAsOpaquePointer(), toSt.getDp());
           if (auto it = moved.find(key); it != moved.end()) {
             use.set(it->second);
             continue;
@@ -67,8 +71,8 @@ struct InsertTransfer : rlhfc::impl::RLHFInsertTransferBase<InsertTransfer> {
                                      cost::strategyFrom(to, toSt));
           b.setInsertionPoint(&op);
           auto t = b.create<r::TransferOp>(
-              op.getLoc(), use.get().getType(), use.get(), from, to,
-              costAttr(module.getContext(), mv.time, bytes));
+              op.getLoc(), use.get().getType(), use.get(), from, fromSt.getDp(),
+              to, toSt.getDp(), costAttr(module.getContext(), mv.time, bytes));
           moved[key] = t.getResult();
           use.set(t.getResult());
         }

@@ -480,6 +480,10 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
           if (!fileOf(l).empty())
             settings += ",cwd=" + quoted(resolveFrom(l, "."));
         }
+        // Its errors at run time name the call's line.
+        if (std::string at = positionOf(l); !at.empty())
+          settings +=
+              std::string(settings.empty() ? "" : ",") + "at=" + quoted(at);
         handle[c.getResult()] = e.call(
             l, "rlhf_compute", e.ptr,
             {p, e.int64(l, int64_t(c.getKind())), n, arr, e.string(l, settings),

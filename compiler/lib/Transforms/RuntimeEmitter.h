@@ -159,7 +159,9 @@ private:
 /// `heads` attention heads on nodes of `gpusPerNode`.
 inline SmallVector<int64_t> layoutOf(r::MeshAttr mesh, r::StrategyAttr st,
                                      int64_t heads, int64_t gpusPerNode) {
-  int64_t ring = r::splitSp(st.getSp(), st.getTp(), heads, gpusPerNode).ring;
+  int64_t ring =
+      r::splitSp(st.getSp(), st.getTp(), heads, gpusPerNode, mesh.getFirst())
+          .ring;
   return {mesh.getFirst(), st.getDp(), st.getTp(), st.getPp(),
           st.getMbs(),     st.getSp(), ring};
 }

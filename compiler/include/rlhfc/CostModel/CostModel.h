@@ -221,6 +221,8 @@ double ringExposed(double blockBytes, double stepCompute, int64_t ring,
 struct MoveEstimate {
   double time = 0;
   double intraNodeBytes = 0, interNodeBytes = 0, localBytes = 0;
+  /// What crosses between GPUs (local copies stay on their GPU).
+  double movedBytes() const { return intraNodeBytes + interNodeBytes; }
 };
 
 /// Reallocation cost from the slice-level plan between two layouts.

@@ -115,9 +115,14 @@ struct Problem {
   /// generation run up to k iterations ahead of training.
   int64_t staleness = 0;
 
-  /// Cached reallocation time of `model` between two layouts.
+  /// Cached reallocation of `model` between two layouts: its time and the
+  /// bytes it moves between GPUs.
+  const cost::MoveEstimate &reallocMove(int model, const cost::Strategy &from,
+                                        const cost::Strategy &to) const;
   double reallocTime(int model, const cost::Strategy &from,
-                     const cost::Strategy &to) const;
+                     const cost::Strategy &to) const {
+    return reallocMove(model, from, to).time;
+  }
 
   /// Per call, its fastest candidate's time and its smallest GPU-seconds
   /// (computed on first use; the candidates must not change afterwards).
@@ -155,7 +160,8 @@ private:
   struct LayoutPairHash {
     size_t operator()(const std::array<int64_t, 9> &k) const;
   };
-  mutable std::unordered_map<std::array<int64_t, 9>, double, LayoutPairHash>
+  mutable std::unordered_map<std::array<int64_t, 9>, cost::MoveEstimate,
+                             LayoutPairHash>
       reallocCache;
 };
 

@@ -19,17 +19,32 @@
 
 namespace rlhfc {
 
-/// The file a location points into, or "" when it points nowhere.
-inline std::string fileOf(mlir::Location loc) {
+/// The first file position a location holds, through names and fusions.
+inline mlir::FileLineColLoc fileLineColOf(mlir::Location loc) {
   if (auto f = llvm::dyn_cast<mlir::FileLineColLoc>(loc))
-    return f.getFilename().str();
+    return f;
   if (auto n = llvm::dyn_cast<mlir::NameLoc>(loc))
-    return fileOf(n.getChildLoc());
+    return fileLineColOf(n.getChildLoc());
   if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc))
     for (mlir::Location l : fused.getLocations())
-      if (std::string f = fileOf(l); !f.empty())
+      if (mlir::FileLineColLoc f = fileLineColOf(l))
         return f;
-  return "";
+  return {};
+}
+
+/// The file a location points into, or "" when it points nowhere.
+inline std::string fileOf(mlir::Location loc) {
+  mlir::FileLineColLoc f = fileLineColOf(loc);
+  return f ? f.getFilename().str() : "";
+}
+
+/// "file:line:col" of a location, as diagnostics print it, or "" when it
+/// points nowhere.
+inline std::string positionOf(mlir::Location loc) {
+  mlir::FileLineColLoc f = fileLineColOf(loc);
+  return f ? f.getFilename().str() + ":" + std::to_string(f.getLine()) + ":" +
+                 std::to_string(f.getColumn())
+           : "";
 }
 
 /// `path` made absolute against the directory of the file `loc` is in.

@@ -95,10 +95,12 @@ def RLHFInsertRealloc : Pass<"rlhf-insert-realloc", "mlir::ModuleOp"> {
 }
 
 def RLHFInsertTransfer : Pass<"rlhf-insert-transfer", "mlir::ModuleOp"> {
-  let summary = "insert data transfers between calls on different meshes";
+  let summary = "insert data transfers between calls in different rows layouts";
   let description = [{
     Where a model call reads a tensor produced by a model call on another
-    mesh, inserts `rlhf.transfer` and rewires the use.
+    mesh, or on the same mesh with another dp degree (rows sit with dp
+    groups), inserts `rlhf.transfer` and rewires the use. One transfer per
+    value and destination (mesh, dp) serves every call there.
   }];
 }
 

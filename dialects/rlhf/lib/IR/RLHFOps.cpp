@@ -517,8 +517,13 @@ LogicalResult OffloadOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult TransferOp::verify() {
-  if (getFrom() == getTo())
-    return emitOpError() << "moves a tensor to the mesh it is already on";
+  for (auto [mesh, dp] :
+       {std::pair(getFrom(), getFromDp()), std::pair(getTo(), getToDp())})
+    if (mesh.getSize() % int64_t(dp))
+      return emitOpError() << "dp " << dp << " does not divide the "
+                           << mesh.getSize() << " GPUs of its mesh";
+  if (getFrom() == getTo() && getFromDp() == getToDp())
+    return emitOpError() << "moves a tensor to the layout it is already in";
   return success();
 }
 

@@ -11,11 +11,11 @@
 // group, `grace` seconds apart, and reaps the worker: no zombies.
 //
 // A worker that exits, closes its stdout, exceeds the timeout or replies
-// with anything but one JSON object holding a finite number "score" fails
-// the request. With a declared default score the row gets that score, a
-// warning is printed and the worker is restarted; without one, score()
-// stops every worker and throws rlhf::Error naming the command, the row and
-// the reason.
+// with anything but one JSON object holding a finite number "score" (and,
+// if it has a "row", the request's index) fails the request. With a declared
+// default score the row gets that score, a warning is printed and the worker is
+// restarted; without one, score() stops every worker and throws rlhf::Error
+// naming the command, the row and the reason.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +41,8 @@ struct ExternalRewardOptions {
   double grace = 2;
   /// Where warnings go; unset: one line on stderr each.
   std::function<void(const std::string &)> warn;
+  /// What leads each warning's text, such as the call's place in its file.
+  std::string where;
   /// Called every `heartbeatInterval` seconds while score() waits, so that
   /// a caller can tell peers it is alive (collectives time out).
   std::function<void()> heartbeat;

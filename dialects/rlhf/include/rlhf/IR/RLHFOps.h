@@ -46,19 +46,20 @@ struct SpSplit {
 };
 
 /// The one rule, for Sema, the cost model, the planner and the layouts
-/// compiled programs run: ulysses is the largest divisor of sp whose group
-/// (ranks tp apart: they run dp, sp, pp, tp from the outside in, and sp
-/// implies pp = 1) tiles a node's GPUs, so no all-to-all crosses one, and
-/// that divides the heads per tp rank (kv heads may repeat); ring = sp /
-/// ulysses.
+/// compiled programs run: ulysses is the largest divisor of sp whose groups
+/// (u * tp consecutive GPUs from the mesh's `firstGpu`: ranks run dp, sp,
+/// pp, tp from the outside in, and sp implies pp = 1) tile nodes, so no
+/// all-to-all crosses one, and that divides the heads per tp rank (kv heads
+/// may repeat); ring = sp / ulysses.
 inline SpSplit splitSp(int64_t sp, int64_t tp, int64_t heads,
-                       int64_t gpusPerNode) {
+                       int64_t gpusPerNode, int64_t firstGpu) {
   SpSplit out;
   if (sp <= 1 || tp <= 0)
     return out;
   const int64_t headsPerTp = heads / tp;
   for (int64_t u = sp; u >= 1; --u)
-    if (sp % u == 0 && gpusPerNode % (u * tp) == 0 && headsPerTp % u == 0) {
+    if (sp % u == 0 && gpusPerNode % (u * tp) == 0 &&
+        firstGpu % (u * tp) == 0 && headsPerTp % u == 0) {
       out.ulysses = u;
       break;
     }

@@ -399,20 +399,26 @@ def RLHF_OffloadOp : RLHF_HostMoveOp<"offload"> {
 
 def RLHF_TransferOp : RLHF_Op<"transfer", [
     AllTypesMatch<["input", "result"]>]> {
-  let summary = "moves a tensor between device meshes";
+  let summary = "moves a tensor's rows between layouts";
   let description = [{
-    From the producer's data-parallel heads on `from` to the consumer's ranks
-    on `to`.
+    From the producer's data-parallel heads (`from_dp` of them on `from`) to
+    the consumer's ranks (`to_dp` groups on `to`): each data-parallel group
+    holds a contiguous share of the rows. A change of dp on one mesh moves
+    rows too; a move to the same mesh and dp is an error.
 
     ```mlir
-    %s2 = rlhf.transfer %s from #rlhf.mesh<0, 8> to #rlhf.mesh<8, 8> : tensor<...>
+    %s2 = rlhf.transfer %s from <0, 8> dp 1 to <8, 8> dp 8 : tensor<...>
     ```
   }];
   let arguments = (ins RLHF_KindedTensor:$input, RLHF_MeshAttr:$from,
-                       RLHF_MeshAttr:$to, OptionalAttr<RLHF_CostAttr>:$cost);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$from_dp,
+                       RLHF_MeshAttr:$to,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$to_dp,
+                       OptionalAttr<RLHF_CostAttr>:$cost);
   let results = (outs RLHF_KindedTensor:$result);
   let assemblyFormat = [{
-    $input `from` $from `to` $to (`cost` $cost^)? attr-dict `:` type($input)
+    $input `from` $from `dp` $from_dp `to` $to `dp` $to_dp (`cost` $cost^)?
+    attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
