@@ -24,6 +24,8 @@
 
 #include "ProgramState.h"
 
+#include <sstream>
+
 #include "rlhf/runtime/SafeTensors.h"
 
 using namespace rlhf;
@@ -128,6 +130,18 @@ void copyToGenerator(rlhf_prog *p, ModelState &m, int64_t version) {
   m.gen.version = version;
 }
 
+/// What the samples generated ahead depend on: the staleness bound, the
+/// generate's settings and the generator's layout (each rank keeps its rows).
+std::string generatorSpec(const ModelState &m) {
+  const GenerateSpec &s = m.gen.spec;
+  std::ostringstream out;
+  out << "staleness " << m.gen.staleness << ", max_new_tokens " << s.maxNew
+      << ", n " << s.n << ", temperature " << s.temperature << ", top_p "
+      << s.topP << (s.greedy ? ", greedy" : "") << ", on "
+      << layoutStr(m.gen.layout);
+  return out.str();
+}
+
 /// Reads the samples a checkpoint kept for the iterations after it. Those
 /// it lacks (a run resumed with more --steps than it was saved with) are
 /// sampled again with the checkpoint's weights. Collective: every rank
@@ -137,8 +151,24 @@ void loadAhead(rlhf_prog *p, ModelState &m) {
   ParallelGroups &g = p->groupsOf(m.gen.layout);
   ParamMap t;
   fs::path f = aheadFile(dir, m, p->rank);
+  std::map<std::string, std::string> meta;
   if (g.member && fs::exists(f))
-    t = loadSafetensors(f.string());
+    t = loadSafetensors(f.string(), &meta);
+  // Samples made under another bound, generate or layout would break the
+  // program's staleness or its rows: refused, on every rank at once.
+  std::string made = meta.count("generator") ? meta["generator"] : "";
+  at::Tensor differs = at::full(
+      {1}, int64_t(!made.empty() && made != generatorSpec(m)), at::kLong);
+  p->world->allReduceSum(differs);
+  if (differs.item<int64_t>() > 0)
+    throw Error(
+        "--resume: the samples '" + m.name + "' generated ahead in '" +
+        dir.string() + "' were made with " +
+        (made.empty() ? std::string("another generator") : made) +
+        ", but this program's generator runs with " + generatorSpec(m) +
+        "; resume with the program that wrote the checkpoint, or delete '" +
+        (dir / (m.name + ".ahead")).string() +
+        "' to sample those iterations again with the checkpoint's weights");
   for (int64_t s = p->resumedFrom + 1;
        s <= p->resumedFrom + m.gen.staleness && s < p->steps; ++s) {
     std::string k = "step" + std::to_string(s) + ".";
@@ -176,7 +206,9 @@ void rlhf::exec::saveAhead(rlhf_prog *p, const fs::path &dir, int64_t step) {
       continue;
     ParamMap t;
     std::map<std::string, std::string> meta{
-        {"model", m.name}, {"after_step", std::to_string(step)}};
+        {"model", m.name},
+        {"after_step", std::to_string(step)},
+        {"generator", generatorSpec(m)}};
     for (auto &[s, b] : m.gen.ahead) {
       if (s <= step)
         continue;

@@ -23,7 +23,8 @@ namespace {
 
 } // namespace
 
-ParamMap rlhf::loadSafetensors(const std::string &path) {
+ParamMap rlhf::loadSafetensors(const std::string &path,
+                               std::map<std::string, std::string> *metadata) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("cannot open safetensors file '" + path +
@@ -49,8 +50,13 @@ ParamMap rlhf::loadSafetensors(const std::string &path) {
   const size_t base = 8 + n, dataSize = bytes.size() - base;
   ParamMap out;
   for (auto &[name, info] : header.items()) {
-    if (name == "__metadata__")
+    if (name == "__metadata__") {
+      if (metadata && info.is_object())
+        for (auto &[k, v] : info.items())
+          if (v.is_string())
+            (*metadata)[k] = v.get<std::string>();
       continue;
+    }
     if (!info.is_object() || !info.contains("dtype") ||
         !info.contains("shape") || !info.contains("data_offsets"))
       fail(path, "entry '" + name + "' lacks dtype, shape or data_offsets");

@@ -450,7 +450,7 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
 // -----
 
 // clusters have GPUs
-// expected-error @+1 {{needs at least one node and one GPU per node}}
+// expected-error @+1 {{nodes is 0; it must be 1 to 65536}}
 rlhf.cluster @empty nodes 0 gpus_per_node 8 hardware <name = "x", bf16_flops = 1.0, hbm = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 1.0, network_bandwidth = 1.0>
 
 // -----
@@ -548,7 +548,7 @@ rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tok
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 staleness 1 {
   %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
   %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
-  // expected-error @+1 {{version_lag must be at least 1}}
+  // expected-error @+1 {{version_lag is 0; it must be 1 to 64}}
   rlhf.weight_update @actor version_lag 0 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1>
 }
 

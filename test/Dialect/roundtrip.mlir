@@ -43,10 +43,10 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
     rlhf.yield %fn_a : tensor<?xf32>
   } : (tensor<16xf32, #rlhf.kind<score>>) -> !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
   %ad = rlhf.field %adv["advantages"] : !rlhf.record<advantages: tensor<16xf32, #rlhf.kind<advantages>>>
-  // CHECK: rlhf.train_step @actor fn "grpo_loss"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) minibatches 2 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
+  // CHECK: rlhf.train_step @actor fn "grpo_loss"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) minibatches 1 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
   // CHECK: rlhf.model_output logprobs
   // CHECK: } : tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xf32, #rlhf.kind<logprobs>>, tensor<16xf32, #rlhf.kind<advantages>>, tensor<16x8xf32, #rlhf.kind<logprobs>> -> <loss: tensor<f32, #rlhf.kind<loss>>, kl: tensor<f32, #rlhf.kind<number>>>
-  %st = rlhf.train_step @actor fn "grpo_loss"(%seq, %lp, %ad, %rlp) minibatches 2 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
+  %st = rlhf.train_step @actor fn "grpo_loss"(%seq, %lp, %ad, %rlp) minibatches 1 epochs 1 settings {} on <0, 16> as <dp = 16, tp = 1, pp = 1, mbs = 1> body {
   ^bb0(%fn_t: tensor<?x?xi32>, %fn_old: tensor<?x?xf32>, %fn_adv1: tensor<?xf32>, %fn_ref: tensor<?x?xf32>):
     %fn_new = rlhf.model_output logprobs %fn_t : tensor<?x?xi32> -> tensor<?x?xf32>
     %fn_m = rlhf.mask_of %fn_t : tensor<?x?xi32> -> tensor<?x?xf32>

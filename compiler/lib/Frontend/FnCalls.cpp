@@ -297,6 +297,7 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
     v.rank = x.rank;
     v.dims = x.dims;
     v.number = x.number;
+    v.positive = name == "exp";
     combine({&x});
     v.id = emit(name, {x.id}, v.rank, e.loc);
     return v;
@@ -304,6 +305,18 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
   if (name == "min" || name == "max") {
     if (!sameShape({&args[0], &args[1]}, what, e.loc, v))
       return std::nullopt;
+    // A cap at or below 0 on an exp (an importance weight's max_weight)
+    // replaces every value: a sign slip that would train backwards.
+    for (auto [x, cap] :
+         {std::pair(&args[0], &args[1]), std::pair(&args[1], &args[0])})
+      if (name == "min" && x->positive && cap->constant &&
+          *cap->constant <= 0) {
+        fail(e.loc, formatv("'min' caps a positive value (an exp) at {0}: "
+                            "every value would become {0}; the cap must be "
+                            "above 0",
+                            formatNumber(*cap->constant)));
+        return std::nullopt;
+      }
     v.number = args[0].number && args[1].number;
     combine({&args[0], &args[1]});
     v.id = emit(name, {args[0].id, args[1].id}, v.rank, e.loc);

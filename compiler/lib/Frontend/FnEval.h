@@ -33,6 +33,7 @@ struct FnVal {
   bool reduced = false;      ///< (loss) a sum of batch reductions
   bool poisoned = false;     ///< its definition failed; stay quiet
   bool input = false;        ///< a call's input as passed (mask_of reads it)
+  bool positive = false;     ///< every value above 0 (an exp)
 };
 
 class FnEval {

@@ -76,9 +76,11 @@ void Sema::checkStaleness(const Instance &inst) {
   if (k == 0)
     return;
   const std::vector<Node> &nodes = inst.nodes;
+  std::vector<mlir::Location> reportedTwice; // one error per generate
   // Staleness lets a trained model's generation run ahead; without one it
   // changes nothing, which a user who asked for asynchronous RL would miss.
-  if (llvm::none_of(nodes, [&](const Node &g) {
+  // After an error a poisoned generate or train may be what is missing.
+  if (!failed && llvm::none_of(nodes, [&](const Node &g) {
         return g.kind == Node::Kind::Generate && g.model &&
                g.model->trainable && llvm::any_of(nodes, [&](const Node &t) {
                  return t.kind == Node::Kind::Train && t.model == g.model;
@@ -101,6 +103,19 @@ void Sema::checkStaleness(const Instance &inst) {
         gens.push_back(int(i));
     if (gens.empty())
       continue;
+    // Its one generator runs ahead: a second generate has no samples of
+    // its own (the lowering refused it; the check and the editor did not).
+    if (gens.size() > 1 &&
+        !llvm::is_contained(reportedTwice, nodes[size_t(gens[1])].loc)) {
+      reportedTwice.push_back(nodes[size_t(gens[1])].loc);
+      error(nodes[size_t(gens[1])].loc,
+            formatv("'{0}' generates twice in an iteration, but with "
+                    "staleness = {1} its one generator runs ahead; generate "
+                    "once and reuse the samples, or run with 'staleness = 0'",
+                    train.model->name, k))
+              .attachNote(nodes[size_t(gens[0])].loc)
+          << "its first generate";
+    }
     const Node &loss = nodes[size_t(train.inputs[0].producer)];
     if (!loss.fn)
       continue;
@@ -156,7 +171,16 @@ void Sema::checkStaleness(const Instance &inst) {
                   loss.builtin, train.model->name, fix)));
       continue;
     }
-    if (!truncatesImportanceWeight(*loss.fn, *prox, *behav))
+    if (!truncatesImportanceWeight(*loss.fn, *prox, *behav) &&
+        truncatesImportanceWeight(*loss.fn, *behav, *prox))
+      noteGen(error(
+          loss.loc,
+          formatv("loss '{0}' gets the generation's log-probs as '{1}' and "
+                  "the proximal inference's as '{2}', the other way round "
+                  "from how it weights them; swap those two arguments",
+                  loss.builtin, loss.inputs[*behav].param,
+                  loss.inputs[*prox].param)));
+    else if (!truncatesImportanceWeight(*loss.fn, *prox, *behav))
       noteGen(
           error(loss.loc,
                 formatv("loss '{0}' reads the behaviour and proximal log-probs "

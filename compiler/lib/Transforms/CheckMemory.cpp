@@ -87,6 +87,23 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                       .str();
         line += (line.empty() ? "" : "; ") + part;
       }
+      // A model no call places (an ema's target) rests whole where the
+      // runtime parks it; the error then falls on its ema when no call runs
+      // on this GPU.
+      Operation *anchor = worst ? worst->op : alg.getOperation();
+      for (size_t m = 0; m < p.models.size(); ++m) {
+        const std::optional<plan::Candidate> &k = p.parked[m];
+        if (!k || g < k->s.firstGpu || g >= k->s.firstGpu + k->devices)
+          continue;
+        resident[p.models[m].name] = llvm::formatv(
+            "placed by no call, so it rests whole on GPU {0}: weights {1}, "
+            "optimizer {2}",
+            k->s.firstGpu, gb(k->mem.weights), gb(k->mem.optimizer));
+        if (!worst)
+          for (const plan::Average &e : p.averages)
+            if (e.target == int(m) || e.source == int(m))
+              anchor = e.op;
+      }
       int64_t node = g / p.hw.gpusPerNode;
       const double over = res.peakMemory[g] - p.memoryLimit;
       std::string offload =
@@ -108,7 +125,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                     " alone, so smaller batches cannot help; spread the "
                     "models over more GPUs (larger meshes, more tp or pp), "
               : "use more GPUs, more micro-batches or minibatches, ";
-      auto diag = plan::emitCallError(worst->op) << llvm::formatv(
+      auto diag = plan::emitCallError(anchor) << llvm::formatv(
                       "predicted out of memory on GPU {0} (node {1}, "
                       "local GPU {2}): {3} needed, {4} available per {5}; "
                       "{9}{6}{7}{8}",
@@ -123,7 +140,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                           : "",
                       offload, first);
       for (auto &[model, line] : resident)
-        diag.attachNote(worst->op->getLoc())
+        diag.attachNote(anchor->getLoc())
             << "resident on GPU " << g << ": @" << model << " (" << line << ")";
       return signalPassFailure();
     }

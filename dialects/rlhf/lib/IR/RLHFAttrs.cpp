@@ -1,6 +1,7 @@
 //===- RLHFAttrs.cpp - rlhf attributes ------------------------------------===//
 
 #include "rlhf/IR/RLHFDialect.h"
+#include "rlhf/IR/RLHFOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -26,9 +27,18 @@ LogicalResult ArchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                APFloat ropeTheta, APFloat normEps,
                                APFloat ropeFactor, APFloat lowFreq,
                                APFloat highFreq, int64_t originalMaxSeq) {
-  if (layers <= 0 || hidden <= 0 || heads <= 0 || kvHeads <= 0 || ffn <= 0 ||
-      vocab <= 0 || maxSeq <= 0)
-    return emitError() << "architecture sizes must be positive";
+  // Sema's bounds: the cost model and the reallocation plans walk layers
+  // and slices, and token counts multiply.
+  for (auto [what, v, hi] : {std::tuple("layers", layers, int64_t(1024)),
+                             std::tuple("hidden", hidden, int64_t(1) << 20),
+                             std::tuple("heads", heads, int64_t(4096)),
+                             std::tuple("kv_heads", kvHeads, int64_t(4096)),
+                             std::tuple("ffn", ffn, int64_t(1) << 22),
+                             std::tuple("vocab", vocab, int64_t(1) << 24),
+                             std::tuple("max_seq", maxSeq, int64_t(1) << 24)})
+    if (v <= 0 || v > hi)
+      return emitError() << "architecture " << what << " is " << v
+                         << "; it must be 1 to " << hi;
   if (hidden % heads)
     return emitError() << "hidden size " << hidden << " is not divisible by "
                        << heads << " heads";
@@ -74,8 +84,9 @@ LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t first, int64_t size) {
-  if (first < 0 || size <= 0)
-    return emitError() << "a mesh needs first >= 0 and size > 0, got <" << first
+  if (first < 0 || size <= 0 || first > kMaxGpus || size > kMaxGpus)
+    return emitError() << "a mesh needs 0 <= first <= " << kMaxGpus
+                       << " and 0 < size <= " << kMaxGpus << ", got <" << first
                        << ", " << size << ">";
   return success();
 }
@@ -85,5 +96,16 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t mbs, bool, bool, bool, int64_t sp) {
   if (dp <= 0 || tp <= 0 || pp <= 0 || mbs <= 0 || sp <= 0)
     return emitError() << "dp, tp, pp, mbs and sp must be positive";
+  // Multiplied step by step, each partial product bounded: no overflow.
+  int64_t devices = 1;
+  for (int64_t d : {dp, tp, pp, sp}) {
+    if (d > kMaxGpus / devices)
+      return emitError() << "dp*tp*pp*sp exceeds the " << kMaxGpus
+                         << " GPUs a cluster may have";
+    devices *= d;
+  }
+  if (mbs > (int64_t(1) << 20))
+    return emitError() << "mbs is " << mbs << "; it must be 1 to "
+                       << (int64_t(1) << 20);
   return success();
 }

@@ -56,7 +56,8 @@ LogicalResult mlir::rlhf::verifyFnBody(Operation *op, StringAttr fn,
              << "body argument #" << i << " must be " << want << " for input "
              << in.getType() << ", got " << arg.getType();
   }
-  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  // The op's own verifier runs before MLIR checks its blocks' terminators.
+  auto yield = block.empty() ? YieldOp() : dyn_cast<YieldOp>(&block.back());
   if (!yield)
     return op->emitOpError() << "body must end in rlhf.yield";
   if (loss) {
@@ -68,12 +69,19 @@ LogicalResult mlir::rlhf::verifyFnBody(Operation *op, StringAttr fn,
       return yield.emitOpError()
              << "of a loss yields f64 scalars: the loss, then one per "
                 "metric of its stats record";
-    bool lm = false, value = false;
+    bool lm = false, value = false, unverified = false;
     body.walk([&](ModelOutputOp m) {
+      // Not verified yet: an op without its output fails on its own.
+      if (!m.getOutputAttr()) {
+        unverified = true;
+        return;
+      }
       bool isValue = m.getOutput() == ModelOutput::values ||
                      m.getOutput() == ModelOutput::score;
       (isValue ? value : lm) = true;
     });
+    if (unverified)
+      return success();
     if (!lm && !value)
       return op->emitOpError() << "loss '" << fn.getValue()
                                << "' reads no output of the trained model";

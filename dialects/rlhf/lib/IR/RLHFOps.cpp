@@ -16,6 +16,32 @@ namespace {
 
 using TK = TensorKind;
 
+/// `value` within [lo, hi] (the bounds Sema sets), else an error naming
+/// `what`. ODS's I64Attr getters are unsigned: callers pass them signed.
+LogicalResult checkRange(Operation *op, StringRef what, int64_t value,
+                         int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    return op->emitOpError()
+           << what << " is " << value << "; it must be " << lo << " to " << hi;
+  return success();
+}
+
+/// A batch tensor as the runtime holds it: `rank` static dimensions (rank 2
+/// for token ids: rows x positions), each at least 1.
+LogicalResult checkBatchTensor(Operation *op, StringRef what, Type t,
+                               int64_t rank) {
+  auto rt = cast<RankedTensorType>(t);
+  if (rt.getRank() != rank)
+    return op->emitOpError()
+           << what << " must have " << rank
+           << (rank == 1 ? " dimension" : " dimensions") << ", got " << t;
+  if (!rt.hasStaticShape() ||
+      llvm::any_of(rt.getShape(), [](int64_t d) { return d < 1; }))
+    return op->emitOpError() << what << " must have static, positive "
+                             << "dimensions, got " << t;
+  return success();
+}
+
 /// The inputs of the host functions written in C++.
 ArrayRef<TensorKind> expectedInputs(ComputeKind k) {
   static const TensorKind match[] = {TK::tokens, TK::answer};
@@ -42,6 +68,9 @@ LogicalResult verifyInputKinds(Operation *op, StringRef callee,
       return op->emitOpError() << "input #" << i << " of '" << callee
                                << "' must hold " << stringifyTensorKind(k)
                                << ", but holds " << stringifyTensorKind(got);
+    if (failed(checkBatchTensor(op, "input #" + std::to_string(i), v.getType(),
+                                2)))
+      return failure();
   }
   return success();
 }
@@ -82,6 +111,17 @@ LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
   return success();
 }
 
+/// A call's `rows` split over its dp groups and then into micro-batches.
+LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
+                              StrategyAttr strategy) {
+  if (!strategy || rows % (strategy.getDp() * strategy.getMbs()) == 0)
+    return success();
+  return op->emitOpError() << "batch of " << rows << " rows does not split "
+                           << "into dp = " << strategy.getDp()
+                           << " x mbs = " << strategy.getMbs()
+                           << " equal parts";
+}
+
 /// Against the cluster: the mesh fits, and every tensor-parallel group stays
 /// inside one node (ranks are tp-major within the mesh).
 LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
@@ -89,6 +129,7 @@ LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
                                     StringRef what = "") {
   if (!mesh || !strategy || !cluster)
     return success();
+  // MeshAttr bounds both by kMaxGpus, so the sum cannot overflow.
   if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
     return op->emitOpError()
            << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
@@ -132,6 +173,17 @@ LogicalResult verifyCallSymbols(CallOp op, SymbolTableCollection &symbols,
     return op.emitOpError() << "offloads @" << model.getSymName()
                             << ", which is trainable; only frozen models "
                                "rest in host memory";
+  // What the runtime's model can split, as Sema's @place checks it.
+  ArchAttr arch = model.getArch();
+  if (st && (arch.getHeads() % st.getTp() || arch.getKvHeads() % st.getTp()))
+    return op.emitOpError()
+           << "tp = " << st.getTp() << " does not divide the "
+           << arch.getHeads() << " heads and " << arch.getKvHeads()
+           << " kv heads of @" << model.getSymName();
+  if (st && st.getPp() > arch.getLayers())
+    return op.emitOpError()
+           << "pp = " << st.getPp() << " exceeds the " << arch.getLayers()
+           << " layers of @" << model.getSymName();
   return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMeshAttr(),
                                st);
 }
@@ -142,10 +194,13 @@ LogicalResult verifyOffloadedModels(AlgorithmOp alg) {
   llvm::StringMap<int> calls, offloaded, written;
   for (Operation &op : alg.getBodyBlock()) {
     if (auto ema = dyn_cast<EmaOp>(op))
-      ++written[ema.getTarget()];
-    if (!isModelCall(&op))
+      if (ema.getTargetAttr())
+        ++written[ema.getTarget()];
+    auto model = op.getAttrOfType<FlatSymbolRefAttr>("model");
+    // Nested ops are verified after this: one without its model fails then.
+    if (!isModelCall(&op) || !model)
       continue;
-    StringRef m = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
+    StringRef m = model.getValue();
     ++calls[m];
     auto st = op.getAttrOfType<StrategyAttr>("strategy");
     if (st && st.getOffload())
@@ -193,8 +248,10 @@ void printEnumKeyword(OpAsmPrinter &printer, Operation *, EnumAttrT attr) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ClusterOp::verify() {
-  if (getNodes() < 1 || getGpusPerNode() < 1)
-    return emitOpError() << "needs at least one node and one GPU per node";
+  if (failed(checkRange(*this, "nodes", int64_t(getNodes()), 1, kMaxNodes)) ||
+      failed(checkRange(*this, "gpus_per_node", int64_t(getGpusPerNode()), 1,
+                        kMaxGpusPerNode)))
+    return failure();
   return success();
 }
 
@@ -205,10 +262,17 @@ LogicalResult ModelOp::verify() {
 }
 
 LogicalResult AlgorithmOp::verify() {
-  if (getSteps() < 1)
-    return emitOpError() << "needs at least one step";
-  if (getStaleness() < 0)
-    return emitOpError() << "staleness must be 0 or more";
+  constexpr int64_t kMaxSteps = int64_t(1) << 40; // as Sema's run settings
+  if (failed(checkRange(*this, "steps", int64_t(getSteps()), 1, kMaxSteps)) ||
+      failed(checkRange(*this, "seed", int64_t(getSeed()), 0, kMaxSteps)) ||
+      failed(checkRange(*this, "save_interval", int64_t(getSaveInterval()), 0,
+                        kMaxSteps)) ||
+      failed(checkRange(*this, "staleness", int64_t(getStaleness()), 0,
+                        kMaxStaleness)))
+    return failure();
+  if (getBodyBlock().getNumArguments())
+    return emitOpError() << "body takes no arguments; an iteration starts "
+                            "from its loads";
   return verifyOffloadedModels(*this);
 }
 
@@ -218,9 +282,37 @@ ClusterOp AlgorithmOp::getClusterOp() {
 }
 
 LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  if (!symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr()))
+  auto cluster =
+      symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr());
+  if (!cluster)
     return emitOpError() << "'" << getCluster()
                          << "' does not name an rlhf.cluster";
+  // Transfers name no symbol to check their meshes from.
+  for (auto t : getBodyBlock().getOps<TransferOp>())
+    for (MeshAttr mesh : {t.getFrom(), t.getTo()})
+      if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
+        return t.emitOpError()
+               << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
+               << "> exceeds the " << cluster.getNumGpus()
+               << " GPUs of cluster @" << cluster.getSymName();
+  return success();
+}
+
+LogicalResult DatasetOp::verify() {
+  // The runtime reads rows into these shapes: rows first, and token ids and
+  // answers as rows x positions.
+  RecordType rec = getBatchType();
+  for (auto [name, type] : llvm::zip(rec.getNames(), rec.getTypes())) {
+    std::optional<TensorKind> kind = getTensorKind(type);
+    bool text = kind == TensorKind::tokens || kind == TensorKind::answer;
+    if (text && type.getRank() != 2)
+      return emitOpError() << "field '" << name.getValue()
+                           << "' holds text: it must be rows x positions, got "
+                           << type;
+    if (failed(checkBatchTensor(*this, "field '" + name.getValue().str() + "'",
+                                type, std::max<int64_t>(1, type.getRank()))))
+      return failure();
+  }
   return success();
 }
 
@@ -259,10 +351,13 @@ LogicalResult FieldOp::inferReturnTypes(MLIRContext *,
 LogicalResult GenerateOp::verify() {
   if (getTensorKind(getPrompt().getType()) != TensorKind::tokens)
     return emitOpError() << "prompt must hold tokens";
-  if (getMaxNewTokens() < 1 || getN() < 1)
-    return emitOpError() << "max_new_tokens and n must be positive";
-  if (getStaleness() < 0)
-    return emitOpError() << "stale must be 0 or more";
+  if (failed(checkBatchTensor(*this, "prompt", getPrompt().getType(), 2)) ||
+      failed(checkRange(*this, "max_new_tokens", int64_t(getMaxNewTokens()), 1,
+                        int64_t(1) << 20)) ||
+      failed(checkRange(*this, "n", int64_t(getN()), 1, 1024)) ||
+      failed(checkRange(*this, "staleness", int64_t(getStaleness()), 0,
+                        kMaxStaleness)))
+    return failure();
   if (auto alg = (*this)->getParentOfType<AlgorithmOp>();
       alg && getStaleness() > alg.getStaleness())
     return emitOpError() << "may lag " << getStaleness()
@@ -272,7 +367,11 @@ LogicalResult GenerateOp::verify() {
   for (StringRef f : {"seq", "logprobs"})
     if (!rec.getFieldType(f))
       return emitOpError() << "result must have a '" << f << "' field";
-  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+  if (failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
+    return failure();
+  return verifyRowsSplit(*this,
+                         batchOf(getPrompt().getType()) * int64_t(getN()),
+                         getStrategyAttr());
 }
 
 LogicalResult GenerateOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -282,13 +381,22 @@ LogicalResult GenerateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (model.getHead() != Head::lm)
     return emitOpError() << "cannot generate with @" << model.getSymName()
                          << ": it has a value head";
+  int64_t maxSeq = model.getArch().getMaxSeq(),
+          len = cast<RankedTensorType>(getPrompt().getType()).getDimSize(1) +
+                int64_t(getMaxNewTokens());
+  if (len > maxSeq)
+    return emitOpError() << "generates up to " << len << " positions, beyond "
+                         << "the " << maxSeq << " of @" << model.getSymName();
   return success();
 }
 
 LogicalResult InferenceOp::verify() {
   if (getTensorKind(getSeq().getType()) != TensorKind::tokens)
     return emitOpError() << "input must hold tokens";
-  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+  if (failed(checkBatchTensor(*this, "input", getSeq().getType(), 2)) ||
+      failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
+    return failure();
+  return verifyRowsSplit(*this, batchOf(getSeq().getType()), getStrategyAttr());
 }
 
 LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -304,17 +412,32 @@ LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult TrainStepOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input: the loss reads the "
+                            "trained model's outputs on a batch";
+  // Rows first: token ids [N, S], per-sample scores [N].
+  for (auto [i, in] : llvm::enumerate(getInputs())) {
+    int64_t rank = cast<RankedTensorType>(in.getType()).getRank();
+    if (failed(checkBatchTensor(*this, "input #" + std::to_string(i),
+                                in.getType(), std::max<int64_t>(1, rank))))
+      return failure();
+  }
   if (failed(verifyFnBody(*this, getFnAttr(), getInputs(), getBody(),
                           /*loss=*/true,
                           cast<RecordType>(getStats().getType()).getTypes())))
     return failure();
-  if (getMinibatches() < 1 || getEpochs() < 1)
-    return emitOpError() << "minibatches and epochs must be positive";
+  if (failed(checkRange(*this, "minibatches", int64_t(getMinibatches()), 1,
+                        int64_t(1) << 20)) ||
+      failed(checkRange(*this, "epochs", int64_t(getEpochs()), 1, 1000)))
+    return failure();
   int64_t n = batchOf(getInputs().front().getType());
-  if (n % getMinibatches())
+  if (n % int64_t(getMinibatches()))
     return emitOpError() << "batch of " << n << " does not split into "
                          << getMinibatches() << " minibatches";
-  return verifyLayout(*this, getMeshAttr(), getStrategyAttr());
+  if (failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
+    return failure();
+  return verifyRowsSplit(*this, n / int64_t(getMinibatches()),
+                         getStrategyAttr());
 }
 
 /// The head a loss trains: that of the model outputs it reads (the body's
@@ -463,8 +586,9 @@ LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult WeightUpdateOp::verify() {
   if (failed(verifyMoveLayouts(*this)))
     return failure();
-  if (getVersionLag() < 1)
-    return emitOpError() << "version_lag must be at least 1";
+  if (failed(checkRange(*this, "version_lag", int64_t(getVersionLag()), 1,
+                        kMaxStaleness)))
+    return failure();
   if (auto alg = (*this)->getParentOfType<AlgorithmOp>();
       alg && getVersionLag() > alg.getStaleness())
     return emitOpError() << "lets the generator lag " << getVersionLag()

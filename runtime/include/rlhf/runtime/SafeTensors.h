@@ -17,7 +17,10 @@
 
 namespace rlhf {
 
-ParamMap loadSafetensors(const std::string &path);
+/// The tensors of `path`; its string metadata into `metadata` when given.
+ParamMap
+loadSafetensors(const std::string &path,
+                std::map<std::string, std::string> *metadata = nullptr);
 
 /// Writes floating tensors as fp32 (or bf16 when `bf16`), integer tensors
 /// as I64 and bool ones as BOOL, with string metadata.

@@ -27,6 +27,12 @@ inline bool isModelCall(Operation *op) {
   return isa<GenerateOp, InferenceOp, TrainStepOp>(op);
 }
 
+/// The bounds Sema sets on what a .rlhf program declares, which the
+/// verifier keeps for hand-written IR too: the planner sizes per-GPU vectors
+/// by them, and products of layout degrees stay far from overflow.
+constexpr int64_t kMaxNodes = int64_t(1) << 16, kMaxGpusPerNode = 64,
+                  kMaxGpus = kMaxNodes * kMaxGpusPerNode, kMaxStaleness = 64;
+
 /// The first GPU of a tensor-parallel group that spans two nodes, on a mesh
 /// of `size` GPUs from `first` (ranks are tp-major: each run of tp GPUs is
 /// one group), or -1 when every group stays inside a node.

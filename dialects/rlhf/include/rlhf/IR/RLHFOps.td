@@ -89,6 +89,7 @@ def RLHF_DatasetOp : RLHF_Op<"dataset", [Symbol]> {
   let assemblyFormat = [{
     $sym_name $path (`template` $prompt_template^)? attr-dict `:` $batch_type
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -96,7 +97,8 @@ def RLHF_DatasetOp : RLHF_Op<"dataset", [Symbol]> {
 //===----------------------------------------------------------------------===//
 
 def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
-    Symbol, SingleBlock, NoTerminator, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    Symbol, SingleBlock, NoTerminator, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "one iteration of an RLHF algorithm, run `steps` times";
   let description = [{
     The region holds the dataflow of one iteration in program order: loads,

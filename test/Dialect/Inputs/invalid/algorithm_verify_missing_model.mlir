@@ -1,0 +1,9 @@
+rlhf.cluster @c nodes 1 gpus_per_node 4 hardware <name = "cpu", bf16_flops = 2.0e11, hbm = 4.0e9, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 5.0e9, network_bandwidth = 1.0e9>
+rlhf.model @actor <name = "tiny", layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 176, vocab = 16, max_seq = 32, tie_embeddings = false> head lm trainable
+rlhf.model @ref <name = "tiny", layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 176, vocab = 16, max_seq = 32, tie_embeddings = false> head lm
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x5xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x5xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x5xi32, #rlhf.kind<tokens>>>
+  %r = "rlhf.inference"(%p) : (tensor<16x5xi32, #rlhf.kind<tokens>>) -> !rlhf.record<seq: tensor<16x5xi32, #rlhf.kind<tokens>>>
+}
