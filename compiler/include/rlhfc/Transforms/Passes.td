@@ -10,9 +10,12 @@ def RLHFInferShapes : Pass<"rlhf-infer-shapes", "mlir::ModuleOp"> {
   let description = [{
     Recomputes the result record of every `generate` (prompt length plus
     `max_new_tokens`, `n` samples per prompt), `inference` (logprobs for an
-    lm head, values and scores for a value head), `train_step`, `field` and
-    `transfer` from its operands, in program order, so hand-written or
-    rewritten IR carries consistent shapes for the cost model.
+    lm head, values and scores for a value head), `exact_match` and
+    `script_reward` (a `score` per sample), `field` and `transfer` from its
+    operands, in program order, so hand-written or rewritten IR carries
+    consistent shapes for the cost model. A `train_step`'s record (the loss
+    and its metrics, scalars) does not depend on its inputs' shapes and is
+    kept.
   }];
   let dependentDialects = ["mlir::rlhf::RLHFDialect"];
 }

@@ -74,11 +74,14 @@ LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef name, APFloat flops, APFloat hbm,
                                    APFloat hbmBw, APFloat nvlinkBw,
                                    APFloat networkBw, APFloat hostBw) {
+  // Infinite rates price every call at 0 s and every GPU as never full.
   for (const APFloat &v : {flops, hbm, hbmBw, nvlinkBw, networkBw})
-    if (!(v.convertToDouble() > 0))
-      return emitError() << "hardware rates and sizes must be positive";
-  if (!(hostBw.convertToDouble() >= 0))
-    return emitError() << "host_bandwidth must be positive, or 0 when unknown";
+    if (!(v.convertToDouble() > 0) || v.isInfinity())
+      return emitError() << "hardware rates and sizes must be positive and "
+                            "finite";
+  if (!(hostBw.convertToDouble() >= 0) || hostBw.isInfinity())
+    return emitError() << "host_bandwidth must be positive and finite, or 0 "
+                          "when unknown";
   return success();
 }
 

@@ -46,7 +46,8 @@ def RLHF_ModelOp : RLHF_Op<"model", [Symbol]> {
   let description = [{
     A named LLM (actor, critic, reference, reward...) with its architecture
     and head. Calls refer to it by symbol. Only `trainable` models may be the
-    target of `rlhf.train_step`; they carry optimizer settings. `tokenizer`
+    target of `rlhf.train_step`; they may carry optimizer settings (without
+    them the lowering trains with Adam at lr 1e-5, Sema's default). `tokenizer`
     names a sentencepiece model, relative to the file that declared it.
 
     ```mlir
@@ -312,9 +313,9 @@ def RLHF_ReallocOp : RLHF_Op<"realloc", [DeclareOpInterfaceMethods<SymbolUserOpI
   let summary = "re-shards a model's parameters from one layout to another";
   let description = [{
     Moves the parameters of `source` laid out as (`from_mesh`, `from`) into
-    `target` laid out as (`to_mesh`, `to`). Usually `source` and `target` are
-    the same model; they may differ (a generation replica of the actor), but
-    must be layouts of the same architecture.
+    `target` laid out as (`to_mesh`, `to`). The verifier lets `source` and
+    `target` differ if they share an architecture, but the runtime moves a
+    model onto itself only: `rlhf-lower-to-runtime` refuses any other pair.
 
     ```mlir
     rlhf.realloc @actor on #rlhf.mesh<0, 16> as #rlhf.strategy<dp = 2, tp = 8, pp = 1, mbs = 1>
