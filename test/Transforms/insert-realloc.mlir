@@ -1,4 +1,7 @@
 // RUN: rlhf-opt %s --rlhf-insert-realloc | FileCheck %s
+// RUN: rlhf-opt %s --rlhf-insert-realloc > %t.once
+// RUN: rlhf-opt %t.once --rlhf-insert-realloc > %t.twice
+// RUN: diff %t.once %t.twice
 // A realloc appears exactly where a model's parameter layout changes: the
 // trained actor moves from its train layout (carried in from the previous
 // iteration) to its generation layout, stays there for its inference, and

@@ -427,8 +427,13 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
     Call c;
     c.op = &op;
     for (Value v : op.getOperands())
-      if (int d = producer(v); d >= 0)
+      if (int d = producer(v); d >= 0) {
         c.deps.push_back({d, tensorBytes(v.getType())});
+        Value read = v;
+        while (auto t = read.getDefiningOp<r::TransferOp>())
+          read = t.getInput();
+        c.depValues.push_back(read.getAsOpaquePointer());
+      }
     if (auto comp = dyn_cast<r::ComputeOp>(op)) {
       c.host = true;
       c.hostTime = cost::estimateHost(comp).time;

@@ -26,6 +26,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
   detail::parkCallless(p, layout);
   std::vector<double> modelReady(p.models.size(), 0.0);
   std::vector<double> finish(n, 0.0);
+  detail::TransferMemo moved;
   double firstIterationEnd = 0, end = 0;
 
   for (int it = 0; it < iterations; ++it) {
@@ -37,7 +38,7 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
         break;
       const Call &call = p.calls[c];
       double ready = detail::inputsReady(p, a, c, it, finish,
-                                         record ? &r.events : nullptr);
+                                         record ? &r.events : nullptr, moved);
       if (call.host) {
         finish[c] = ready + call.hostTime;
         if (record)

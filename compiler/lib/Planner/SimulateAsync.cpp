@@ -101,9 +101,10 @@ SimResult plan::simulateAsync(const Problem &p, const Assignment &a,
   std::vector<double> iterEnd(total, 0.0);
   double end = 0;
 
+  detail::TransferMemo moved;
   auto dataReady = [&](size_t c, int it) {
     return detail::inputsReady(p, a, c, it, finish[size_t(it)],
-                               record ? &r.events : nullptr);
+                               record ? &r.events : nullptr, moved);
   };
   auto run = [&](size_t c, int it, double start) {
     const Candidate &x = cand(c);

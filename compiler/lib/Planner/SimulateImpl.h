@@ -8,7 +8,9 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 namespace rlhfc::plan::detail {
@@ -118,23 +120,39 @@ private:
   std::vector<int64_t> cuts;
 };
 
+/// Transfers already made in a simulation: (value, destination first GPU,
+/// GPUs, dp, iteration) -> when the rows are there.
+using TransferMemo =
+    std::map<std::tuple<const void *, int64_t, int64_t, int64_t, int>, double>;
+
 /// When call `c` of assignment `a` has its inputs in iteration `it`: each
 /// producer's end (`finished[d]`) plus, between two model calls, the
-/// transfer of its rows into c's layout (recorded in `events` when given).
+/// transfer of its rows into c's rows layout (recorded in `events` when
+/// given), made once per value and layout (`moved`).
 inline double inputsReady(const Problem &p, const Assignment &a, size_t c,
                           int it, llvm::ArrayRef<double> finished,
-                          std::vector<Event> *events) {
+                          std::vector<Event> *events, TransferMemo &moved) {
   const Call &call = p.calls[c];
   double ready = 0;
-  for (auto [d, bytes] : call.deps) {
+  for (size_t i = 0; i < call.deps.size(); ++i) {
+    auto [d, bytes] = call.deps[i];
     double t = finished[d];
     if (!call.host && !p.calls[d].host) {
       const Candidate &from = p.cands[d][a[d]], &to = p.cands[c][a[c]];
       cost::MoveEstimate mv = cost::estimateTransfer(bytes, p.hw, from.s, to.s);
-      if (mv.time > 0 && events)
-        events->push_back({Event::Transfer, int(c), it, t, t + mv.time,
-                           to.s.firstGpu, to.devices, bytes});
-      t += mv.time;
+      if (mv.time > 0) {
+        const void *value =
+            i < call.depValues.size() ? call.depValues[i] : nullptr;
+        auto [at, fresh] = moved.try_emplace(
+            {value, to.s.firstGpu, to.devices, to.s.dp, it}, t + mv.time);
+        if (!value || fresh) {
+          at->second = t + mv.time;
+          if (events)
+            events->push_back({Event::Transfer, int(c), it, t, t + mv.time,
+                               to.s.firstGpu, to.devices, bytes});
+        }
+        t = at->second;
+      }
     }
     ready = std::max(ready, t);
   }

@@ -41,6 +41,12 @@ struct InsertRealloc : rlhfc::impl::RLHFInsertReallocBase<InsertRealloc> {
       if (!cluster)
         continue;
       cost::Hardware hw = cost::hardwareOf(cluster, {});
+      // The movements follow from the calls' layouts: an earlier run's are
+      // replaced, not added to (a second run doubled every realloc, each
+      // moving from a layout the model had already left).
+      for (Operation &op : llvm::make_early_inc_range(alg.getBodyBlock()))
+        if (isa<r::ReallocOp, r::WeightUpdateOp, r::OnloadOp, r::OffloadOp>(op))
+          op.erase();
       auto layoutOf = [](Operation &op) -> std::optional<Layout> {
         auto mesh = op.getAttrOfType<r::MeshAttr>("mesh");
         auto st = op.getAttrOfType<r::StrategyAttr>("strategy");

@@ -81,6 +81,9 @@ struct Call {
   cost::CallShape shape;
   /// Producers this call reads from, with the bytes it reads.
   std::vector<std::pair<int, double>> deps;
+  /// Per dep, the value read (before any transfer): calls in one rows
+  /// layout that read one value share its transfer, as insert-transfer does.
+  std::vector<const void *> depValues;
   std::optional<cost::Strategy> pinned;
   /// A generate of a trained model under staleness k > 0: it may read
   /// weights up to `stale` versions old, from its own copy (SimulateAsync.cpp).

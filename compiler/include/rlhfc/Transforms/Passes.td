@@ -93,7 +93,9 @@ def RLHFInsertRealloc : Pass<"rlhf-insert-realloc", "mlir::ModuleOp"> {
     strategy differs from the current one, priced from the slice-level plan.
     A call whose strategy has `offload = true` (a frozen model whose weights
     rest in host memory) gets `rlhf.onload` before it, priced as a copy over
-    every GPU's host link, and `rlhf.offload` after it, instead.
+    every GPU's host link, and `rlhf.offload` after it, instead. The
+    movements follow from the calls' layouts alone: the pass first removes
+    those an earlier run inserted, so running it again changes nothing.
   }];
 }
 
