@@ -40,17 +40,20 @@ std::vector<char> reachLoss(const FnBody &body) {
   return live;
 }
 
-/// Whether the loss of `body` weights by min/clamp of
-/// exp(input `prox` - input `behav`).
-bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
+/// The op of `body` that reads input `k`, or -1.
+int inputOp(const FnBody &body, size_t k) {
+  for (size_t i = 0; i < body.ops.size(); ++i)
+    if (body.ops[i].op == "input" && size_t(body.ops[i].number) == k)
+      return int(i);
+  return -1;
+}
+
+/// Whether the loss computes exp(a - b) for an `a` and `b` that `isA` and
+/// `isB` accept, and feeds it to one of `into` (min, clamp).
+bool expOfDifference(const FnBody &body, llvm::function_ref<bool(int)> isA,
+                     llvm::function_ref<bool(int)> isB,
+                     llvm::ArrayRef<llvm::StringRef> into) {
   const std::vector<char> live = reachLoss(body);
-  auto inputOp = [&](size_t k) {
-    for (size_t i = 0; i < body.ops.size(); ++i)
-      if (body.ops[i].op == "input" && size_t(body.ops[i].number) == k)
-        return int(i);
-    return -1;
-  };
-  int p = inputOp(prox), b = inputOp(behav);
   auto usedBy = [&](int id, llvm::StringRef op) {
     for (size_t i = 0; i < body.ops.size(); ++i)
       if (live[i] && body.ops[i].op == op &&
@@ -60,13 +63,38 @@ bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
   };
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const FnOp &d = body.ops[i];
-    if (d.op != "sub" || d.args.size() != 2 || d.args[0] != p || d.args[1] != b)
+    if (d.op != "sub" || d.args.size() != 2 || !isA(d.args[0]) ||
+        !isB(d.args[1]))
       continue;
     int e = usedBy(int(i), "exp");
-    if (e >= 0 && (usedBy(e, "min") >= 0 || usedBy(e, "clamp") >= 0))
+    if (e >= 0 && llvm::any_of(into, [&](llvm::StringRef op) {
+          return usedBy(e, op) >= 0;
+        }))
       return true;
   }
   return false;
+}
+
+/// Whether the loss of `body` weights by min/clamp of
+/// exp(input `prox` - input `behav`).
+bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
+  int p = inputOp(body, prox), b = inputOp(body, behav);
+  return expOfDifference(
+      body, [&](int id) { return id == p; }, [&](int id) { return id == b; },
+      {"min", "clamp"});
+}
+
+/// Whether the loss clips the policy's ratio exp(model.logprobs(seq) -
+/// input `k`): PPO's clamp, taken against that input's log-probs.
+bool clipsAgainst(const FnBody &body, size_t k) {
+  int in = inputOp(body, k);
+  return expOfDifference(
+      body,
+      [&](int id) {
+        return id >= 0 && size_t(id) < body.ops.size() &&
+               body.ops[size_t(id)].op == "logprobs";
+      },
+      [&](int id) { return id == in; }, {"clamp"});
 }
 
 } // namespace
@@ -171,23 +199,29 @@ void Sema::checkStaleness(const Instance &inst) {
                   loss.builtin, train.model->name, fix)));
       continue;
     }
-    if (!truncatesImportanceWeight(*loss.fn, *prox, *behav) &&
-        truncatesImportanceWeight(*loss.fn, *behav, *prox))
-      noteGen(error(
-          loss.loc,
-          formatv("loss '{0}' gets the generation's log-probs as '{1}' and "
-                  "the proximal inference's as '{2}', the other way round "
-                  "from how it weights them; swap those two arguments",
-                  loss.builtin, loss.inputs[*behav].param,
-                  loss.inputs[*prox].param)));
+    const std::string &b = loss.inputs[*behav].param,
+                      &x = loss.inputs[*prox].param;
+    std::string why;
+    if (clipsAgainst(*loss.fn, *behav) && !clipsAgainst(*loss.fn, *prox))
+      why = formatv("loss '{0}' clips the policy's ratio against the "
+                    "behaviour log-probs '{1}', the stale policy decoupled "
+                    "PPO corrects for; clip exp(model.logprobs(seq) - {2}) "
+                    "against the proximal ones and weight by "
+                    "min(exp({2} - {1}), c)",
+                    loss.builtin, b, x);
+    else if (!truncatesImportanceWeight(*loss.fn, *prox, *behav) &&
+             truncatesImportanceWeight(*loss.fn, *behav, *prox))
+      why = formatv("loss '{0}' gets the generation's log-probs as '{1}' and "
+                    "the proximal inference's as '{2}', the other way round "
+                    "from how it weights them; swap those two arguments",
+                    loss.builtin, b, x);
     else if (!truncatesImportanceWeight(*loss.fn, *prox, *behav))
-      noteGen(
-          error(loss.loc,
-                formatv("loss '{0}' reads the behaviour and proximal log-probs "
-                        "but does not weight by the truncated importance ratio "
-                        "min(exp({1} - {2}), c): without the bound one stale "
-                        "sample can dominate the gradient",
-                        loss.builtin, loss.inputs[*prox].param,
-                        loss.inputs[*behav].param)));
+      why = formatv("loss '{0}' reads the behaviour and proximal log-probs "
+                    "but does not weight by the truncated importance ratio "
+                    "min(exp({1} - {2}), c): without the bound one stale "
+                    "sample can dominate the gradient",
+                    loss.builtin, x, b);
+    if (!why.empty())
+      noteGen(error(loss.loc, why));
   }
 }

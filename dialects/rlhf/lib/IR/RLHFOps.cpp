@@ -430,6 +430,12 @@ LogicalResult TrainStepOp::verify() {
                         int64_t(1) << 20)) ||
       failed(checkRange(*this, "epochs", int64_t(getEpochs()), 1, 1000)))
     return failure();
+  // The stats are the loss and its metrics: scalars.
+  for (RankedTensorType t : cast<RecordType>(getStats().getType()).getTypes())
+    if (t.getRank() != 0)
+      return emitOpError() << "stats fields are scalars (the loss and its "
+                              "metrics), got "
+                           << t;
   int64_t n = batchOf(getInputs().front().getType());
   if (n % int64_t(getMinibatches()))
     return emitOpError() << "batch of " << n << " does not split into "

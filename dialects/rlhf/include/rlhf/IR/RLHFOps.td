@@ -159,7 +159,9 @@ def RLHF_FieldOp : RLHF_Op<"field", [Pure, DeclareOpInterfaceMethods<InferTypeOp
 }
 
 // Placement shared by the model calls: the planner (or a manual @place)
-// fills mesh and strategy; `pinned` marks a placement the user chose.
+// fills mesh and strategy; `pinned` marks a placement the user chose, for
+// the plan report and hovers (the planner keeps every placed call as it is,
+// pinned or not).
 class RLHF_CallOp<string mnemonic, list<Trait> traits = []> :
     RLHF_Op<mnemonic, !listconcat(traits,
         [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
