@@ -252,8 +252,10 @@ rlhf_value *rlhf_generate_stale(rlhf_prog *p, int64_t mi, int64_t dataset,
       if (p->resumedFrom >= 0)
         loadAhead(p, m);
     }
-    if (gen.version < 0) // the run's first iteration: the generator's copy
-      timed(p, "weight update " + m.name, {"realloc", {m.layout, l}}, [&] {
+    // The run's first iteration: the generator's first copy, named apart
+    // from the update after each train step (one metric, one meaning).
+    if (gen.version < 0)
+      timed(p, "first weight copy " + m.name, {"realloc", {m.layout, l}}, [&] {
         copyToGenerator(p, m, step);
         return 0;
       });

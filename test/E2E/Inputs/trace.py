@@ -78,8 +78,9 @@ def main():
     for s in spans:
         if s["cat"] == "realloc":
             reallocs += 1
-            model = s["name"].removeprefix("realloc ").removeprefix(
-                "weight update ")
+            model = s["name"]
+            for prefix in ("realloc ", "weight update ", "first weight copy "):
+                model = model.removeprefix(prefix)
             if s["tid"] not in meshes[model]:
                 fail(f"'{s['name']}' on rank {s['tid']}, outside "
                      f"{model}'s meshes {sorted(meshes[model])}")

@@ -111,15 +111,26 @@ LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
   return success();
 }
 
-/// A call's `rows` split over its dp groups and then into micro-batches.
+/// A call's `rows` split over its dp groups and then into micro-batches,
+/// and its token sequences (`inputs`) over sp.
 LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
-                              StrategyAttr strategy) {
-  if (!strategy || rows % (strategy.getDp() * strategy.getMbs()) == 0)
+                              StrategyAttr strategy, ValueRange inputs = {}) {
+  if (!strategy)
     return success();
-  return op->emitOpError() << "batch of " << rows << " rows does not split "
-                           << "into dp = " << strategy.getDp()
-                           << " x mbs = " << strategy.getMbs()
-                           << " equal parts";
+  if (rows % (strategy.getDp() * strategy.getMbs()))
+    return op->emitOpError()
+           << "batch of " << rows << " rows does not split "
+           << "into dp = " << strategy.getDp()
+           << " x mbs = " << strategy.getMbs() << " equal parts";
+  for (Value v : inputs) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (getTensorKind(t) == TensorKind::tokens && t.getRank() == 2 &&
+        t.getDimSize(1) % strategy.getSp())
+      return op->emitOpError()
+             << "sequences of " << t.getDimSize(1)
+             << " tokens do not split over sp = " << strategy.getSp();
+  }
+  return success();
 }
 
 /// Against the cluster: the mesh fits, and every tensor-parallel group stays
@@ -396,7 +407,8 @@ LogicalResult InferenceOp::verify() {
   if (failed(checkBatchTensor(*this, "input", getSeq().getType(), 2)) ||
       failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
     return failure();
-  return verifyRowsSplit(*this, batchOf(getSeq().getType()), getStrategyAttr());
+  return verifyRowsSplit(*this, batchOf(getSeq().getType()), getStrategyAttr(),
+                         getSeq());
 }
 
 LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -443,7 +455,7 @@ LogicalResult TrainStepOp::verify() {
   if (failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
     return failure();
   return verifyRowsSplit(*this, n / int64_t(getMinibatches()),
-                         getStrategyAttr());
+                         getStrategyAttr(), getInputs());
 }
 
 /// The head a loss trains: that of the model outputs it reads (the body's
