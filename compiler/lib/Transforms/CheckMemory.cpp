@@ -40,6 +40,11 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       // notes name every model resident there.
       const plan::Call *worst = nullptr;
       double worstWork = -1;
+      // An ema target keeps fp32 master weights beside its own (Simulate.cpp).
+      auto emaTarget = [&](int m) {
+        return llvm::any_of(
+            p.averages, [&](const plan::Average &e) { return e.target == m; });
+      };
       std::map<std::string, std::string> resident;
       std::vector<std::string> offloadable;
       bool replayable = false; // a train call here keeps its activations
@@ -69,6 +74,8 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         std::string part =
             llvm::formatv("{0}: weights {1}", call.label, gb(k.mem.weights))
                 .str();
+        if (line.empty() && emaTarget(call.model))
+          part += ", fp32 master weights for its ema " + gb(2 * k.mem.weights);
         if (train)
           part += ", optimizer " + gb(k.mem.optimizer);
         part += ", working set " + gb(work);
@@ -95,10 +102,15 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
         const std::optional<plan::Candidate> &k = p.parked[m];
         if (!k || g < k->s.firstGpu || g >= k->s.firstGpu + k->devices)
           continue;
-        resident[p.models[m].name] = llvm::formatv(
-            "placed by no call, so it rests whole on GPU {0}: weights {1}, "
-            "optimizer {2}",
-            k->s.firstGpu, gb(k->mem.weights), gb(k->mem.optimizer));
+        std::string &line = resident[p.models[m].name];
+        line = llvm::formatv("placed by no call, so it rests whole on GPU "
+                             "{0}: weights {1}",
+                             k->s.firstGpu, gb(k->mem.weights));
+        if (emaTarget(int(m)))
+          line += ", fp32 master weights for its ema " +
+                  gb(2 * k->mem.weights) +
+                  ", and while the ema runs the source's weights " +
+                  gb(k->mem.weights);
         if (!worst)
           for (const plan::Average &e : p.averages)
             if (e.target == int(m) || e.source == int(m))
