@@ -666,6 +666,16 @@ LogicalResult TransferOp::verify() {
                            << mesh.getSize() << " GPUs of its mesh";
   if (getFrom() == getTo() && getFromDp() == getToDp())
     return emitOpError() << "moves a tensor to the layout it is already in";
+  // The lowering sends the rows to its consumers' layout: they run there.
+  for (Operation *user : getResult().getUsers()) {
+    auto mesh = user->getAttrOfType<MeshAttr>("mesh");
+    auto st = user->getAttrOfType<StrategyAttr>("strategy");
+    if (isModelCall(user) && mesh && st &&
+        (mesh != getTo() || st.getDp() != int64_t(getToDp())))
+      return emitOpError() << "moves rows to " << getTo() << " dp " << getToDp()
+                           << ", but '" << user->getName() << "' reads them on "
+                           << mesh << " dp " << st.getDp();
+  }
   return success();
 }
 

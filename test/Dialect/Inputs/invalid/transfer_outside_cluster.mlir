@@ -8,7 +8,7 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %g = rlhf.generate @actor(%p) max_new_tokens 2 n 2 temperature 1.0 top_p 1.0 on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1> pinned : tensor<16x5xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<32x7xi32, #rlhf.kind<tokens>>, logprobs: tensor<32x7xf32, #rlhf.kind<logprobs>>>
   %seq = rlhf.field %g["seq"] : !rlhf.record<seq: tensor<32x7xi32, #rlhf.kind<tokens>>, logprobs: tensor<32x7xf32, #rlhf.kind<logprobs>>>
   %seq2 = rlhf.transfer %seq from <0, 4> dp 4 to <100, 4> dp 4 : tensor<32x7xi32, #rlhf.kind<tokens>>
-  %r = rlhf.inference @ref(%seq2) on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1> pinned : tensor<32x7xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<32x7xi32, #rlhf.kind<tokens>>, logprobs: tensor<32x7xf32, #rlhf.kind<logprobs>>>
+  %r = rlhf.inference @ref(%seq) on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1> pinned : tensor<32x7xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<32x7xi32, #rlhf.kind<tokens>>, logprobs: tensor<32x7xf32, #rlhf.kind<logprobs>>>
   %s = rlhf.train_step @actor fn "f"(%seq) minibatches 1 epochs 1 settings {} on <0, 4> as <dp = 4, tp = 1, pp = 1, mbs = 1> pinned body {
   ^bb0(%t: tensor<?x?xi32>):
     %lp = rlhf.model_output logprobs %t : tensor<?x?xi32> -> tensor<?x?xf32>
