@@ -24,9 +24,9 @@
 
 #include "ProgramState.h"
 
-#include <sstream>
-
 #include "rlhf/runtime/SafeTensors.h"
+
+#include <sstream>
 
 using namespace rlhf;
 using namespace rlhf::exec;
@@ -156,16 +156,17 @@ void loadAhead(rlhf_prog *p, ModelState &m) {
     t = loadSafetensors(f.string(), &meta);
   // Samples made under another bound, generate or layout would break the
   // program's staleness or its rows: refused, on every rank at once.
-  std::string made = meta.count("generator") ? meta["generator"] : "";
-  at::Tensor differs = at::full(
-      {1}, int64_t(!made.empty() && made != generatorSpec(m)), at::kLong);
+  const std::string made = meta.count("generator") ? meta["generator"] : "",
+                    spec = generatorSpec(m);
+  at::Tensor differs =
+      at::full({1}, int64_t(!made.empty() && made != spec), at::kLong);
   p->world->allReduceSum(differs);
   if (differs.item<int64_t>() > 0)
     throw Error(
         "--resume: the samples '" + m.name + "' generated ahead in '" +
         dir.string() + "' were made with " +
         (made.empty() ? std::string("another generator") : made) +
-        ", but this program's generator runs with " + generatorSpec(m) +
+        ", but this program's generator runs with " + spec +
         "; resume with the program that wrote the checkpoint, or delete '" +
         (dir / (m.name + ".ahead")).string() +
         "' to sample those iterations again with the checkpoint's weights");

@@ -281,9 +281,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
   std::string what = label;
   return guarded(p, what, [&] {
     Settings s(settings);
-    // The call's place in the .rlhf file, for its errors.
-    if (s.hasText("at"))
-      what += " (" + s.text("at") + ")";
+    what = calledAt(label, s);
     return timed(p, label, {"host", {}}, [&] {
       std::vector<rlhf_value *> x;
       for (int64_t i = 0; i < nin; ++i)

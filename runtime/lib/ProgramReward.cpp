@@ -35,7 +35,7 @@ ExternalRewardPool &poolFor(rlhf_prog *p, const Settings &s) {
   if (s.has("default"))
     o.fallback = s.get("default", 0);
   if (s.hasText("at"))
-    o.where = "script_reward (" + s.text("at") + ")";
+    o.where = calledAt("script_reward", s);
   // 0: still scoring; scriptReward sends the 1 that precedes the scores.
   o.heartbeat = [p] {
     at::Tensor more = at::zeros({1}, at::kLong);

@@ -215,6 +215,12 @@ private:
   std::map<std::string, std::string> texts;
 };
 
+/// `label` and, where the lowering recorded it, the call's place in its
+/// .rlhf file: "script_reward (grpo.rlhf:38:3)", for errors and warnings.
+inline std::string calledAt(const std::string &label, const Settings &s) {
+  return s.hasText("at") ? label + " (" + s.text("at") + ")" : label;
+}
+
 inline std::vector<std::string> splitList(const std::string &s) {
   std::vector<std::string> out;
   std::stringstream ss(s);

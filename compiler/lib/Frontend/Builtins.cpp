@@ -3,6 +3,8 @@
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
 
+#include "rlhf/IR/RLHFOps.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <limits>
@@ -75,8 +77,9 @@ const std::vector<MethodSpec> &methods() {
        Node::Kind::Generate,
        "sample continuations of prompts with the model's LM head",
        "prompt token ids such as 'p.prompt'",
-       {{"max_new_tokens", 0, 1, 1 << 20, true, true, "tokens to generate"},
-        {"n", 1, 1, 1024, true, false, "samples per prompt"},
+       {{"max_new_tokens", 0, 1, mlir::rlhf::kMaxNewTokens, true, true,
+         "tokens to generate"},
+        {"n", 1, 1, mlir::rlhf::kMaxSamples, true, false, "samples per prompt"},
         {"temperature", 1.0, 0, 100},
         {"top_p", 1.0, 0, 1},
         {"greedy", 0, 0, 1, true}}},
@@ -89,9 +92,9 @@ const std::vector<MethodSpec> &methods() {
        Node::Kind::Train,
        "one optimiser pass over the batch with the given loss",
        "a loss such as 'ppo_actor_loss(g, adv)'",
-       {{"minibatches", 1, 1, 1 << 20, true, false,
+       {{"minibatches", 1, 1, mlir::rlhf::kMaxMinibatches, true, false,
          "optimizer steps per batch"},
-        {"epochs", 1, 1, 1000, true}}},
+        {"epochs", 1, 1, mlir::rlhf::kMaxEpochs, true}}},
       {"ema",
        Node::Kind::Ema,
        "after training, move this model's weights toward another's: "

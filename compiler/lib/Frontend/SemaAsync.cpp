@@ -104,21 +104,39 @@ void Sema::checkStaleness(const Instance &inst) {
   if (k == 0)
     return;
   const std::vector<Node> &nodes = inst.nodes;
-  std::vector<mlir::Location> reportedTwice; // one error per generate
+  // A trained model's generation runs ahead.
+  auto runsAhead = [&](const Node &g) {
+    return g.kind == Node::Kind::Generate && g.model && g.model->trainable &&
+           llvm::any_of(nodes, [&](const Node &t) {
+             return t.kind == Node::Kind::Train && t.model == g.model;
+           });
+  };
   // Staleness lets a trained model's generation run ahead; without one it
   // changes nothing, which a user who asked for asynchronous RL would miss.
   // After an error a poisoned generate or train may be what is missing.
-  if (!failed && llvm::none_of(nodes, [&](const Node &g) {
-        return g.kind == Node::Kind::Generate && g.model &&
-               g.model->trainable && llvm::any_of(nodes, [&](const Node &t) {
-                 return t.kind == Node::Kind::Train && t.model == g.model;
-               });
-      }))
+  if (!failed && llvm::none_of(nodes, runsAhead))
     warning(inst.loc,
             formatv("staleness = {0} has no effect: no model both generates "
                     "and trains here, so nothing can run ahead; the run is "
                     "planned and trained synchronously",
                     k));
+  // Its one generator runs ahead: a later generate has no samples of its
+  // own (the lowering refused it; the check and the editor did not).
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!runsAhead(nodes[i]))
+      continue;
+    auto first = llvm::find_if(nodes, [&](const Node &g) {
+      return g.kind == Node::Kind::Generate && g.model == nodes[i].model;
+    });
+    if (&*first != &nodes[i])
+      error(nodes[i].loc,
+            formatv("'{0}' generates twice in an iteration, but with "
+                    "staleness = {1} its one generator runs ahead; generate "
+                    "once and reuse the samples, or run with 'staleness = 0'",
+                    nodes[i].model->name, k))
+              .attachNote(first->loc)
+          << "its first generate";
+  }
   for (const Node &train : nodes) {
     if (train.kind != Node::Kind::Train || train.inputs.empty() ||
         train.inputs[0].producer < 0)
@@ -131,19 +149,6 @@ void Sema::checkStaleness(const Instance &inst) {
         gens.push_back(int(i));
     if (gens.empty())
       continue;
-    // Its one generator runs ahead: a second generate has no samples of
-    // its own (the lowering refused it; the check and the editor did not).
-    if (gens.size() > 1 &&
-        !llvm::is_contained(reportedTwice, nodes[size_t(gens[1])].loc)) {
-      reportedTwice.push_back(nodes[size_t(gens[1])].loc);
-      error(nodes[size_t(gens[1])].loc,
-            formatv("'{0}' generates twice in an iteration, but with "
-                    "staleness = {1} its one generator runs ahead; generate "
-                    "once and reuse the samples, or run with 'staleness = 0'",
-                    train.model->name, k))
-              .attachNote(nodes[size_t(gens[0])].loc)
-          << "its first generate";
-    }
     const Node &loss = nodes[size_t(train.inputs[0].producer)];
     if (!loss.fn)
       continue;

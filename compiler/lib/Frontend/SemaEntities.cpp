@@ -347,15 +347,15 @@ bool Sema::fillArch(const EntityDecl &d, const PropMap &m, Arch &a) {
     applyHf(*gatheredHf, a);
   a.name = d.name;
   a.loc = d.loc;
-  setInt(m, "layers", a.layers, 1, 1024);
-  setInt(m, "hidden", a.hidden, 1, 1 << 20);
-  setInt(m, "heads", a.heads, 1, 4096);
+  setInt(m, "layers", a.layers, 1, mlir::rlhf::kMaxLayers);
+  setInt(m, "hidden", a.hidden, 1, mlir::rlhf::kMaxHidden);
+  setInt(m, "heads", a.heads, 1, mlir::rlhf::kMaxHeads);
   if (!gatheredHf || m.lookup("heads"))
     a.kvHeads = a.heads;
-  setInt(m, "kv_heads", a.kvHeads, 1, 4096);
-  setInt(m, "ffn", a.ffn, 1, 1 << 22);
-  setInt(m, "vocab", a.vocab, 1, 1 << 24);
-  setInt(m, "max_seq", a.maxSeq, 1, 1 << 24);
+  setInt(m, "kv_heads", a.kvHeads, 1, mlir::rlhf::kMaxHeads);
+  setInt(m, "ffn", a.ffn, 1, mlir::rlhf::kMaxFfn);
+  setInt(m, "vocab", a.vocab, 1, mlir::rlhf::kMaxVocab);
+  setInt(m, "max_seq", a.maxSeq, 1, mlir::rlhf::kMaxSeqLen);
   if (!gatheredHf || m.lookup("tie_embeddings"))
     a.tieEmbeddings = flag(m, "tie_embeddings");
   if (!gatheredHf || m.lookup("qkv_bias"))
@@ -421,8 +421,8 @@ void Sema::resolveCluster(const EntityDecl &d) {
   c.name = d.name;
   c.loc = d.loc;
   c.hardware = hw ? resolveHardware(*hw) : nullptr;
-  setInt(m, "nodes", c.nodes, 1, 1 << 16);
-  setInt(m, "gpus_per_node", c.gpusPerNode, 1, 64);
+  setInt(m, "nodes", c.nodes, 1, mlir::rlhf::kMaxNodes);
+  setInt(m, "gpus_per_node", c.gpusPerNode, 1, mlir::rlhf::kMaxGpusPerNode);
   if (c.hardware)
     p.clusters[d.name] = c;
 }

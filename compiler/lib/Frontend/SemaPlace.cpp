@@ -168,7 +168,8 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                                         "offload", "recompute", "zero"})));
       return;
     }
-    auto v = evalInt(*a.value, "'" + a.name + "'", 1, 1 << 20);
+    auto v =
+        evalInt(*a.value, "'" + a.name + "'", 1, mlir::rlhf::kMaxPlaceDegree);
     if (!v)
       return;
     *dst = *v;

@@ -163,10 +163,11 @@ void Sema::instantiate(const RunDecl &r) {
     error(r.loc, "run of '" + alg.name +
                      "' is missing 'steps'; add "
                      "'steps = N;' to its block");
-  setInt(m, "steps", inst.settings.steps, 1, int64_t(1) << 40);
-  setInt(m, "seed", inst.settings.seed, 0, int64_t(1) << 40);
-  setInt(m, "save_interval", inst.settings.saveInterval, 0, int64_t(1) << 40);
-  setInt(m, "staleness", inst.settings.staleness, 0, 64);
+  setInt(m, "steps", inst.settings.steps, 1, mlir::rlhf::kMaxSteps);
+  setInt(m, "seed", inst.settings.seed, 0, mlir::rlhf::kMaxSteps);
+  setInt(m, "save_interval", inst.settings.saveInterval, 0,
+         mlir::rlhf::kMaxSteps);
+  setInt(m, "staleness", inst.settings.staleness, 0, mlir::rlhf::kMaxStaleness);
   if (auto *c = m.lookup("cluster"); c && checkHasValue(*c)) {
     if (auto name = evalName(*c->value, "'cluster'"))
       if (lookupEntity(*name, EntityKind::Cluster, c->value->loc, "cluster"))

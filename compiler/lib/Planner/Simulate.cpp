@@ -126,15 +126,15 @@ void plan::detail::simulateMemory(const Problem &p, const Assignment &a,
       runs.cut(cand(c).s.firstGpu, cand(c).devices);
   runs.seal();
   std::vector<double> peak(runs.size(), 0.0), work(runs.size(), 0.0);
-  // An ema target keeps fp32 master weights beside its bf16 ones (runtime
-  // rlhf_ema: bf16 alone cannot hold a blend of 1 - decay).
+  // An ema target keeps fp32 master weights too (emaMasterBytes).
   std::vector<char> averaged(p.models.size(), 0);
   for (const Average &e : p.averages)
     averaged[e.target] = 1;
   for (size_t m = 0; m < layout.size(); ++m)
     if (const Candidate *home = layout[m])
       runs.each(home->s.firstGpu, home->devices, [&](size_t i) {
-        peak[i] += home->mem.weights * (averaged[m] ? 3.0 : 1.0);
+        peak[i] += home->mem.weights +
+                   (averaged[m] ? plan::emaMasterBytes(home->mem.weights) : 0);
       });
   // While an ema runs, the target's GPUs hold the source's weights in the
   // target's layout, and the source's GPUs a copy of its shard.

@@ -40,7 +40,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       // notes name every model resident there.
       const plan::Call *worst = nullptr;
       double worstWork = -1;
-      // An ema target keeps fp32 master weights beside its own (Simulate.cpp).
+      // An ema target keeps fp32 master weights beside its own.
       auto emaTarget = [&](int m) {
         return llvm::any_of(
             p.averages, [&](const plan::Average &e) { return e.target == m; });
@@ -75,7 +75,8 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
             llvm::formatv("{0}: weights {1}", call.label, gb(k.mem.weights))
                 .str();
         if (line.empty() && emaTarget(call.model))
-          part += ", fp32 master weights for its ema " + gb(2 * k.mem.weights);
+          part += ", fp32 master weights for its ema " +
+                  gb(plan::emaMasterBytes(k.mem.weights));
         if (train)
           part += ", optimizer " + gb(k.mem.optimizer);
         part += ", working set " + gb(work);
@@ -108,7 +109,7 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                              k->s.firstGpu, gb(k->mem.weights));
         if (emaTarget(int(m)))
           line += ", fp32 master weights for its ema " +
-                  gb(2 * k->mem.weights) +
+                  gb(plan::emaMasterBytes(k->mem.weights)) +
                   ", and while the ema runs the source's weights " +
                   gb(k->mem.weights);
         if (!worst)

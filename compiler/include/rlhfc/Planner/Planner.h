@@ -96,6 +96,10 @@ struct Call {
 /// weights are copied into the target's layout and blended into the
 /// target's fp32 master weights (runtime rlhf_ema). It waits for both
 /// models and holds the GPUs of both layouts while it runs.
+/// An ema target keeps fp32 master weights beside its bf16 ones (runtime
+/// rlhf_ema: bf16 alone cannot hold a blend of 1 - decay): twice their bytes.
+inline double emaMasterBytes(double weights) { return 2 * weights; }
+
 struct Average {
   mlir::Operation *op = nullptr;
   int target = -1, source = -1; ///< models

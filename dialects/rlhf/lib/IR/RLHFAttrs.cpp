@@ -29,13 +29,13 @@ LogicalResult ArchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                APFloat highFreq, int64_t originalMaxSeq) {
   // Sema's bounds: the cost model and the reallocation plans walk layers
   // and slices, and token counts multiply.
-  for (auto [what, v, hi] : {std::tuple("layers", layers, int64_t(1024)),
-                             std::tuple("hidden", hidden, int64_t(1) << 20),
-                             std::tuple("heads", heads, int64_t(4096)),
-                             std::tuple("kv_heads", kvHeads, int64_t(4096)),
-                             std::tuple("ffn", ffn, int64_t(1) << 22),
-                             std::tuple("vocab", vocab, int64_t(1) << 24),
-                             std::tuple("max_seq", maxSeq, int64_t(1) << 24)})
+  for (auto [what, v, hi] :
+       {std::tuple("layers", layers, kMaxLayers),
+        std::tuple("hidden", hidden, kMaxHidden),
+        std::tuple("heads", heads, kMaxHeads),
+        std::tuple("kv_heads", kvHeads, kMaxHeads),
+        std::tuple("ffn", ffn, kMaxFfn), std::tuple("vocab", vocab, kMaxVocab),
+        std::tuple("max_seq", maxSeq, kMaxSeqLen)})
     if (v <= 0 || v > hi)
       return emitError() << "architecture " << what << " is " << v
                          << "; it must be 1 to " << hi;
@@ -107,8 +107,8 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << " GPUs a cluster may have";
     devices *= d;
   }
-  if (mbs > (int64_t(1) << 20))
+  if (mbs > kMaxPlaceDegree)
     return emitError() << "mbs is " << mbs << "; it must be 1 to "
-                       << (int64_t(1) << 20);
+                       << kMaxPlaceDegree;
   return success();
 }

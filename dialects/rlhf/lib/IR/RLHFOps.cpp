@@ -133,6 +133,18 @@ LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
   return success();
 }
 
+/// The mesh lies within the cluster's GPUs.
+LogicalResult verifyMeshOnCluster(Operation *op, ClusterOp cluster,
+                                  MeshAttr mesh, StringRef what = "") {
+  // MeshAttr bounds both by kMaxGpus, so the sum cannot overflow.
+  if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
+    return op->emitOpError()
+           << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
+           << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
+           << cluster.getSymName();
+  return success();
+}
+
 /// Against the cluster: the mesh fits, and every tensor-parallel group stays
 /// inside one node (ranks are tp-major within the mesh).
 LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
@@ -140,12 +152,8 @@ LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
                                     StringRef what = "") {
   if (!mesh || !strategy || !cluster)
     return success();
-  // MeshAttr bounds both by kMaxGpus, so the sum cannot overflow.
-  if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
-    return op->emitOpError()
-           << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
-           << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
-           << cluster.getSymName();
+  if (failed(verifyMeshOnCluster(op, cluster, mesh, what)))
+    return failure();
   int64_t tp = strategy.getTp();
   if (int64_t g = tpGroupAcrossNodes(mesh.getFirst(), mesh.getSize(), tp,
                                      cluster.getGpusPerNode());
@@ -273,7 +281,6 @@ LogicalResult ModelOp::verify() {
 }
 
 LogicalResult AlgorithmOp::verify() {
-  constexpr int64_t kMaxSteps = int64_t(1) << 40; // as Sema's run settings
   if (failed(checkRange(*this, "steps", int64_t(getSteps()), 1, kMaxSteps)) ||
       failed(checkRange(*this, "seed", int64_t(getSeed()), 0, kMaxSteps)) ||
       failed(checkRange(*this, "save_interval", int64_t(getSaveInterval()), 0,
@@ -301,11 +308,8 @@ LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
   // Transfers name no symbol to check their meshes from.
   for (auto t : getBodyBlock().getOps<TransferOp>())
     for (MeshAttr mesh : {t.getFrom(), t.getTo()})
-      if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
-        return t.emitOpError()
-               << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
-               << "> exceeds the " << cluster.getNumGpus()
-               << " GPUs of cluster @" << cluster.getSymName();
+      if (failed(verifyMeshOnCluster(t, cluster, mesh)))
+        return failure();
   return success();
 }
 
@@ -364,8 +368,8 @@ LogicalResult GenerateOp::verify() {
     return emitOpError() << "prompt must hold tokens";
   if (failed(checkBatchTensor(*this, "prompt", getPrompt().getType(), 2)) ||
       failed(checkRange(*this, "max_new_tokens", int64_t(getMaxNewTokens()), 1,
-                        int64_t(1) << 20)) ||
-      failed(checkRange(*this, "n", int64_t(getN()), 1, 1024)) ||
+                        kMaxNewTokens)) ||
+      failed(checkRange(*this, "n", int64_t(getN()), 1, kMaxSamples)) ||
       failed(checkRange(*this, "staleness", int64_t(getStaleness()), 0,
                         kMaxStaleness)))
     return failure();
@@ -439,8 +443,8 @@ LogicalResult TrainStepOp::verify() {
                           cast<RecordType>(getStats().getType()).getTypes())))
     return failure();
   if (failed(checkRange(*this, "minibatches", int64_t(getMinibatches()), 1,
-                        int64_t(1) << 20)) ||
-      failed(checkRange(*this, "epochs", int64_t(getEpochs()), 1, 1000)))
+                        kMaxMinibatches)) ||
+      failed(checkRange(*this, "epochs", int64_t(getEpochs()), 1, kMaxEpochs)))
     return failure();
   // The stats are the loss and its metrics: scalars.
   for (RankedTensorType t : cast<RecordType>(getStats().getType()).getTypes())

@@ -27,11 +27,17 @@ inline bool isModelCall(Operation *op) {
   return isa<GenerateOp, InferenceOp, TrainStepOp>(op);
 }
 
-/// The bounds Sema sets on what a .rlhf program declares, which the
+/// The bounds of what a .rlhf program declares, which Sema checks and the
 /// verifier keeps for hand-written IR too: the planner sizes per-GPU vectors
 /// by them, and products of layout degrees stay far from overflow.
 constexpr int64_t kMaxNodes = int64_t(1) << 16, kMaxGpusPerNode = 64,
-                  kMaxGpus = kMaxNodes * kMaxGpusPerNode, kMaxStaleness = 64;
+                  kMaxGpus = kMaxNodes * kMaxGpusPerNode, kMaxStaleness = 64,
+                  kMaxSteps = int64_t(1) << 40, kMaxNewTokens = 1 << 20,
+                  kMaxSamples = 1024, kMaxMinibatches = 1 << 20,
+                  kMaxEpochs = 1000, kMaxPlaceDegree = 1 << 20;
+/// An architecture's sizes.
+constexpr int64_t kMaxLayers = 1024, kMaxHidden = 1 << 20, kMaxHeads = 4096,
+                  kMaxFfn = 1 << 22, kMaxVocab = 1 << 24, kMaxSeqLen = 1 << 24;
 
 /// The first GPU of a tensor-parallel group that spans two nodes, on a mesh
 /// of `size` GPUs from `first` (ranks are tp-major: each run of tp GPUs is
