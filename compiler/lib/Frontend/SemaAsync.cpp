@@ -48,11 +48,11 @@ int inputOp(const FnBody &body, size_t k) {
   return -1;
 }
 
-/// Whether the loss computes exp(a - b) for an `a` and `b` that `isA` and
-/// `isB` accept, and feeds it to one of `into` (min, clamp).
-bool expOfDifference(const FnBody &body, llvm::function_ref<bool(int)> isA,
-                     llvm::function_ref<bool(int)> isB,
-                     llvm::ArrayRef<llvm::StringRef> into) {
+/// The live op of `body` among `into` (min, clamp) that takes exp(a - b)
+/// for an `a` and `b` that `isA` and `isB` accept, or -1.
+int expOfDifference(const FnBody &body, llvm::function_ref<bool(int)> isA,
+                    llvm::function_ref<bool(int)> isB,
+                    llvm::ArrayRef<llvm::StringRef> into) {
   const std::vector<char> live = reachLoss(body);
   auto usedBy = [&](int id, llvm::StringRef op) {
     for (size_t i = 0; i < body.ops.size(); ++i)
@@ -67,17 +67,18 @@ bool expOfDifference(const FnBody &body, llvm::function_ref<bool(int)> isA,
         !isB(d.args[1]))
       continue;
     int e = usedBy(int(i), "exp");
-    if (e >= 0 && llvm::any_of(into, [&](llvm::StringRef op) {
-          return usedBy(e, op) >= 0;
-        }))
-      return true;
+    if (e < 0)
+      continue;
+    for (llvm::StringRef op : into)
+      if (int u = usedBy(e, op); u >= 0)
+        return u;
   }
-  return false;
+  return -1;
 }
 
-/// Whether the loss of `body` weights by min/clamp of
-/// exp(input `prox` - input `behav`).
-bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
+/// The op of `body`'s loss that takes min/clamp of exp(input `prox` -
+/// input `behav`), the truncated importance weight, or -1.
+int truncatedImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
   int p = inputOp(body, prox), b = inputOp(body, behav);
   return expOfDifference(
       body, [&](int id) { return id == p; }, [&](int id) { return id == b; },
@@ -89,12 +90,50 @@ bool truncatesImportanceWeight(const FnBody &body, size_t prox, size_t behav) {
 bool clipsAgainst(const FnBody &body, size_t k) {
   int in = inputOp(body, k);
   return expOfDifference(
-      body,
-      [&](int id) {
-        return id >= 0 && size_t(id) < body.ops.size() &&
-               body.ops[size_t(id)].op == "logprobs";
-      },
-      [&](int id) { return id == in; }, {"clamp"});
+             body,
+             [&](int id) {
+               return id >= 0 && size_t(id) < body.ops.size() &&
+                      body.ops[size_t(id)].op == "logprobs";
+             },
+             [&](int id) { return id == in; }, {"clamp"}) >= 0;
+}
+
+/// Whether op `w` scales the policy-gradient term: through negations and
+/// products it reaches a product with a factor that reads the trained
+/// model's log-probs. A weight added to the loss has no such product, and
+/// its gradient is the unweighted, stale one.
+bool scalesPolicyTerm(const FnBody &body, int w) {
+  const std::vector<char> live = reachLoss(body);
+  // readsPolicy[i]: op i depends on the trained model's log-probs.
+  std::vector<char> readsPolicy(body.ops.size(), 0);
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    readsPolicy[i] = body.ops[i].op == "logprobs";
+    for (int a : body.ops[i].args)
+      if (a >= 0 && size_t(a) < i && readsPolicy[size_t(a)])
+        readsPolicy[i] = 1;
+  }
+  std::vector<char> seen(body.ops.size(), 0);
+  std::vector<int> work{w};
+  while (!work.empty()) {
+    int id = work.back();
+    work.pop_back();
+    for (size_t i = size_t(id) + 1; i < body.ops.size(); ++i) {
+      const FnOp &u = body.ops[i];
+      if (!live[i] || seen[i] || !llvm::is_contained(u.args, id))
+        continue;
+      if (u.op == "mul" && u.args.size() == 2) {
+        int other = u.args[0] == id ? u.args[1] : u.args[0];
+        if (other >= 0 && readsPolicy[size_t(other)])
+          return true;
+      } else if (u.op != "neg" && u.op != "broadcast" &&
+                 !(u.op == "div" && u.args.size() == 2 && u.args[0] == id)) {
+        continue;
+      }
+      seen[i] = 1;
+      work.push_back(int(i));
+    }
+  }
+  return false;
 }
 
 } // namespace
@@ -207,6 +246,7 @@ void Sema::checkStaleness(const Instance &inst) {
     const std::string &b = loss.inputs[*behav].param,
                       &x = loss.inputs[*prox].param;
     std::string why;
+    const int weight = truncatedImportanceWeight(*loss.fn, *prox, *behav);
     if (clipsAgainst(*loss.fn, *behav) && !clipsAgainst(*loss.fn, *prox))
       why = formatv("loss '{0}' clips the policy's ratio against the "
                     "behaviour log-probs '{1}', the stale policy decoupled "
@@ -214,17 +254,25 @@ void Sema::checkStaleness(const Instance &inst) {
                     "against the proximal ones and weight by "
                     "min(exp({2} - {1}), c)",
                     loss.builtin, b, x);
-    else if (!truncatesImportanceWeight(*loss.fn, *prox, *behav) &&
-             truncatesImportanceWeight(*loss.fn, *behav, *prox))
+    else if (weight < 0 &&
+             truncatedImportanceWeight(*loss.fn, *behav, *prox) >= 0)
       why = formatv("loss '{0}' gets the generation's log-probs as '{1}' and "
                     "the proximal inference's as '{2}', the other way round "
                     "from how it weights them; swap those two arguments",
                     loss.builtin, b, x);
-    else if (!truncatesImportanceWeight(*loss.fn, *prox, *behav))
+    else if (weight < 0)
       why = formatv("loss '{0}' reads the behaviour and proximal log-probs "
                     "but does not weight by the truncated importance ratio "
                     "min(exp({1} - {2}), c): without the bound one stale "
                     "sample can dominate the gradient",
+                    loss.builtin, x, b);
+    else if (!scalesPolicyTerm(*loss.fn, weight))
+      why = formatv("loss '{0}' computes the truncated importance weight "
+                    "min(exp({1} - {2}), c) but does not multiply the "
+                    "policy's surrogate by it, so the gradient stays the "
+                    "stale one; weight each token's term, as in "
+                    "'-w * min(ratio * adv, clamp(ratio, 1 - clip, 1 + clip) "
+                    "* adv)'",
                     loss.builtin, x, b);
     if (!why.empty())
       noteGen(error(loss.loc, why));
