@@ -209,11 +209,17 @@ struct FnProgram::Eval {
     return std::max(1.0, (*denoms)[size_t(i.denom)]);
   }
 
+  /// v * m, and 0 where m is 0 even if v is not finite there: padding may
+  /// hold an inf (log of a masked 0) that a plain product turns into nan.
+  static at::Tensor masked(const at::Tensor &v, const at::Tensor &m) {
+    return at::where(m != 0, v * m, at::zeros({}, v.options()));
+  }
+
   /// sum, mean, var or std (`stat` 0..3) over `dim` of `v` weighted by
   /// `m`: var = sum(m (v - mean)^2) / max(sum(m) - C, 1).
   at::Tensor stat(int stat, const at::Tensor &v, const at::Tensor &m,
                   at::OptionalIntArrayRef dim, int64_t C) {
-    at::Tensor sum = (v * m).sum(dim);
+    at::Tensor sum = masked(v, m).sum(dim);
     if (stat == 0)
       return sum;
     at::Tensor count = m.sum(dim);
@@ -221,7 +227,8 @@ struct FnProgram::Eval {
     if (stat == 1)
       return mean;
     at::Tensor d = v - (dim ? mean.unsqueeze(-1) : mean);
-    at::Tensor var = (m * d * d).sum(dim) / (count - double(C)).clamp_min(1);
+    at::Tensor var =
+        masked(d * d, m).sum(dim) / (count - double(C)).clamp_min(1);
     return stat == 2 ? var : var.sqrt();
   }
 
@@ -315,7 +322,7 @@ struct FnProgram::Eval {
     case Op::TokenVar:
     case Op::TokenStd:
       if (loss)
-        return (a(0) * a(1)).sum() / denom(i, denoms);
+        return masked(a(0), a(1)).sum() / denom(i, denoms);
       return stat(int(i.op) - int(Op::TokenSum), a(0), a(1), std::nullopt,
                   i.n.empty() ? 0 : i.n[0]);
     case Op::Last:
@@ -337,7 +344,8 @@ struct FnProgram::Eval {
       for (int64_t t = v.size(1) - 1; t >= 0; --t) {
         cols[size_t(t)] = running;
         at::Tensor mt = m.select(1, t);
-        running = v.select(1, t) * mt + running * (1 - mt);
+        running = at::where(mt != 0, v.select(1, t) * mt + running * (1 - mt),
+                            running);
       }
       return cols.empty() ? v : at::stack(cols, 1);
     }
@@ -348,8 +356,10 @@ struct FnProgram::Eval {
       at::Tensor running = at::zeros({v.size(0)}, v.options());
       for (int64_t t = v.size(1) - 1; t >= 0; --t) {
         at::Tensor mt = m.select(1, t);
-        running = (v.select(1, t) + g * running) * mt + running * (1 - mt);
-        cols[size_t(t)] = running * mt;
+        running = at::where(
+            mt != 0, (v.select(1, t) + g * running) * mt + running * (1 - mt),
+            running);
+        cols[size_t(t)] = masked(running, mt);
       }
       return cols.empty() ? v : at::stack(cols, 1);
     }

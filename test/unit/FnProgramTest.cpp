@@ -376,6 +376,43 @@ TEST(FnOps, LastNextAndRcumsum) {
   EXPECT_TRUE(at::equal(r, f({3, 4, 0, 4}, {1, 4}))) << r;
 }
 
+// Padding may hold an inf (the log of a masked 0): masked positions count
+// for nothing, as in a sum over the real ones, not nan as inf * 0 gives.
+TEST(FnOps, MaskedPositionsHoldingInfAreIgnored) {
+  const float inf = std::numeric_limits<float>::infinity();
+  at::Tensor v = f({1, -inf, 3, inf}, {2, 2}), m = f({1, 0, 1, 0}, {2, 2});
+  auto tok = run(
+      program("host",
+              {"%0 = input 0 f2", "%1 = input 1 f2", "%2 = token_sum %0 %1",
+               "%3 = token_mean %0 %1", "%4 = token_var %0 %1 0",
+               "%5 = seq_mean %0 %1", "%6 = const 0.5", "%7 = rcumsum %0 %6 %1",
+               "%8 = next_masked %0 %1", "out sum %2", "out mean %3",
+               "out var %4", "out seq %5", "out r %7", "out n %8"}),
+      {v, m});
+  EXPECT_FLOAT_EQ(tok[0].item<float>(), 4);
+  EXPECT_FLOAT_EQ(tok[1].item<float>(), 2);
+  EXPECT_FLOAT_EQ(tok[2].item<float>(), 1);
+  EXPECT_TRUE(at::equal(tok[3], f({1, 3}, {2}))) << tok[3];
+  EXPECT_TRUE(at::equal(tok[4], f({1, 0, 3, 0}, {2, 2}))) << tok[4];
+  EXPECT_TRUE(at::equal(tok[5], f({0, 0, 0, 0}, {2, 2}))) << tok[5];
+  // In a loss too, with finite gradients.
+  FnProgram p = FnProgram::parse(
+      program("loss", {"%0 = input 0 tok", "%1 = input 1 f2",
+                       "%2 = logprobs %0", "%3 = mask_of %0", "%4 = add %2 %1",
+                       "%5 = token_mean %4 %3", "out loss %5"}));
+  const int64_t N = 2, S = 3, V = 5;
+  at::Tensor seq = at::randint(1, V, {N, S}, at::kLong);
+  at::Tensor logits = at::randn({N, S, V}).requires_grad_(true);
+  FnModel model = [&](int64_t, const at::Tensor &) { return logits; };
+  FnInputs in{{seq, v}, {m}, 0};
+  std::vector<double> d = p.localDenominators(in);
+  at::Tensor loss = p.evaluate(in, &model, &d).at(0);
+  at::Tensor want = ((tokenLogprobs(logits, seq) * m).sum() + 4) / 2;
+  EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5);
+  loss.backward();
+  EXPECT_TRUE(at::isfinite(logits.grad()).all().item<bool>()) << logits.grad();
+}
+
 TEST(FnOps, MaskOfTakesTheGivenMaskElseNonPadTokens) {
   at::Tensor seq = at::tensor({5, 0, 7, 0, 3, 4, 2, 2}, at::kLong).view({2, 4});
   std::string code =
