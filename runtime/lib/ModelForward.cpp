@@ -13,6 +13,7 @@
 #include "rlhf/runtime/Model.h"
 
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/SeqSplit.h"
 
 #include <torch/torch.h>
 
@@ -33,26 +34,16 @@ void checkLength(const ModelConfig &cfg, int64_t S) {
 /// Where sp puts a sequence of S positions. Ring ranks hold the zigzag
 /// layout's spans (balanced causal ring attention; one span with ring 1) and
 /// the ulysses ranks of a ring rank split its spans' positions in order, so
-/// the Ulysses all-to-all hands each ring rank exactly its spans. Zigzag
-/// needs S a multiple of 2 x ring, which a multiple of sp is not when
-/// S/ring is odd, and tp's blocks of token rows (shardsSequence) need each sp
-/// rank's positions a multiple of tp: the sequence is then padded at its
-/// end, after every real position, so causal attention leaves the real
-/// outputs unchanged.
+/// the Ulysses all-to-all hands each ring rank exactly its spans. The
+/// sequence is padded at its end to a length every split divides
+/// (spPaddedLength).
 struct SpSplit {
   int64_t length;                   ///< S with the padding
   parallel::RingLayout ring;        ///< the positions of each ring rank
   std::vector<parallel::Span> mine; ///< this sp rank's, in order
 
   SpSplit(const SequenceParallel &sp, int64_t S, int64_t tpShards) {
-    if (S % sp.size)
-      throw Error("sequence of " + std::to_string(S) +
-                  " tokens does not split into " + std::to_string(sp.size) +
-                  " equal chunks for sequence parallelism; pad it to a "
-                  "multiple of sp");
-    const int64_t unit = std::lcm<int64_t>(
-        sp.size * tpShards, sp.ringSize > 1 ? 2 * sp.ringSize : 1);
-    length = (S + unit - 1) / unit * unit;
+    length = spPaddedLength(S, sp.size, sp.ringSize, tpShards);
     ring = parallel::zigzagLayout(length, sp.ringSize);
     int64_t skip = sp.ulyssesRank() * (length / sp.size),
             left = length / sp.size;

@@ -4,7 +4,8 @@
 // ulysses x 2 ring, alone and with tp = 2 or dp = 2, give the
 // single-process (sp = 1) forward logits, gradients and train steps within
 // fp32 tolerance (SeqParallelWorker.cpp); with ring > 1 in the zigzag
-// layout, which gives every ring rank the same attention work (counted).
+// layout, which gives every ring rank the same attention work (counted),
+// also for 13 tokens, which sp pads.
 // With RLHF_DEVICE=cuda (the gpu label) the workers share the GPU.
 //
 //===----------------------------------------------------------------------===//
@@ -21,10 +22,11 @@ using namespace rlhf::testing;
 namespace {
 
 void expectEquivalent(int world, int sp, int tp, bool valueHead = false,
-                      int ring = 1) {
+                      int ring = 1, int seqLen = 16) {
   std::vector<std::string> env{"RLHF_SP=" + std::to_string(sp),
                                "RLHF_TP=" + std::to_string(tp),
-                               "RLHF_RING=" + std::to_string(ring)};
+                               "RLHF_RING=" + std::to_string(ring),
+                               "RLHF_SEQ_LEN=" + std::to_string(seqLen)};
   if (valueHead)
     env.push_back("RLHF_VALUE_HEAD=1");
   auto ps = launch(RLHF_SEQ_PARALLEL_WORKER, world, env);
@@ -60,5 +62,11 @@ TEST(SeqParallel, Ulysses2Ring2) { expectEquivalent(4, 4, 1, false, 2); }
 TEST(SeqParallel, Ring2Tp2) { expectEquivalent(4, 2, 2, false, 2); }
 TEST(SeqParallel, Ring2Dp2) { expectEquivalent(4, 2, 1, false, 2); }
 TEST(SeqParallel, ValueHeadRing2) { expectEquivalent(2, 2, 1, true, 2); }
+// Sequences sp does not divide: padded at their end, after every real
+// position, so causal attention leaves the real outputs as they were.
+TEST(SeqParallel, Sp4Of13Tokens) { expectEquivalent(4, 4, 1, false, 1, 13); }
+TEST(SeqParallel, Ulysses2Ring2Of13Tokens) {
+  expectEquivalent(4, 4, 1, false, 2, 13);
+}
 
 } // namespace

@@ -8,6 +8,7 @@
 #include "rlhfc/CostModel/CostModel.h"
 #include "rlhf/IR/RLHFOps.h"
 #include "rlhf/runtime/LogitChunks.h"
+#include "rlhf/runtime/SeqSplit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -200,6 +201,14 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
               split.ring
           ? 2
           : 1);
+  // The tokens of a micro-batch one sp rank runs: 1/sp of the sequence as
+  // the runtime pads it for sp (SeqSplit.h).
+  const double spTokens =
+      sp > 1 && c.seqLen > 0
+          ? double(rlhf::spPaddedLength(c.seqLen, sp, split.ring,
+                                        seqShards ? tp : 1)) /
+                double(c.seqLen) / double(sp)
+          : 1.0 / double(sp);
 
   // Forward FLOPs of `tokens` tokens with attention over `ctx` positions:
   // matmuls 2*params per token plus 4*ctx*h per token per layer for QK^T and
@@ -289,7 +298,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   auto stageTime = [&](double tokensPerMb, double ctx, double passes,
                        double headPasses, int allReducesPerLayer,
                        bool sharded) {
-    const double local = tokensPerMb / sp;
+    const double local = tokensPerMb * spTokens;
     double flops =
         (passes * layerGemmFlops(local) + headPasses * headGemmFlops(local)) /
         pp / tp;
@@ -337,8 +346,8 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.time.tpComm = steps * tpc;
     e.time.ppComm = steps * ppc;
     e.flops = fwdFlops(double(c.batch) * c.seqLen, c.seqLen);
-    e.memory.activations = tokensPerMb / sp * h * actBytes(wholeOverTp) +
-                           logitBytes(tokensPerMb / sp, false);
+    e.memory.activations = tokensPerMb * spTokens * h * actBytes(wholeOverTp) +
+                           logitBytes(tokensPerMb * spTokens, false);
     break;
   }
   case CallKind::Generate: {
@@ -435,7 +444,7 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
     e.memory.optimizer = kOptimizerBytesPerParam * optState;
     // 1F1B keeps min(pp, mbs) micro-batches of activations on stage 0.
     double inFlight = std::min<double>(pp, mbs);
-    double local = tokensPerMb / sp;
+    double local = tokensPerMb * spTokens;
     double perLayer = local * h * actBytes(wholeOverTp);
     double stored =
         s.recompute ? local * h * kBf16 / (seqShards ? tp : 1) : perLayer;

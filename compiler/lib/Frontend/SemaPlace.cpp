@@ -38,24 +38,7 @@ mlir::LogicalResult Sema::checkSequenceParallel(const Annotation &an,
                           pl.pp, pl.sp));
     return mlir::failure();
   }
-  // The longest token sequence the call runs the model on: its own input,
-  // or a train call's loss's.
-  int64_t S = 0;
-  auto scan = [&](const Node &m) {
-    for (const Node::Input &in : m.inputs)
-      if (in.type.kind == TensorKind::Tokens && in.type.shape.size() == 2)
-        S = std::max(S, in.type.shape[1]);
-  };
-  scan(n);
-  if (n.kind == Node::Kind::Train && !n.inputs.empty() &&
-      n.inputs[0].producer >= 0)
-    scan(current->nodes[size_t(n.inputs[0].producer)]);
-  if (S % pl.sp) {
-    error(an.loc, formatv("sequences of {0} tokens do not split over sp = "
-                          "{1}; choose an sp that divides {0}",
-                          S, pl.sp));
-    return mlir::failure();
-  }
+  // A length sp does not divide is padded at its end (spPaddedLength).
   return mlir::success();
 }
 

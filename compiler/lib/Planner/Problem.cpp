@@ -196,23 +196,17 @@ namespace {
 /// all-to-all per layer and pass, which short sequences do not earn back,
 /// so only from kMinSpTokens up; never for generation (one token per step)
 /// or with pipeline stages (the runtime's model has neither). sp must split
-/// the GPUs left and the sequence, into 2 * ring chunks where a ring crosses
-/// nodes (mlir::rlhf::splitSp; each ring rank takes two chunks to balance
-/// causal attention). Degrees beyond the heads per tp rank run as a ring.
+/// the GPUs left; a sequence it does not split is padded (spPaddedLength)
+/// and priced so. Degrees beyond the heads per tp rank run as a ring
+/// (mlir::rlhf::splitSp).
 constexpr int64_t kMinSpTokens = 8192;
-std::vector<int64_t> spChoices(const cost::CallShape &c,
-                               const ::rlhf::ModelShape &ms, int64_t tp,
-                               int64_t gpusLeft, int64_t gpusPerNode,
-                               int64_t firstGpu) {
+std::vector<int64_t> spChoices(const cost::CallShape &c, int64_t gpusLeft) {
   std::vector<int64_t> out = {1};
   if (c.kind == cost::CallKind::Generate || c.seqLen < kMinSpTokens)
     return out;
-  for (int64_t sp = 2; sp <= gpusLeft; sp *= 2) {
-    mlir::rlhf::SpSplit split =
-        mlir::rlhf::splitSp(sp, tp, ms.heads, gpusPerNode, firstGpu);
-    if (gpusLeft % sp == 0 && c.seqLen % (sp * (split.ring > 1 ? 2 : 1)) == 0)
+  for (int64_t sp = 2; sp <= gpusLeft; sp *= 2)
+    if (gpusLeft % sp == 0)
       out.push_back(sp);
-  }
   return out;
 }
 
@@ -249,8 +243,7 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
         if (r::tpGroupAcrossNodes(first, size, tp, p.hw.gpusPerNode) >= 0)
           continue;
         const bool gen = c.shape.kind == cost::CallKind::Generate;
-        for (int64_t sp :
-             spChoices(c.shape, ms, tp, size / tp, p.hw.gpusPerNode, first))
+        for (int64_t sp : spChoices(c.shape, size / tp))
           for (int64_t pp = 1; pp <= size / tp / sp && pp <= ms.layers; ++pp) {
             if ((size / tp / sp) % pp || (sp > 1 && pp > 1))
               continue;

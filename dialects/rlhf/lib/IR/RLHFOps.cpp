@@ -111,10 +111,10 @@ LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
   return success();
 }
 
-/// A call's `rows` split over its dp groups and then into micro-batches,
-/// and its token sequences (`inputs`) over sp.
+/// A call's `rows` split over its dp groups and then into micro-batches.
+/// (Sequences need not split over sp: the runtime pads them.)
 LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
-                              StrategyAttr strategy, ValueRange inputs = {}) {
+                              StrategyAttr strategy) {
   if (!strategy)
     return success();
   if (rows % (strategy.getDp() * strategy.getMbs()))
@@ -122,14 +122,6 @@ LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
            << "batch of " << rows << " rows does not split "
            << "into dp = " << strategy.getDp()
            << " x mbs = " << strategy.getMbs() << " equal parts";
-  for (Value v : inputs) {
-    auto t = cast<RankedTensorType>(v.getType());
-    if (getTensorKind(t) == TensorKind::tokens && t.getRank() == 2 &&
-        t.getDimSize(1) % strategy.getSp())
-      return op->emitOpError()
-             << "sequences of " << t.getDimSize(1)
-             << " tokens do not split over sp = " << strategy.getSp();
-  }
   return success();
 }
 
@@ -411,8 +403,7 @@ LogicalResult InferenceOp::verify() {
   if (failed(checkBatchTensor(*this, "input", getSeq().getType(), 2)) ||
       failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
     return failure();
-  return verifyRowsSplit(*this, batchOf(getSeq().getType()), getStrategyAttr(),
-                         getSeq());
+  return verifyRowsSplit(*this, batchOf(getSeq().getType()), getStrategyAttr());
 }
 
 LogicalResult InferenceOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -459,7 +450,7 @@ LogicalResult TrainStepOp::verify() {
   if (failed(verifyLayout(*this, getMeshAttr(), getStrategyAttr())))
     return failure();
   return verifyRowsSplit(*this, n / int64_t(getMinibatches()),
-                         getStrategyAttr(), getInputs());
+                         getStrategyAttr());
 }
 
 /// The head a loss trains: that of the model outputs it reads (the body's
