@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "UnicodeCarets.h"
 #include "rlhfc/Codegen/Codegen.h"
 #include "rlhfc/CostModel/FromIR.h"
 #include "rlhfc/Frontend/Frontend.h"
@@ -387,6 +388,7 @@ int main(int argc, char **argv) {
     return mlir::failed(handler.verify()) ? 1 : 0;
   }
   mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
+  rlhfc::UnicodeCaretHandler carets(sm, &ctx);
   if (emit == Emit::Exe) { // the linker writes the file
     std::string ignored;
     llvm::raw_string_ostream os(ignored);
