@@ -99,10 +99,12 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
       // runtime parks it; the error then falls on its ema when no call runs
       // on this GPU.
       Operation *anchor = worst ? worst->op : alg.getOperation();
+      std::vector<std::string> parkedHere;
       for (size_t m = 0; m < p.models.size(); ++m) {
         const std::optional<plan::Candidate> &k = p.parked[m];
         if (!k || g < k->s.firstGpu || g >= k->s.firstGpu + k->devices)
           continue;
+        parkedHere.push_back("@" + p.models[m].name);
         std::string &line = resident[p.models[m].name];
         line = llvm::formatv("placed by no call, so it rests whole on GPU "
                              "{0}: weights {1}",
@@ -138,6 +140,17 @@ struct CheckMemory : rlhfc::impl::RLHFCheckMemoryBase<CheckMemory> {
                     " alone, so smaller batches cannot help; spread the "
                     "models over more GPUs (larger meshes, more tp or pp), "
               : "use more GPUs, more micro-batches or minibatches, ";
+      // No call runs here: what is over is a parked model and its ema,
+      // which no batch size or mesh of a call changes.
+      if (!worst && !parkedHere.empty()) {
+        first = "no call runs here, and " + llvm::join(parkedHere, " and ") +
+                " (placed by no call) rest" +
+                (parkedHere.size() == 1 ? "s" : "") +
+                " whole on one GPU with the ema's working set; give " +
+                (parkedHere.size() == 1 ? "it a call" : "each a call") +
+                " (an inference, say), whose layout then shards it";
+        offload.clear();
+      }
       auto diag = plan::emitCallError(anchor) << llvm::formatv(
                       "predicted out of memory on GPU {0} (node {1}, "
                       "local GPU {2}): {3} needed, {4} available per {5}; "
