@@ -164,13 +164,30 @@ static json readJson(const std::string &path, const std::string &what) {
                 "': " + lowerFirst(std::strerror(errno)));
   std::string text((std::istreambuf_iterator<char>(in)),
                    std::istreambuf_iterator<char>());
+  json j;
   try {
-    return json::parse(text);
+    j = json::parse(text);
   } catch (const json::parse_error &e) {
     throw Error(what + " '" + path +
                 "' is malformed json (syntax error at byte " +
                 std::to_string(e.byte) + ")");
   }
+  // Reading the file copies and walks its objects recursively; a corrupt
+  // one nested thousands deep would overflow the stack. The library stops
+  // at 128 (serde_json's recursion limit).
+  constexpr int kMaxDepth = 128;
+  std::vector<std::pair<const json *, int>> stack{{&j, 1}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxDepth)
+      throw Error(what + " '" + path + "' nests json deeper than " +
+                  std::to_string(kMaxDepth) + " levels; it is corrupt");
+    if (node->is_structured())
+      for (const json &child : *node)
+        stack.push_back({&child, depth + 1});
+  }
+  return j;
 }
 
 BpeTokenizer::Impl::Impl(const json &j, const std::string &path) : path(path) {
@@ -247,6 +264,9 @@ void BpeTokenizer::Impl::readModel(const json &m) {
   const int64_t entries = int64_t(m["vocab"].size()),
                 idLimit = std::min<int64_t>(INT32_MAX, entries + (1 << 20));
   for (const auto &[token, idj] : m["vocab"].items()) {
+    if (!idj.is_number_integer())
+      fail("vocabulary token \"" + token + "\" has id " + idj.dump() +
+           ", not an integer");
     int64_t id = idj.get<int64_t>();
     if (id < 0 || id >= idLimit)
       fail("vocabulary token \"" + token + "\" has id " + std::to_string(id) +
@@ -305,8 +325,13 @@ void BpeTokenizer::Impl::readModel(const json &m) {
 void BpeTokenizer::Impl::readNormalizer(const json &n) {
   if (n.is_null())
     return;
-  std::string type = n.is_object() ? n.value("type", "") : "";
-  if (type == "Sequence" && n.contains("normalizers")) {
+  if (!n.is_object())
+    fail("the normalizer is " + std::string(n.type_name()) +
+         ", not an object with a \"type\"");
+  std::string type = n.value("type", "");
+  if (type == "Sequence") {
+    if (!n.contains("normalizers") || !n["normalizers"].is_array())
+      fail("the Sequence normalizer has no \"normalizers\" list");
     for (const json &each : n["normalizers"])
       readNormalizer(each);
     return;
@@ -321,7 +346,9 @@ void BpeTokenizer::Impl::readPostProcessor(const json &p) {
   std::string type = p.is_object() ? p.value("type", "") : "";
   if (p.is_null() || type == "ByteLevel") // ByteLevel only moves offsets
     return;
-  if (type == "Sequence" && p.contains("processors")) {
+  if (type == "Sequence") {
+    if (!p.contains("processors") || !p["processors"].is_array())
+      fail("the Sequence post-processor has no \"processors\" list");
     for (const json &each : p["processors"]) {
       // Each wraps what the earlier ones made.
       std::vector<int64_t> inner = std::move(prefix), after = std::move(suffix);
@@ -573,7 +600,12 @@ std::string BpeTokenizer::decode(const std::vector<int64_t> &ids) const {
   }();
   std::string out;
   for (int64_t id : ids) {
-    if (auto it = impl->addedById.find(id); it != impl->addedById.end()) {
+    // An added token that reuses a vocabulary id (the library gives "é"
+    // the id of its byte) decodes as that token: BPE output holds the id.
+    if (auto it = impl->addedById.find(id);
+        it != impl->addedById.end() &&
+        (id < 0 || size_t(id) >= impl->tokens.size() ||
+         !impl->hasToken[size_t(id)])) {
       out += it->second->content;
       continue;
     }

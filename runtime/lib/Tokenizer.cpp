@@ -21,7 +21,7 @@ struct Shim {
   void *lib = nullptr;
   void *(*load)(const char *, char *, size_t) = nullptr;
   void (*free)(void *) = nullptr;
-  int (*encode)(void *, const char *, int *, int) = nullptr;
+  int (*encode)(void *, const char *, size_t, int *, int) = nullptr;
   int (*decode)(void *, const int *, int, char *, int) = nullptr;
   int (*info)(void *, int) = nullptr;
 };
@@ -85,10 +85,11 @@ Tokenizer::~Tokenizer() {
 std::vector<int64_t> Tokenizer::encode(const std::string &text,
                                        bool addBos) const {
   std::vector<int> ids(text.size() + 8);
-  int n = shim().encode(handle, text.c_str(), ids.data(), int(ids.size()));
+  int n = shim().encode(handle, text.data(), text.size(), ids.data(),
+                        int(ids.size()));
   if (n > int(ids.size())) {
     ids.resize(n);
-    n = shim().encode(handle, text.c_str(), ids.data(), n);
+    n = shim().encode(handle, text.data(), text.size(), ids.data(), n);
   }
   std::vector<int64_t> out;
   if (addBos && bos() >= 0)
@@ -105,8 +106,8 @@ std::string Tokenizer::decode(const std::vector<int64_t> &ids) const {
   std::string buf(v.size() * 16 + 16, '\0');
   int n = shim().decode(handle, v.data(), int(v.size()), buf.data(),
                         int(buf.size()));
-  if (n >= int(buf.size())) {
-    buf.assign(n + 1, '\0');
+  if (n > int(buf.size())) {
+    buf.assign(n, '\0');
     shim().decode(handle, v.data(), int(v.size()), buf.data(), int(buf.size()));
   }
   buf.resize(n);

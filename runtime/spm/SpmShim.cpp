@@ -10,6 +10,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -31,23 +32,24 @@ void *rlhf_spm_load(const char *path, char *err, size_t errLen) {
 void rlhf_spm_free(void *h) { delete static_cast<sentencepiece::SentencePieceProcessor *>(h); }
 
 /// Writes up to `cap` ids; returns how many there are in total.
-int rlhf_spm_encode(void *h, const char *text, int *out, int cap) {
+int rlhf_spm_encode(void *h, const char *text, size_t len, int *out, int cap) {
   std::vector<int> ids;
-  static_cast<sentencepiece::SentencePieceProcessor *>(h)->Encode(text, &ids);
+  // With its length: text may hold NUL bytes.
+  static_cast<sentencepiece::SentencePieceProcessor *>(h)->Encode(
+      std::string(text, len), &ids);
   for (int i = 0; i < int(ids.size()) && i < cap; ++i)
     out[i] = ids[i];
   return int(ids.size());
 }
 
-/// Writes up to `cap` bytes (NUL-terminated); returns the text's length.
+/// Writes up to `cap` bytes of the text (which may hold NUL bytes); returns
+/// its length.
 int rlhf_spm_decode(void *h, const int *ids, int n, char *out, int cap) {
   std::string text;
   static_cast<sentencepiece::SentencePieceProcessor *>(h)->Decode(
       std::vector<int>(ids, ids + n), &text);
-  if (cap > 0) {
-    std::strncpy(out, text.c_str(), size_t(cap) - 1);
-    out[cap - 1] = '\0';
-  }
+  if (cap > 0)
+    std::memcpy(out, text.data(), std::min(size_t(cap), text.size()));
   return int(text.size());
 }
 

@@ -9,6 +9,7 @@
 
 #include "rlhf/runtime/BpeTokenizer.h"
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/TextTokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -273,6 +274,18 @@ TEST_F(BpeTokenizerErrors, UnsupportedNormalizerAndPreTokenizer) {
             std::string::npos)
       << msg;
 
+  // A Sequence without its list says so, not that Sequence is unsupported.
+  p = write([](json &j) { j["normalizer"] = {{"type", "Sequence"}}; });
+  msg = error(p);
+  EXPECT_NE(msg.find("the Sequence normalizer has no \"normalizers\" list"),
+            std::string::npos)
+      << msg;
+  p = write([](json &j) { j["post_processor"] = {{"type", "Sequence"}}; });
+  msg = error(p);
+  EXPECT_NE(msg.find("the Sequence post-processor has no \"processors\" list"),
+            std::string::npos)
+      << msg;
+
   p = write([](json &j) {
     j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Metaspace"}};
   });
@@ -327,6 +340,69 @@ TEST_F(BpeTokenizerErrors, IdsOutOfRange) {
                        ", out of range"),
               std::string::npos)
         << msg;
+  }
+}
+
+// A non-integer id is refused as the library refuses it, and so is json
+// nested deeper than the library reads (it crashed the stack).
+TEST_F(BpeTokenizerErrors, NonIntegerIdsAndDeepNesting) {
+  std::string p = write([](json &j) { j["model"]["vocab"]["Ġ"] = 1.5; });
+  std::string msg = error(p);
+  EXPECT_NE(msg.find("vocabulary token \"Ġ\" has id 1.5, not an integer"),
+            std::string::npos)
+      << msg;
+  std::string deep;
+  for (int i = 0; i < 100000; ++i)
+    deep += "{\"type\":\"Sequence\",\"pretokenizers\":[";
+  for (int i = 0; i < 100000; ++i)
+    deep += "]}";
+  p = writeText("tokenizer.json",
+                "{\"model\":{},\"pre_tokenizer\":" + deep + "}");
+  msg = error(p);
+  EXPECT_NE(msg.find("'" + p + "' nests json deeper than 128 levels"),
+            std::string::npos)
+      << msg;
+}
+
+// A tokenizer file of another name loads with the config beside it.
+TEST_F(BpeTokenizerErrors, AJsonOfAnotherNameLoadsWithItsConfig) {
+  std::string p = write([](json &) {});
+  fs::rename(p, dir / "my_tok.json");
+  writeText("tokenizer_config.json",
+            "{\"pad_token\": \"<|end_of_text|>\", \"eos_token\": "
+            "\"<|eot_id|>\"}");
+  std::unique_ptr<TextTokenizer> t =
+      loadTokenizer((dir / "my_tok.json").string());
+  EXPECT_EQ(t->pad(), addedId("llama3", "<|end_of_text|>"));
+  EXPECT_EQ(t->eos(), addedId("llama3", "<|eot_id|>"));
+  std::string absent = (dir / "absent.json").string();
+  try {
+    loadTokenizer(absent);
+    ADD_FAILURE() << "an absent file loaded";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("'" + absent + "'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// An added token that reuses a vocabulary id (the library gives "é" the id
+// of its byte when added to a byte-level vocabulary) decodes as that
+// vocabulary token, so BPE output holding the id decodes back.
+TEST_F(BpeTokenizerErrors, AddedTokensSharingAVocabularyIdDecodeAsIt) {
+  json j = readJson(fs::path(fixtures()) / "gpt2" / "tokenizer.json");
+  const int64_t id = j["model"]["vocab"]["Ġ"];
+  j["added_tokens"].push_back({{"id", id},
+                               {"content", "Ġ"},
+                               {"single_word", false},
+                               {"lstrip", false},
+                               {"rstrip", false},
+                               {"normalized", true},
+                               {"special", false}});
+  std::string p = writeText("tokenizer.json", j.dump());
+  BpeTokenizer tok(p);
+  for (std::string text : {"a x y", "a  b"}) {
+    std::vector<int64_t> ids = tok.encode(text, false);
+    EXPECT_EQ(tok.decode(ids), text) << testing::PrintToString(ids);
   }
 }
 

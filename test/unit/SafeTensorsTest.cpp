@@ -200,6 +200,19 @@ TEST(Tokenizer, TrainsLoadsAndRoundTrips) {
   EXPECT_EQ(ids.front(), tok.bos());
   EXPECT_EQ(tok.decode(ids), "12 plus 5 equals 17");
   EXPECT_EQ(tok.pad(), 3);
+  // Text with a NUL byte is not cut there, either way: with byte pieces
+  // (LLaMA's byte_fallback) it round-trips.
+  std::string fallback = tmpPath("spm-bytes");
+  cmd = "spm_train --input=" + corpus + " --model_prefix=" + fallback +
+        " --vocab_size=300 --hard_vocab_limit=false --model_type=bpe "
+        "--character_coverage=1.0 --byte_fallback=true --pad_id=3 > "
+        "/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Tokenizer bytes(fallback + ".model");
+  const std::string nul("1 plus\0 2", 9);
+  std::vector<int64_t> withNul = bytes.encode(nul, false);
+  EXPECT_EQ(withNul.size(), bytes.encode("1 plus", false).size() + 2);
+  EXPECT_EQ(bytes.decode(withNul), nul);
 }
 
 TEST(Tokenizer, MissingModelIsAClearError) {
