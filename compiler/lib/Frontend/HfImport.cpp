@@ -12,7 +12,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 using namespace rlhfc;
 using namespace rlhfc::sema;
@@ -29,9 +31,29 @@ std::optional<HfImport> rlhfc::sema::importHf(const ast::EntityDecl &d) {
   }
   h.arch = *arch;
   h.name = llvm::sys::path::filename(h.dir).str();
-  llvm::SmallString<256> tok(h.dir);
-  llvm::sys::path::append(tok, "tokenizer.json");
-  h.hasTokenizer = llvm::sys::fs::exists(tok);
+  llvm::SmallString<256> json(h.dir), model(h.dir);
+  llvm::sys::path::append(json, "tokenizer.json");
+  llvm::sys::path::append(model, "tokenizer.model");
+  if (!llvm::sys::fs::exists(json)) {
+    if (llvm::sys::fs::exists(model))
+      h.tokenizer = model.str().str();
+    return h;
+  }
+  h.tokenizer = h.dir;
+  // LLaMA-2's and Mistral's tokenizer.json is a byte_fallback BPE beside
+  // the sentencepiece model it was converted from; the runtime reads that.
+  // The key sits before the vocabulary, so a regex over the text finds it.
+  if (auto buf = llvm::MemoryBuffer::getFile(json)) {
+    static const llvm::Regex byteFallback(
+        "\"byte_fallback\"[[:space:]]*:[[:space:]]*true");
+    if (byteFallback.match((*buf)->getBuffer())) {
+      h.tokenizer.clear();
+      if (llvm::sys::fs::exists(model))
+        h.tokenizer = model.str().str();
+      else
+        h.byteFallbackOnly = true;
+    }
+  }
   return h;
 }
 

@@ -16,7 +16,14 @@ struct HfImport {
   rlhf::HfArch arch;
   std::string dir;           ///< absolute
   std::string name;          ///< the directory's name, as the architecture's
-  bool hasTokenizer = false; ///< dir/tokenizer.json exists
+  /// What the runtime loads for the checkpoint's tokenizer: the directory
+  /// (its tokenizer.json), or its tokenizer.model where tokenizer.json is a
+  /// byte_fallback BPE (LLaMA-2's, Mistral's), which the runtime reads as
+  /// sentencepiece; empty when it has neither.
+  std::string tokenizer;
+  /// Set when tokenizer.json is byte_fallback and there is no
+  /// tokenizer.model: the runtime could not load it.
+  bool byteFallbackOnly = false;
 };
 
 /// Reads the config.json of `d`'s `hf("dir")` (relative to d's file); emits

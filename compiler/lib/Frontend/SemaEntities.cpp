@@ -454,10 +454,18 @@ void Sema::resolveModel(const EntityDecl &d) {
   // has one, unless the model names others.
   if (gatheredHf && !m.lookup("checkpoint"))
     model.checkpoint = gatheredHf->dir;
-  if (gatheredHf && gatheredHf->hasTokenizer && !m.lookup("tokenizer")) {
-    model.tokenizer = gatheredHf->dir;
+  if (gatheredHf && !gatheredHf->tokenizer.empty() && !m.lookup("tokenizer")) {
+    model.tokenizer = gatheredHf->tokenizer;
     model.tokenizerLoc = d.basePath ? d.basePathLoc : d.baseLoc;
   }
+  if (gatheredHf && gatheredHf->byteFallbackOnly && !m.lookup("tokenizer"))
+    error(d.basePath ? d.basePathLoc : d.baseLoc,
+          "the checkpoint's tokenizer.json is a byte_fallback BPE (as "
+          "LLaMA-2's and Mistral's), which rlhfc reads from the sentencepiece "
+          "tokenizer.model it comes from, and '" +
+              gatheredHf->dir +
+              "' has none; copy the checkpoint's tokenizer.model there, or "
+              "name one with 'tokenizer = \"DIR/tokenizer.model\";'");
   bool trainable = flag(m, "trainable"), frozen = flag(m, "frozen");
   if (trainable && frozen)
     error(m.lookup("frozen")->loc,
