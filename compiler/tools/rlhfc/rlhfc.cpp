@@ -357,6 +357,49 @@ int main(int argc, char **argv) {
               "see a planner's choice with --emit=plan\n";
     return 1;
   }
+  // Without a file, rlhfc reads stdin; at a terminal that would wait in
+  // silence for a program typed by hand.
+  if (inputFile == "-" && !inputFile.getNumOccurrences() &&
+      llvm::sys::Process::StandardInIsUserInput()) {
+    errs() << "rlhfc: error: no input file; compile one with 'rlhfc "
+              "prog.rlhf -o prog', or pipe a program in with 'rlhfc -' (see "
+              "rlhfc --help)\n";
+    return 1;
+  }
+  if (emit == Emit::Exe && outputFile == "-" &&
+      outputFile.getNumOccurrences()) {
+    errs() << "rlhfc: error: an executable cannot go to stdout; name it "
+              "with -o FILE\n";
+    return 1;
+  }
+  // The output must not replace the program it is compiled from.
+  if (inputFile != "-") {
+    std::string out = emit == Emit::Exe ? exeOutput() : std::string(outputFile);
+    if (out != "-" && llvm::sys::fs::equivalent(inputFile, out)) {
+      errs() << "rlhfc: error: the output '" << out
+             << "' is the input file; name another with -o FILE\n";
+      return 1;
+    }
+  }
+  // The linker would say only "cannot open output file".
+  if (emit == Emit::Exe) {
+    std::string out = exeOutput();
+    SmallString<256> dir(llvm::sys::path::parent_path(out));
+    if (dir.empty())
+      dir = ".";
+    std::string why;
+    if (llvm::sys::fs::is_directory(out))
+      why = "is a folder";
+    else if (!llvm::sys::fs::is_directory(dir))
+      why = "is in a folder that does not exist";
+    else if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+      why = "is in a folder this user cannot write";
+    if (!why.empty()) {
+      errs() << "rlhfc: error: cannot write the executable '" << out << "': it "
+             << why << "; name another with -o FILE\n";
+      return 1;
+    }
+  }
   if (emit == Emit::Obj && outputFile == "-" &&
       llvm::sys::Process::StandardOutIsDisplayed()) {
     errs() << "rlhfc: error: an object file is binary; write it to a file "
