@@ -115,7 +115,7 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       {nullptr, 0, nullptr, 0}};
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", opts, nullptr)) != -1) {
     switch (c) {
     case 's': {
       char *end = nullptr;
@@ -161,12 +161,14 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     case 't':
       p->tracePath = optarg;
       break;
-    case 'h':
-      usage(argv[0], p);
+    case 'h': // once under rlhf-run, not once per rank
+      if (p->rank == 0)
+        usage(argv[0], p);
       std::exit(0);
     case 'v':
-      std::printf("%s: compiled by rlhfc; runtime %s, LibTorch %s\n",
-                  p->name.c_str(), RLHFC_VERSION, TORCH_VERSION);
+      if (p->rank == 0)
+        std::printf("%s: compiled by rlhfc; runtime %s, LibTorch %s\n",
+                    p->name.c_str(), RLHFC_VERSION, TORCH_VERSION);
       std::exit(0);
     default:
       for (const option *o = opts; o->name; ++o)
@@ -395,8 +397,14 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
             (earlier >= 0
                  ? "checkpoint after step " + std::to_string(earlier + 1)
                  : std::string("metrics.jsonl")) +
-            "); continue it with --resume, start afresh with --overwrite "
-            "(deletes its checkpoints and metrics), or give another --out");
+            (earlier >= 0
+                 ? "); continue it with --resume, start afresh with "
+                   "--overwrite (deletes its checkpoints and metrics), or "
+                   "give another --out"
+                 : " but no checkpoint: it stopped before its first "
+                   "save_interval, so there is nothing to resume); start "
+                   "afresh with --overwrite (deletes its metrics), or give "
+                   "another --out"));
       // The earlier run is deleted below, once the other outputs are known
       // to be writable: a typo in --trace must not cost it.
     }

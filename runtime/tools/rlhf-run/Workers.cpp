@@ -8,6 +8,8 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -103,7 +105,41 @@ bool rlhfrun::executable(const std::string &program) {
   return bool(sys::findProgramByName(program, dirs));
 }
 
-void rlhfrun::emit(const Worker &w, Stream &s, StringRef line, bool prefix) {
+namespace {
+
+/// `line` with "rank R" for this rank's number R as "rank *".
+std::string withoutRank(StringRef line, int rank) {
+  std::string out, me = "rank " + std::to_string(rank);
+  size_t at = 0, hit;
+  while ((hit = line.find(me, at)) != StringRef::npos) {
+    size_t end = hit + me.size();
+    out += line.slice(at, hit).str();
+    if (end < line.size() && isdigit(static_cast<unsigned char>(line[end])))
+      out += me; // rank 1 in "rank 12"
+    else
+      out += "rank *";
+    at = end;
+  }
+  return out + line.substr(at).str();
+}
+
+} // namespace
+
+void rlhfrun::emit(Worker &w, Stream &s, StringRef line, bool prefix,
+                   RepeatedErrors &repeated) {
+  if (s.toStderr && line.contains("error:")) {
+    if (w.firstError.empty())
+      w.firstError = line.str();
+    std::string key = withoutRank(line, w.rank);
+    for (size_t i = 0; i < repeated.printed.size(); ++i)
+      if (repeated.printed[i].first == key &&
+          repeated.printed[i].second != w.rank) {
+        repeated.heldBack[i].push_back(w.rank);
+        return;
+      }
+    repeated.printed.push_back({key, w.rank});
+    repeated.heldBack.emplace_back();
+  }
   raw_ostream &os = s.toStderr ? errs() : outs();
   if (prefix)
     os << "[rank " << w.rank << "] ";
@@ -111,14 +147,15 @@ void rlhfrun::emit(const Worker &w, Stream &s, StringRef line, bool prefix) {
   os.flush();
 }
 
-bool rlhfrun::pump(Worker &w, Stream &s, bool prefix) {
+bool rlhfrun::pump(Worker &w, Stream &s, bool prefix,
+                   RepeatedErrors &repeated) {
   char buf[4096];
   ssize_t n = read(s.fd, buf, sizeof(buf));
   if (n < 0 && (errno == EAGAIN || errno == EINTR))
     return true;
   if (n <= 0) {
     if (!s.pending.empty())
-      emit(w, s, s.pending, prefix);
+      emit(w, s, s.pending, prefix, repeated);
     s.pending.clear();
     close(s.fd);
     s.fd = -1;
@@ -127,11 +164,30 @@ bool rlhfrun::pump(Worker &w, Stream &s, bool prefix) {
   s.pending.append(buf, n);
   size_t start = 0, nl;
   while ((nl = s.pending.find('\n', start)) != std::string::npos) {
-    emit(w, s, StringRef(s.pending).slice(start, nl), prefix);
+    emit(w, s, StringRef(s.pending).slice(start, nl), prefix, repeated);
     start = nl + 1;
   }
   s.pending.erase(0, start);
   return true;
+}
+
+void rlhfrun::noteRepeatedErrors(const RepeatedErrors &repeated) {
+  for (size_t i = 0; i < repeated.printed.size(); ++i) {
+    std::vector<int> ranks = repeated.heldBack[i];
+    if (ranks.empty())
+      continue;
+    std::sort(ranks.begin(), ranks.end());
+    std::string list;
+    for (size_t k = 0; k < ranks.size(); ++k)
+      list += (k == 0                  ? ""
+               : k + 1 == ranks.size() ? " and "
+                                       : ", ") +
+              std::to_string(ranks[k]);
+    errs() << formatv("rlhf-run: note: rank{0} {1} reported the same error "
+                      "as rank {2}\n",
+                      ranks.size() == 1 ? "" : "s", list,
+                      repeated.printed[i].second);
+  }
 }
 
 std::string rlhfrun::describe(int status) {

@@ -30,6 +30,17 @@ struct Worker {
   bool running = false;
   int status = 0;
   Stream out, err;
+  std::string firstError; ///< its first stderr line saying "error:"
+};
+
+/// Error lines that say the same on several ranks (every rank checks its
+/// arguments) are printed once; the rest are counted here, by the rank
+/// that printed the line.
+struct RepeatedErrors {
+  /// The line with the printing rank's number as "rank *".
+  std::vector<std::pair<std::string, int>> printed;
+  /// For each entry of `printed`, the ranks whose same line was held back.
+  std::vector<std::vector<int>> heldBack;
 };
 
 /// The variables a worker gets on top of the launcher's environment.
@@ -47,11 +58,17 @@ bool spawn(Worker &w, const std::vector<std::string> &argv,
 /// directory and an unset PATH glibc's default).
 bool executable(const std::string &program);
 
-/// Prints one line of a worker's output (after "[rank R] " if `prefix`).
-void emit(const Worker &w, Stream &s, llvm::StringRef line, bool prefix);
+/// Prints one line of a worker's output (after "[rank R] " if `prefix`),
+/// unless it is an error line another rank printed already (`repeated`).
+void emit(Worker &w, Stream &s, llvm::StringRef line, bool prefix,
+          RepeatedErrors &repeated);
 
 /// Reads what is available and prints the complete lines; false at EOF.
-bool pump(Worker &w, Stream &s, bool prefix);
+bool pump(Worker &w, Stream &s, bool prefix, RepeatedErrors &repeated);
+
+/// "rlhf-run: note: ranks 1, 2 and 3 reported the same error as rank 0"
+/// for each error line held back.
+void noteRepeatedErrors(const RepeatedErrors &repeated);
 
 /// "exited with code 3", "was killed by signal 9 (Killed)".
 std::string describe(int status);

@@ -43,7 +43,7 @@ static cl::opt<unsigned>
     numWorkers("n",
                cl::desc("Number of worker processes on this node, one per "
                         "device (default 1)"),
-               cl::value_desc("N"), cl::init(1), cl::cat(runCat));
+               cl::value_desc("N"), cl::init(1), cl::Prefix, cl::cat(runCat));
 static cl::alias numWorkersLong("nproc", cl::aliasopt(numWorkers),
                                 cl::desc("Alias for -n"), cl::cat(runCat));
 static cl::opt<unsigned> maxLocal(
@@ -416,6 +416,7 @@ int main(int argc, char **argv) {
     int status;
   };
   std::vector<Failure> failures; ///< failed before the stop, in report order
+  RepeatedErrors repeated;
   bool decided = false;          ///< the error that ends the job is printed
   int exitCode = 0, forwardedSignal = 0;
   unsigned localSignals = 0;
@@ -497,7 +498,7 @@ int main(int argc, char **argv) {
       }
       for (size_t i = 1; i < linkFds; ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
-          pump(*owners[i].first, *owners[i].second, !noPrefix);
+          pump(*owners[i].first, *owners[i].second, !noPrefix, repeated);
     }
 
     if (link) {
@@ -570,7 +571,17 @@ int main(int argc, char **argv) {
       errs() << "rlhf-run: error: rank " << cause.rank;
       if (multi)
         errs() << " (node " << cause.node << ")";
-      errs() << " " << describe(cause.status) << stoppingWhat(local) << "\n";
+      errs() << " " << describe(cause.status) << stoppingWhat(local);
+      // Repeat its error: peers' failures it caused may have come after.
+      for (auto &w : workers)
+        if (local && w.rank == cause.rank && !w.firstError.empty()) {
+          StringRef e = StringRef(w.firstError).trim();
+          std::string me = "rank " + std::to_string(w.rank) + ": ";
+          e.consume_front(me);
+          e.consume_front("error: ");
+          errs() << ": " << e;
+        }
+      errs() << "\n";
       // A stopped rank (SIGSTOP, a debugger, a frozen cgroup) fails nobody
       // itself: its peers time out waiting for it, and one of them is named
       // above. Name the stopped one as the likely cause.
@@ -595,6 +606,7 @@ int main(int argc, char **argv) {
 
   if (link)
     link->close(std::chrono::seconds(2));
+  noteRepeatedErrors(repeated);
   if (decided)
     return exitCode;
   if (forwardedSignal) {
