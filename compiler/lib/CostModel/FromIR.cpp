@@ -152,11 +152,20 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
                         alg.getSymName(), cluster.getSymName(),
                         cluster.getNodes(), cluster.getGpusPerNode(), hw.name,
                         hw.flops / 1e12, gb(hw.hbmBytes));
-    os << llvm::formatv(
-        "{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
-        " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
-        "call", "source", "placement", "time", "compute", "tp", "pp", "dp",
-        "optim", "mem GB", "weights", "grads", "optim", "act", "kv");
+    // Rows are printed once the widest call, source and placement are
+    // known (sources under a long file name would shift the columns).
+    struct Row {
+      std::string call, source, place, rest;
+      bool note = false; ///< `rest` under the call, past the first columns
+    };
+    std::vector<Row> rows;
+    rows.push_back(
+        {"call", "source", "placement",
+         llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
+                       "{6,8} {7,7} {8,6} {9,7} {10,7} {11,7}",
+                       "time", "compute", "tp", "pp", "dp", "optim", "mem GB",
+                       "weights", "grads", "optim", "act", "kv")
+             .str()});
     double total = 0;
     const double usable = kUsableHbmFraction * hw.hbmBytes;
     int over = 0;
@@ -177,11 +186,12 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         total += time;
         std::string name =
             ("ema @" + ema.getTarget() + " from @" + ema.getSource()).str();
-        os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} "
-                            "{7,8} {8,8} | {9,8}\n",
-                            name, where(op.getLoc()), "target's layout",
-                            sec(time), sec(time - move), "", "", "", "",
-                            gb(3 * to->second.second));
+        rows.push_back({name, where(op.getLoc()), "target's layout",
+                        llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
+                                      "{6,8}",
+                                      sec(time), sec(time - move), "", "", "",
+                                      "", gb(3 * to->second.second))
+                            .str()});
         continue;
       }
       if (auto c = dyn_cast<r::ComputeOp>(op)) {
@@ -192,10 +202,12 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
                                ? c.getFnAttr().getValue()
                                : r::stringifyComputeKind(c.getKind())))
                 .str();
-        os << llvm::formatv("{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} "
-                            "{7,8} {8,8} | {9,8}\n",
-                            name, where(op.getLoc()), "controller", sec(h.time),
-                            sec(h.time), "", "", "", "", gb(h.bytes));
+        rows.push_back({name, where(op.getLoc()), "controller",
+                        llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
+                                      "{6,8}",
+                                      sec(h.time), sec(h.time), "", "", "", "",
+                                      gb(h.bytes))
+                            .str()});
         continue;
       }
       if (!r::isModelCall(&op))
@@ -217,20 +229,41 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
           s.dp, s.tp, s.pp,
           s.sp > 1 ? llvm::formatv(" sp{0}", s.sp).str() : std::string(),
           pinned ? "" : "*");
-      os << llvm::formatv(
-          "{0,-24} {1,-12} {2,-16} {3,9} {4,9} {5,8} {6,8} {7,8} {8,8}"
-          " | {9,8} {10,7} {11,6} {12,7} {13,7} {14,7}\n",
-          name, where(op.getLoc()), place, sec(e.time.total()),
-          sec(e.time.compute), sec(e.time.tpComm), sec(e.time.ppComm),
-          sec(e.time.dpComm), sec(e.time.optimizer), gb(e.memory.total()),
-          gb(e.memory.weights), gb(e.memory.grads), gb(e.memory.optimizer),
-          gb(e.memory.activations), gb(e.memory.kvCache));
+      rows.push_back(
+          {name, where(op.getLoc()), place,
+           llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | {6,8} {7,7} "
+                         "{8,6} {9,7} {10,7} {11,7}",
+                         sec(e.time.total()), sec(e.time.compute),
+                         sec(e.time.tpComm), sec(e.time.ppComm),
+                         sec(e.time.dpComm), sec(e.time.optimizer),
+                         gb(e.memory.total()), gb(e.memory.weights),
+                         gb(e.memory.grads), gb(e.memory.optimizer),
+                         gb(e.memory.activations), gb(e.memory.kvCache))
+               .str()});
       if (e.memory.total() > usable) {
         ++over;
-        os << llvm::formatv("{0,-24} ^ does not fit: {1} GB needed per GPU, "
-                            "{2} GB available\n",
-                            "", gb(e.memory.total()), gb(usable));
+        rows.push_back({"", "", "",
+                        llvm::formatv("^ does not fit: {0} GB needed per GPU, "
+                                      "{1} GB available",
+                                      gb(e.memory.total()), gb(usable))
+                            .str(),
+                        /*note=*/true});
       }
+    }
+    size_t w[3] = {24, 12, 16};
+    for (const Row &r : rows) {
+      w[0] = std::max(w[0], r.call.size());
+      w[1] = std::max(w[1], r.source.size());
+      w[2] = std::max(w[2], r.place.size());
+    }
+    for (const Row &r : rows) {
+      if (r.note) {
+        os.indent(w[0] + 1) << r.rest << "\n";
+        continue;
+      }
+      os << llvm::left_justify(r.call, w[0]) << " "
+         << llvm::left_justify(r.source, w[1]) << " "
+         << llvm::left_justify(r.place, w[2]) << " " << r.rest << "\n";
     }
     os << llvm::formatv(
         "sum of call times: {0} per iteration (calls run one after "
