@@ -20,7 +20,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -28,36 +30,38 @@
 using namespace llvm;
 using namespace rlhfc::cost;
 
+static cl::OptionCategory validateCat("rlhf-cost-validate options");
 static cl::opt<std::string> csvPath(cl::Positional, cl::desc("<published.csv>"),
-                                    cl::Required);
+                                    cl::Required, cl::cat(validateCat));
 static cl::opt<std::string>
     updateFile("update", cl::desc("Rewrite the table in this markdown file"),
-               cl::value_desc("file"));
+               cl::value_desc("file"), cl::cat(validateCat));
 static cl::opt<double>
     maxMedian("max-median",
               cl::desc("Fail if the median abs error (%) exceeds this"),
-              cl::init(-1));
+              cl::init(-1), cl::cat(validateCat));
 static cl::opt<std::string>
     checkFile("check", cl::desc("Fail if the table in this file is stale"),
-              cl::value_desc("file"));
+              cl::value_desc("file"), cl::cat(validateCat));
 static cl::opt<std::string> calibrationFile(
     "calibration",
     cl::desc("Efficiency factors to predict with instead of the "
              "presets' (JSON, see docs/cost-model.md)"),
-    cl::value_desc("file"));
+    cl::value_desc("file"), cl::cat(validateCat));
 static cl::opt<std::string>
     idPattern("ids", cl::desc("Only the rows whose id matches this regex"),
-              cl::value_desc("regex"));
+              cl::value_desc("regex"), cl::cat(validateCat));
 static cl::opt<std::string>
     sectionName("section",
                 cl::desc("Name of the table's markers in the markdown file "
                          "(<!-- NAME:begin --> ... <!-- NAME:end -->)"),
-                cl::init("validation-table"), cl::value_desc("name"));
+                cl::init("validation-table"), cl::value_desc("name"),
+                cl::cat(validateCat));
 static cl::opt<std::string> predictionsFile(
     "emit-predictions",
     cl::desc("Also write each predicted row's value and peak memory per GPU "
              "to this CSV (what rlhf-bench-gpu-runtime --predicted reads)"),
-    cl::value_desc("file"));
+    cl::value_desc("file"), cl::cat(validateCat));
 
 namespace {
 
@@ -311,6 +315,7 @@ std::string setting(const Row &r) {
 } // namespace
 
 int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(validateCat);
   cl::ParseCommandLineOptions(
       argc, argv,
       "rlhf-cost-validate: the cost model against published "
@@ -417,9 +422,19 @@ int main(int argc, char **argv) {
     e = doc.find(kEnd);
     return b != std::string::npos && e != std::string::npos && b < e;
   };
+  if (!updateFile.empty() && !checkFile.empty()) {
+    errs() << "rlhf-cost-validate: error: --update rewrites the table and "
+              "--check only compares it; give one of them\n";
+    return 1;
+  }
   if (!updateFile.empty() || !checkFile.empty()) {
     std::string path = updateFile.empty() ? checkFile : updateFile;
     std::ifstream in(path);
+    if (!in) {
+      errs() << "rlhf-cost-validate: error: cannot read '" << path
+             << "': " << std::strerror(errno) << "\n";
+      return 1;
+    }
     std::stringstream ss;
     ss << in.rdbuf();
     std::string doc = ss.str();
@@ -442,7 +457,13 @@ int main(int argc, char **argv) {
              << " is current\n";
     } else {
       doc.replace(b, e + kEnd.size() - b, fresh);
-      std::ofstream(path) << doc;
+      std::ofstream out(path);
+      out << doc;
+      out.flush();
+      if (!out) {
+        errs() << "rlhf-cost-validate: error: cannot write '" << path << "'\n";
+        return 1;
+      }
     }
   }
   if (checkFile.empty())
