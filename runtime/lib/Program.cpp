@@ -162,11 +162,11 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       p->tracePath = optarg;
       break;
     case 'h': // once under rlhf-run, not once per rank
-      if (p->rank == 0)
+      if (p->rank <= 0)
         usage(argv[0], p);
       std::exit(0);
     case 'v':
-      if (p->rank == 0)
+      if (p->rank <= 0)
         std::printf("%s: compiled by rlhfc; runtime %s, LibTorch %s\n",
                     p->name.c_str(), RLHFC_VERSION, TORCH_VERSION);
       std::exit(0);
