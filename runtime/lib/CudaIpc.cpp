@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -70,8 +71,18 @@ double ipc::deviceMemory(int index) {
   return prop ? double(prop->totalGlobalMem) : 0.0;
 }
 
+bool ipc::expandableSegments() {
+  return c10::cuda::CUDACachingAllocator::CUDAAllocatorConfig::
+      expandable_segments();
+}
+
 std::string ipc::deviceIdentity() {
   if (const char *v = std::getenv("RLHF_CUDA_IPC"); v && std::string(v) == "0")
+    return "";
+  // An expandable segment's handle grows with the segment (4 bytes per
+  // 20 MiB page, 64 with fabric handles): a shard of a real model would not
+  // fit a record (kRecordBytes), and the first reallocation would fail.
+  if (expandableSegments())
     return "";
   return deviceUuid();
 }

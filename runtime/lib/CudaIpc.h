@@ -34,9 +34,14 @@ std::string deviceName(int index);
 /// Device `index`'s memory in bytes; 0 without that device.
 double deviceMemory(int index);
 
-/// deviceUuid, for sharing memory: empty also with RLHF_CUDA_IPC=0 (then
-/// ranks sharing a GPU move tensors through host memory).
+/// deviceUuid, for sharing memory: empty also with RLHF_CUDA_IPC=0 and
+/// under PyTorch's expandable segments (then ranks sharing a GPU move
+/// tensors through host memory).
 std::string deviceIdentity();
+
+/// Whether PyTorch's caching allocator uses expandable segments
+/// (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+bool expandableSegments();
 
 /// Writes into `record` (kRecordBytes) what a process on the same GPU needs
 /// to map `t`, a tensor of the CUDA caching allocator. The exporter must

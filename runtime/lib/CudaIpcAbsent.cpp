@@ -13,6 +13,8 @@ double ipc::deviceMemory(int) { return 0; }
 
 std::string ipc::deviceIdentity() { return ""; }
 
+bool ipc::expandableSegments() { return false; }
+
 void ipc::exportTensor(const at::Tensor &, uint8_t *) {
   throw Error("CUDA IPC: this runtime was built without CUDA");
 }
