@@ -67,9 +67,29 @@ struct LaunchCopies {
   }
 };
 
+/// Launched never: whether the driver finds an image of it for a device.
+__global__ void probe() {}
+
 } // namespace
 
-bool rlhf::fused::haveKernels() { return true; }
+bool rlhf::fused::haveKernels() {
+  // Built for sm_80 and sm_90 (runtime/CMakeLists.txt); on a GPU neither
+  // image runs on (a V100), the separate LibTorch ops serve instead.
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  static signed char known[64] = {}; // 1 yes, -1 no, 0 not asked yet
+  if (!known[device]) {
+    cudaFuncAttributes attributes;
+    const bool ok = cudaFuncGetAttributes(&attributes, probe) == cudaSuccess;
+    if (!ok)
+      cudaGetLastError(); // not a sticky error: clear it
+    known[device] = ok ? 1 : -1;
+  }
+  return known[device] > 0;
+}
 
 const char *rlhf::fused::launchSwiGluForward(Dtype dtype, int width,
                                              const SwiGluArgs &a,
