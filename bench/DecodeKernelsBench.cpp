@@ -3,11 +3,12 @@
 // `rlhf-bench-decode-kernels [--out DIR] [--cpu]`: LLaMA-2 7B's shape in
 // bf16 with random weights, held in one block as a rank holds its shard,
 // generating greedily from a 128-token prompt at batch 1 and 64, eager and
-// as CUDA graphs. Kineto profiles two generations of each, with 1 and 33 new
-// tokens; their difference is 32 decode steps. Per step it prints the
+// as CUDA graphs. Kineto profiles two generations of each, with 2 and 34 new
+// tokens (each with one decode step that captures the graphs); their
+// difference is 32 decode steps. Per step it prints the
 // wall time, the kernels' summed device time and count (busy = device time
 // over wall time), then the 12 kernels of most time. With --out, the
-// 33-token trace as Chrome JSON. `--cpu` runs a small model on the CPU with
+// 34-token trace as Chrome JSON. `--cpu` runs a small model on the CPU with
 // CPU activities (operators instead of kernels), so that the benchmark
 // keeps building and running without a GPU. There it runs on one thread,
 // profiles each generation 5 times, interleaved, and keeps the quickest:
@@ -145,7 +146,7 @@ int main(int argc, char **argv) {
   ModelConfig cfg;
   cfg.shape = cpu ? ModelShape{2, 256, 4, 4, 688, 32000, false, false}
                   : ModelShape{32, 4096, 32, 32, 11008, 32000, false, false};
-  cfg.maxSeq = prompt + steps + 1;
+  cfg.maxSeq = prompt + steps + 2;
   const auto opts = at::TensorOptions().device(device).dtype(
       cpu ? at::kFloat : at::kBFloat16);
   at::NoGradGuard noGrad;
@@ -168,20 +169,23 @@ int main(int argc, char **argv) {
         o.maxNewTokens = n;
         return [&m, &prompts, o] { m.generate(prompts, o); };
       };
-      gen(steps + 1)(); // warm-up: kernels chosen, graphs of this shape
+      gen(steps + 2)(); // warm-up: kernels chosen, graphs of this shape
       std::string trace =
           out.empty() ? ""
                       : out + "/decode-b" + std::to_string(batch) +
                             (graphs ? "-graphs" : "-eager") + ".json";
       // The quickest of `repeats` profiles each: noise only ever adds time.
-      // Short and long alternate so that a slow spell hits both.
-      Kernels a = profiled(device, gen(1), "");
-      Kernels b = profiled(device, gen(steps + 1), trace);
+      // Short and long alternate so that a slow spell hits both. CUDA graphs
+      // live for one generate: its first decode step captures them, so both
+      // runs have one decode step (and its capture) and the difference is
+      // `steps` replays.
+      Kernels a = profiled(device, gen(2), "");
+      Kernels b = profiled(device, gen(steps + 2), trace);
       for (int r = 1; r < repeats; ++r) {
-        Kernels k = profiled(device, gen(1), "");
+        Kernels k = profiled(device, gen(2), "");
         if (k.wallNs < a.wallNs)
           a = std::move(k);
-        k = profiled(device, gen(steps + 1), "");
+        k = profiled(device, gen(steps + 2), "");
         if (k.wallNs < b.wallNs)
           b = std::move(k);
       }

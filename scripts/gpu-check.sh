@@ -321,7 +321,7 @@ cap=45 step realloc-ipc realloc_bench
 # is written once they all end (two at once would write the same file).
 tar_each=$tarball
 tarball=
-cap=240 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900 &
+cap=300 step ctest-gpu ctest --test-dir "$build" -L gpu --output-on-failure -j3 --timeout 900 &
 cap=180 step tiny-grpo link_and_train &
 cap=150 step fn-on-gpu fn_on_gpu &
 cap=150 step async-on-gpu async_on_gpu &
@@ -344,7 +344,7 @@ cap=90 step ring-attention "$build/bin/rlhf-bench-ring-attention"
 # Where a 7B decode step's device time goes, kernel by kernel (Kineto).
 cap=90 step decode-kernels "$build/bin/rlhf-bench-decode-kernels"
 # Reallocation through host memory (Gloo's staging), for comparison.
-cap=45 step realloc-host realloc_bench_host
+cap=75 step realloc-host realloc_bench_host
 if [ "${RLHF_GPU_CHECK_CPU_TESTS:-0}" = 1 ]; then
   step ctest-runtime ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 900
 fi
