@@ -44,6 +44,12 @@ sed -e 's/dp = 1, tp = 1, pp = 1, sp = 4/dp = 4, tp = 1, pp = 1/' \
   test/E2E/Inputs/tiny_grpo_sp.rlhf >"$nospsrc"
 build/bin/rlhfc "$nospsrc" --planner=manual --emit=obj -o "$dir/obj/tiny_grpo_nosp.o"
 rm -f "$nospsrc"
+# tiny_grpo with ref.ema(actor), checkpointed every step (test/E2E/ema.test).
+emasrc=$(mktemp --suffix=.rlhf -p examples)
+sed -e 's|minibatches = 2);|minibatches = 2);\n  ref.ema(actor, decay = 0.9);|' \
+  -e 's|save_interval = 20|save_interval = 1|' examples/tiny_grpo.rlhf >"$emasrc"
+build/bin/rlhfc "$emasrc" --emit=obj -o "$dir/obj/tiny_grpo_ema.o"
+rm -f "$emasrc"
 build/bin/rlhf-bench-gpu-runtime --list-points --hardware H100_SXM,H200 \
   >"$dir/points.csv"
 build/bin/rlhf-cost-validate "$dir/points.csv" \

@@ -10,7 +10,8 @@
 # beside the cost model; reallocation beside a device-to-device copy through
 # CUDA IPC; side by side, the ctest tests labelled `gpu`, tiny_grpo trained
 # from the object rlhfc compiled elsewhere, the .rlhf functions on the GPU
-# against the CPU, asynchronous GRPO and sequence parallelism; on a GPU that
+# against the CPU, asynchronous GRPO, sequence parallelism, and an ema in
+# bf16 with a resumed run; on a GPU that
 # docs/validation has no PyTorch rows for, PyTorch at the runtime
 # benchmark's points (scripts/measure-llama-h100.py --runtime-points); then
 # the diagnostics: the fused Adam step and the fused SwiGLU and rotary
@@ -258,6 +259,31 @@ sp_on_gpu() {
     --rtol 1e-3 --atol 1e-5
 }
 
+# ref.ema(actor) in bf16 (fp32 master weights) on the GPU, checkpointed
+# every step, and a run resumed from step 2 (test/E2E/ema.test on the CPU):
+# the blend holds where safetensors is here to read it, and the resumed run
+# samples what the uninterrupted one did (rewards equal); its losses agree
+# within what CUDA's backward kernels, which may sum in another order, leave.
+ema_resume_on_gpu() {
+  link tiny_grpo_ema || return
+  export RLHF_PRECISION=bf16
+  on_gpu tiny_grpo_ema 3 "$out/ema-run" || return 1
+  if "$py" -c 'import safetensors' 2>/dev/null; then
+    "$py" test/E2E/Inputs/ema_check.py "$out/ema-run" 0.9 --bf16 || return 1
+  else
+    echo "no safetensors module here: the blend is not checked"
+  fi
+  on_gpu tiny_grpo_ema 2 "$out/ema-resumed" || return 1
+  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+    --no-python "$build/tiny_grpo_ema" --steps 3 --resume \
+    --data sums=examples/data/sums.jsonl --out "$out/ema-resumed" || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/ema-run/metrics.jsonl" \
+    "$out/ema-resumed/metrics.jsonl" --keys reward --rtol 0 --atol 0 || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/ema-run/metrics.jsonl" \
+    "$out/ema-resumed/metrics.jsonl" --keys kl/actor,loss/actor \
+    --rtol 1e-2 --atol 1e-4
+}
+
 # Reallocation between layouts of 4 ranks sharing the GPU, beside a
 # device-to-device copy of the same bytes on every rank at once: through
 # CUDA IPC (one copy per byte), then through host memory (Gloo's staging).
@@ -294,7 +320,7 @@ pytorch_reference() {
     --csv "$out/measured-$tag.csv"
 }
 export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
-  realloc_bench realloc_bench_host pytorch_reference
+  ema_resume_on_gpu realloc_bench realloc_bench_host pytorch_reference
 
 # Under a budget, the checks each acceptance point needs come first, each
 # capped so that one slow step cannot starve the rest. Timed steps run alone
@@ -302,7 +328,8 @@ export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
 # come; the last line of its log is `runtime/cost-model geomean: X.XX`) and
 # reallocation beside a device copy. The correctness steps, which time
 # nothing, then run side by side (the layout tests, tiny_grpo's training,
-# the .rlhf functions, async GRPO, sequence parallelism), then PyTorch's
+# the .rlhf functions, async GRPO, sequence parallelism, ema and resume),
+# then PyTorch's
 # rows where this GPU has none, and the other benchmarks alone after them,
 # within what the budget has left;
 # RLHF_GPU_CHECK_STEPS runs any that were cut off in a later window.
@@ -326,6 +353,7 @@ cap=180 step tiny-grpo link_and_train &
 cap=150 step fn-on-gpu fn_on_gpu &
 cap=150 step async-on-gpu async_on_gpu &
 cap=150 step sp-on-gpu sp_on_gpu &
+cap=150 step ema-on-gpu ema_resume_on_gpu &
 wait
 tarball=$tar_each
 [ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null
