@@ -101,11 +101,16 @@ std::string savers(const cost::Strategy &s) {
 /// The GPUs that get a lane: all of them on clusters of up to 256 GPUs, where
 /// an idle lane is worth seeing; above, only those the plan touches (events
 /// or resident memory), so a big cluster does not turn into a huge page.
+/// With `merge`, past kMergeAbove lanes, consecutive GPUs whose events and
+/// memory are the same share one ("GPUs 8-4095"): a 512-node plan's page
+/// held 4096 identical lanes, 74,000 pixels tall.
 struct Lanes {
-  std::vector<int64_t> gpus;
-  std::vector<int64_t> row; ///< per GPU, its lane (-1: none)
+  std::vector<int64_t> gpus; ///< each lane's first GPU
+  std::vector<int64_t> last; ///< each lane's last GPU
+  std::vector<int64_t> row;  ///< per GPU, its lane (-1: none)
 };
-Lanes lanesOf(const Problem &p, const SimResult &sim) {
+constexpr size_t kMergeAbove = 64;
+Lanes lanesOf(const Problem &p, const SimResult &sim, bool merge = false) {
   constexpr int64_t kAllLanesUpTo = 256;
   std::vector<char> used(p.gpus, p.gpus <= kAllLanesUpTo);
   for (const Event &e : sim.events)
@@ -113,13 +118,38 @@ Lanes lanesOf(const Problem &p, const SimResult &sim) {
       used[g] = 1;
   for (size_t g = 0; g < sim.peakMemory.size(); ++g)
     used[g] |= sim.peakMemory[g] > 0;
+  std::vector<int64_t> shown;
+  for (int64_t g = 0; g < p.gpus; ++g)
+    if (used[g])
+      shown.push_back(g);
+  // The events on each shown GPU, to tell identical lanes.
+  std::vector<std::vector<int>> on;
+  merge = merge && shown.size() > kMergeAbove;
+  if (merge) {
+    on.resize(size_t(p.gpus));
+    for (size_t i = 0; i < sim.events.size(); ++i)
+      for (int64_t g = sim.events[i].firstGpu;
+           g < sim.events[i].firstGpu + sim.events[i].devices; ++g)
+        on[size_t(g)].push_back(int(i));
+  }
+  auto memoryOf = [&](int64_t g) {
+    return g < int64_t(sim.memoryTrace.size())
+               ? sim.memoryTrace[size_t(g)]
+               : decltype(sim.memoryTrace)::value_type();
+  };
   Lanes l;
   l.row.assign(p.gpus, -1);
-  for (int64_t g = 0; g < p.gpus; ++g)
-    if (used[g]) {
-      l.row[g] = int64_t(l.gpus.size());
+  for (int64_t g : shown) {
+    if (merge && !l.gpus.empty() && l.last.back() == g - 1 &&
+        on[size_t(g)] == on[size_t(l.gpus.back())] &&
+        memoryOf(g) == memoryOf(l.gpus.back())) {
+      l.last.back() = g;
+    } else {
       l.gpus.push_back(g);
+      l.last.push_back(g);
     }
+    l.row[g] = int64_t(l.gpus.size()) - 1;
+  }
   return l;
 }
 
@@ -204,10 +234,27 @@ void plan::writeChromeTrace(const Problem &p, const SimResult &sim,
 
 void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                              llvm::StringRef title, llvm::raw_ostream &os) {
-  const double W = 1100, laneH = 18, left = 70, top = 30;
+  const Lanes lanes = lanesOf(p, sim, /*merge=*/true);
+  const int64_t gpn = p.hw.gpusPerNode;
+  std::vector<std::string> laneNames;
+  int64_t shown = 0;
+  size_t widest = 0;
+  for (size_t i = 0; i < lanes.gpus.size(); ++i) {
+    const int64_t g = lanes.gpus[i], h = lanes.last[i];
+    laneNames.push_back(
+        g == h ? formatv("GPU {0} (n{1})", g, g / gpn).str()
+        : g / gpn == h / gpn
+            ? formatv("GPUs {0}-{1} (n{2})", g, h, g / gpn).str()
+            : formatv("GPUs {0}-{1} (n{2}-n{3})", g, h, g / gpn, h / gpn)
+                  .str());
+    shown += h - g + 1;
+    widest = std::max(widest, laneNames.back().size());
+  }
+  // About 6 pixels per character of the lanes' 10px labels.
+  const double W = 1100, laneH = 18, top = 30,
+               left = std::max(70.0, 6.0 * double(widest) + 8);
   const double span = std::max(sim.makespan, 1e-9);
   auto x = [&](double t) { return left + (W - left - 10) * t / span; };
-  const Lanes lanes = lanesOf(p, sim);
   const double ganttH = top + laneH * double(lanes.gpus.size()) + 30;
 
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -217,7 +264,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "h1{font-size:18px}"
         "svg{background:#fafafa;border:1px solid #ddd}"
         ".call{stroke:#333;stroke-width:.3}"
-        ".realloc{fill:url(#hatch);stroke:#900;stroke-width:.5}"
+        ".realloc{fill:url(#hatch);stroke:#222;stroke-width:.5}"
         ".transfer{fill:#222;opacity:.6}"
         ".load{fill:#8cd;stroke:#268;stroke-width:.5}"
         ".update{fill:#c6c;stroke:#636;stroke-width:.5}"
@@ -249,7 +296,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                   "iterations overlap; weight updates copy each new version "
                   "into the generator's layout.</p>\n",
                   p.staleness);
-  if (int64_t hidden = p.gpus - int64_t(lanes.gpus.size()))
+  if (int64_t hidden = p.gpus - shown)
     os << formatv(
         "<p id=\"hidden-lanes\">{0} of the {1} GPUs run nothing in "
         "this plan and hold no memory; their lanes are left out.</p>\n",
@@ -262,13 +309,14 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                 W, ganttH);
   os << "<defs><pattern id=\"hatch\" width=\"4\" height=\"4\" "
         "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
-        "<rect width=\"2\" height=\"4\" fill=\"#d33\"/></pattern></defs>\n";
-  for (int64_t g : lanes.gpus) {
-    double y = top + double(lanes.row[g]) * laneH;
+        "<rect width=\"2\" height=\"4\" fill=\"#555\"/></pattern></defs>\n";
+  for (size_t i = 0; i < lanes.gpus.size(); ++i) {
+    double y = top + double(i) * laneH;
+    const std::string &name = laneNames[i];
     os << formatv(
-        "<text class=\"lane\" x=\"4\" y=\"{0}\">GPU {1} (n{2})</text>"
-        "<line x1=\"{3}\" x2=\"{4}\" y1=\"{5}\" y2=\"{5}\" stroke=\"#eee\"/>\n",
-        y + 12, g, g / p.hw.gpusPerNode, left, W - 10, y + laneH);
+        "<text class=\"lane\" x=\"4\" y=\"{0}\">{1}</text>"
+        "<line x1=\"{2}\" x2=\"{3}\" y1=\"{4}\" y2=\"{4}\" stroke=\"#eee\"/>\n",
+        y + 12, name, left, W - 10, y + laneH);
   }
   for (const Event &e : sim.events) {
     std::string name = escape(label(p, e));
@@ -278,6 +326,8 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
                                       (sizeof(kPalette) / sizeof(*kPalette))]
                            : "";
     for (int64_t g = e.firstGpu; g < e.firstGpu + e.devices; ++g) {
+      if (lanes.gpus[size_t(lanes.row[g])] != g)
+        continue; // drawn on its lane's first GPU
       double y = top + double(lanes.row[g]) * laneH +
                  (e.kind == Event::Transfer ? laneH * 0.7 : 1);
       double h = e.kind == Event::Transfer ? laneH * 0.25 : laneH - 2;
@@ -327,8 +377,9 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
     pts += formatv("{0:f1},{1:f1}", x(span), y(last)).str();
     os << formatv("<polyline class=\"mem\" data-gpu=\"{0}\" fill=\"none\" "
                   "stroke=\"{1}\" stroke-width=\"1\" points=\"{2}\">"
-                  "<title>GPU {0}: peak {3:f1} GB</title></polyline>\n",
-                  g, kPalette[g % 8], pts, sim.peakMemory[g] / 1e9);
+                  "<title>{4}: peak {3:f1} GB</title></polyline>\n",
+                  g, kPalette[g % 8], pts, sim.peakMemory[g] / 1e9,
+                  laneNames[size_t(lanes.row[g])]);
   }
   os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">{1:f0} GB</text>"
                 "<text class=\"lane\" x=\"4\" y=\"{2}\">0</text>\n",
@@ -394,7 +445,7 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
         "    legend.appendChild(s);\n"
         "  }\n"
         "  const r = document.createElement('span');\n"
-        "  r.innerHTML = '<i style=\"background:#d33\"></i>reallocation';\n"
+        "  r.innerHTML = '<i style=\"background:#555\"></i>reallocation';\n"
         "  legend.appendChild(r);\n"
         "  if (document.querySelector('#gantt rect.update')) {\n"
         "    const u = document.createElement('span');\n"
