@@ -22,8 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -33,7 +36,8 @@ using namespace rlhf;
 namespace {
 
 const char *kUsage =
-    "usage: rlhf-fn-eval CODE [--fn NAME] INPUTS.json\n"
+    "usage: rlhf-fn-eval CODE [--fn NAME] INPUTS.json (either may be - for "
+    "stdin)\n"
     "  CODE      fn code: `rlhfc prog.rlhf --emit=fn-code` prints one "
     "program per\n"
     "            function call, separated by blank lines\n"
@@ -42,11 +46,19 @@ const char *kUsage =
     "\"model\": {...}}\n"
     "Prints the function's outputs as JSON.\n";
 
+/// `path`'s text; "-" is stdin.
 std::string readFile(const std::string &path) {
+  std::stringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("'" + path + "' is a folder, not a file");
   std::ifstream in(path);
   if (!in)
-    throw Error("cannot read '" + path + "'");
-  std::stringstream ss;
+    throw Error("cannot read '" + path + "': " + std::strerror(errno));
   ss << in.rdbuf();
   return ss.str();
 }
@@ -72,6 +84,9 @@ std::string pick(const std::string &text, const std::string &name) {
     std::istringstream h(p);
     std::string magic, version, n;
     h >> magic >> version >> n;
+    if (magic != "rlhf.fn")
+      throw Error("this is not fn code (it starts '" + p.substr(0, 20) +
+                  "'); print it with `rlhfc prog.rlhf --emit=fn-code`");
     names.push_back(n);
     if (!name.empty() && n == name)
       return p;
@@ -87,8 +102,9 @@ std::string pick(const std::string &text, const std::string &name) {
                   : "no program named '" + name + "' (programs: " + list + ")");
 }
 
-/// A nested JSON list as a tensor: float, or int64 for token ids.
-at::Tensor tensorOf(const json &j, bool ints) {
+/// A nested JSON list as a tensor: float, or int64 for token ids. `what`
+/// names it in errors.
+at::Tensor tensorOf(const json &j, bool ints, const std::string &what) {
   std::vector<int64_t> shape;
   for (const json *p = &j; p->is_array(); p = &(*p)[0]) {
     shape.push_back(int64_t(p->size()));
@@ -96,14 +112,25 @@ at::Tensor tensorOf(const json &j, bool ints) {
       break;
   }
   std::vector<double> flat;
-  std::function<void(const json &)> walk = [&](const json &x) {
-    if (x.is_array())
+  // Every list at a depth has that depth's length: a ragged one is no
+  // tensor.
+  std::function<void(const json &, size_t)> walk = [&](const json &x,
+                                                       size_t depth) {
+    if (depth < shape.size()) {
+      if (!x.is_array() || int64_t(x.size()) != shape[depth])
+        throw Error(what + " is ragged: not every list at depth " +
+                    std::to_string(depth) + " has " +
+                    std::to_string(shape[depth]) + " entries");
       for (const json &e : x)
-        walk(e);
-    else
+        walk(e, depth + 1);
+    } else if (!x.is_number() && !x.is_boolean()) {
+      throw Error(what + " holds " + std::string(x.type_name()) +
+                  " where a number belongs");
+    } else {
       flat.push_back(x.get<double>());
+    }
   };
-  walk(j);
+  walk(j, 0);
   at::Tensor t = at::tensor(flat, at::kDouble).reshape(shape);
   return t.to(ints ? at::kLong : at::kFloat);
 }
@@ -127,9 +154,17 @@ int main(int argc, char **argv) {
       std::cout << kUsage;
       return 0;
     }
-    if (!std::strcmp(argv[i], "--fn") && i + 1 < argc)
+    if (!std::strcmp(argv[i], "--fn")) {
+      if (i + 1 == argc) {
+        std::cerr << "rlhf-fn-eval: error: --fn needs a function's name\n";
+        return 2;
+      }
       name = argv[++i];
-    else if (codePath.empty())
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      std::cerr << "rlhf-fn-eval: error: unknown option '" << argv[i] << "'\n"
+                << kUsage;
+      return 2;
+    } else if (codePath.empty())
       codePath = argv[i];
     else if (inputsPath.empty())
       inputsPath = argv[i];
@@ -141,12 +176,28 @@ int main(int argc, char **argv) {
     }
   }
   if (codePath.empty() || inputsPath.empty()) {
-    std::cerr << kUsage;
+    std::cerr << "rlhf-fn-eval: error: "
+              << (codePath.empty() ? "no fn code and no inputs given"
+                                   : "no INPUTS.json given")
+              << "\n"
+              << kUsage;
+    return 2;
+  }
+  if (codePath == "-" && inputsPath == "-") {
+    std::cerr << "rlhf-fn-eval: error: the code and the inputs cannot both "
+                 "come from stdin\n";
     return 2;
   }
   try {
     FnProgram f = FnProgram::parse(pick(readFile(codePath), name));
-    json in = json::parse(readFile(inputsPath));
+    json in;
+    try {
+      in = json::parse(readFile(inputsPath));
+    } catch (const json::parse_error &e) {
+      throw Error("'" + inputsPath +
+                  "' is malformed json (syntax error at byte " +
+                  std::to_string(e.byte) + ")");
+    }
     FnInputs x;
     x.pad = in.value("pad", 0);
     const json &ins = in.at("inputs");
@@ -154,13 +205,15 @@ int main(int argc, char **argv) {
       throw Error("'" + f.name() + "' takes " + std::to_string(f.numInputs()) +
                   " inputs, the JSON has " + std::to_string(ins.size()));
     for (int64_t i = 0; i < f.numInputs(); ++i) {
-      x.tensors.push_back(
-          tensorOf(ins[size_t(i)], f.inputKind(i) == FnKind::Tokens));
+      x.tensors.push_back(tensorOf(ins[size_t(i)],
+                                   f.inputKind(i) == FnKind::Tokens,
+                                   "input " + std::to_string(i)));
       const json *m = in.contains("masks") && size_t(i) < in["masks"].size()
                           ? &in["masks"][size_t(i)]
                           : nullptr;
-      x.masks.push_back(m && !m->is_null() ? tensorOf(*m, false)
-                                           : at::Tensor());
+      x.masks.push_back(m && !m->is_null()
+                            ? tensorOf(*m, false, "mask " + std::to_string(i))
+                            : at::Tensor());
     }
     FnModel model = [&](int64_t input, const at::Tensor &) {
       std::string key = std::to_string(input);
@@ -168,7 +221,8 @@ int main(int argc, char **argv) {
         throw Error("the loss reads the model on input " + key +
                     "; give its logits or values as \"model\": {\"" + key +
                     "\": ...}");
-      return tensorOf(in["model"][key], false).requires_grad_(false);
+      return tensorOf(in["model"][key], false, "model output " + key)
+          .requires_grad_(false);
     };
     std::vector<at::Tensor> out =
         f.evaluate(x, f.mode() == FnProgram::Mode::Loss ? &model : nullptr);
