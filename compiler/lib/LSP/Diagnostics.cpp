@@ -135,3 +135,16 @@ std::vector<mlsp::Diagnostic> Document::getDiagnostics() const {
     out.push_back(convert(d));
   return out;
 }
+
+std::vector<mlsp::Diagnostic> Document::getPlanDiagnostics() const {
+  std::vector<mlsp::Diagnostic> out;
+  for (const RecordedDiagnostic &d : planDiags)
+    out.push_back(convert(d));
+  return out;
+}
+
+bool Document::hasFrontendErrors() const {
+  return llvm::any_of(frontendDiags, [](const RecordedDiagnostic &d) {
+    return d.severity == mlir::DiagnosticSeverity::Error;
+  });
+}

@@ -148,6 +148,10 @@ public:
 
   /// The frontend's diagnostics, then the planner's once it ran.
   std::vector<mlir::lsp::Diagnostic> getDiagnostics() const;
+  /// The planner's alone.
+  std::vector<mlir::lsp::Diagnostic> getPlanDiagnostics() const;
+  /// Whether the frontend reported an error.
+  bool hasFrontendErrors() const;
 
   /// Runs the planning pipeline on the checked program, once.
   void plan();

@@ -18,7 +18,60 @@ struct OpenDocument {
   std::string contents;
   int64_t version = 0;
   std::unique_ptr<Document> doc;
+  /// The last plan's diagnostics, moved with the lines the edits since
+  /// left: planning waits for a save or a hover, and until then they stay
+  /// (withdrawing them on every keystroke hid a known error while typing).
+  std::vector<mlsp::Diagnostic> carried;
 };
+
+/// `text` as lines.
+std::vector<llvm::StringRef> linesOf(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n');
+  return {lines.begin(), lines.end()};
+}
+
+/// `diags` of `uri` on `before`'s lines, on `after`'s: a line the edit left
+/// (in the common head or tail) keeps its place or moves with the tail; a
+/// diagnostic on an edited line is dropped, and so is a note there.
+std::vector<mlsp::Diagnostic> carryOver(std::vector<mlsp::Diagnostic> diags,
+                                        const mlsp::URIForFile &uri,
+                                        llvm::StringRef before,
+                                        llvm::StringRef after) {
+  std::vector<llvm::StringRef> a = linesOf(before), b = linesOf(after);
+  size_t head = 0, tail = 0;
+  while (head < a.size() && head < b.size() && a[head] == b[head])
+    ++head;
+  while (tail < a.size() - head && tail < b.size() - head &&
+         a[a.size() - 1 - tail] == b[b.size() - 1 - tail])
+    ++tail;
+  auto move = [&](mlsp::Range &r) {
+    for (mlsp::Position *p : {&r.start, &r.end}) {
+      if (p->line < 0 || size_t(p->line) >= a.size())
+        return false;
+      if (size_t(p->line) >= head) {
+        if (size_t(p->line) < a.size() - tail)
+          return false;
+        p->line += int(b.size()) - int(a.size());
+      }
+    }
+    return true;
+  };
+  std::vector<mlsp::Diagnostic> out;
+  for (mlsp::Diagnostic &d : diags) {
+    if (!move(d.range))
+      continue;
+    if (d.relatedInformation) {
+      std::vector<mlsp::DiagnosticRelatedInformation> kept;
+      for (mlsp::DiagnosticRelatedInformation &n : *d.relatedInformation)
+        if (n.location.uri != uri || move(n.location.range))
+          kept.push_back(std::move(n));
+      d.relatedInformation = std::move(kept);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
 } // namespace
 
 struct Server::Impl {
@@ -99,6 +152,9 @@ std::optional<int64_t> Server::updateDocument(
     return std::nullopt;
   }
   OpenDocument &open = it->second;
+  const std::string before = open.contents;
+  if (open.doc && open.doc->isPlanned())
+    open.carried = open.doc->getPlanDiagnostics();
   if (mlir::failed(applyChanges(changes, open.contents))) {
     mlsp::Logger::error("cannot apply the changes to {0}", uri.file());
     // The text is as before; so are its diagnostics, which the caller
@@ -109,6 +165,12 @@ std::optional<int64_t> Server::updateDocument(
   }
   open.version = version;
   impl->analyse(uri, open, diagnostics);
+  open.carried = carryOver(std::move(open.carried), uri, before, open.contents);
+  // A program the frontend rejects is not planned: old plan errors would
+  // only distract from its own.
+  if (!open.doc->hasFrontendErrors())
+    diagnostics.insert(diagnostics.end(), open.carried.begin(),
+                       open.carried.end());
   return version;
 }
 
@@ -152,8 +214,12 @@ bool Server::planDocument(const mlsp::URIForFile &uri, int64_t &version,
   if (ifPlanned && !it->second.doc->isPlanned())
     return false;
   it->second.doc->plan();
-  if (!it->second.doc->takeNewPlanDiagnostics())
+  // Publish when the plan has diagnostics, or when the client still shows
+  // an earlier plan's (carried over edits) that this one replaces.
+  const bool fresh = it->second.doc->takeNewPlanDiagnostics();
+  if (!fresh && it->second.carried.empty())
     return false;
+  it->second.carried.clear();
   version = it->second.version;
   diagnostics = it->second.doc->getDiagnostics();
   return true;
