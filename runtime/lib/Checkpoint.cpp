@@ -119,6 +119,15 @@ void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
                    world);
     v = reallocate(cfg, moments(detached, opt, true), layout, kRankZero, world);
   }
+  // Adam's step count, from the ranks that train the model: rank 0 may lie
+  // outside its train mesh (its own Adam never stepped), and a resumed
+  // Adam with a bias correction from step 1 would change the run.
+  int64_t adamSteps = 0;
+  if (opt) {
+    at::Tensor all = world.allGather(at::tensor(
+        {double(opt->steps())}, at::TensorOptions().dtype(at::kDouble)));
+    adamSteps = int64_t(all.max().item<double>());
+  }
   if (world.rank() == 0) {
     ::mkdir(dir.c_str(), 0755);
     writeAtomically(dir + "/model.safetensors",
@@ -134,7 +143,7 @@ void rlhf::saveCheckpoint(const std::string &dir, const ModelConfig &cfg,
                         saveSafetensors(p, both);
                       });
     nlohmann::json state{{"step", step},
-                         {"adam_steps", opt ? opt->steps() : 0},
+                         {"adam_steps", adamSteps},
                          {"layers", cfg.shape.layers},
                          {"hidden", cfg.shape.hidden}};
     writeAtomically(dir + "/state.json", [&](const std::string &p) {

@@ -17,6 +17,9 @@
 #include <torch/headeronly/version.h>
 
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 using namespace rlhf;
 using namespace rlhf::exec;
@@ -185,6 +188,41 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     die(p, "--export-dtype sets what --export-hf writes; add --export-hf DIR");
   return p;
 }
+
+namespace {
+
+/// Holds OUT/.lock for this process's life (the kernel drops it at exit,
+/// also a killed one's): one run at a time writes an --out. A second one
+/// would interleave its metrics and checkpoints with the first's, or with
+/// --overwrite delete them under it.
+void lockOutDir(const std::string &outDir) {
+  const std::string path = (fs::path(outDir) / ".lock").string();
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return; // makeDir checked the folder; an odd file system goes unlocked
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) { // no locks on this file system
+      ::close(fd);
+      return;
+    }
+    char pid[32] = {0};
+    ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    std::string who = n > 0 ? std::string(pid, size_t(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    throw Error("--out '" + outDir + "' is in use by another run" +
+                (who.empty() ? std::string() : " (process " + who + ")") +
+                "; wait for it to end, or give another --out");
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0)
+    (void)!::pwrite(fd, me.data(), me.size(), 0);
+  // The descriptor stays open: closing it would release the lock.
+}
+
+} // namespace
 
 void rlhf_prog_add_model(rlhf_prog *p, const char *name, const int64_t *a,
                          int64_t trainable, double lr, double beta1,
@@ -375,9 +413,16 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                     "' does not hold a step number; write the step of a "
                     "complete checkpoint in '" +
                     ckpts.string() + "' (step-N) to it");
-      if (resumed < 0)
+      if (resumed < 0) {
+        std::error_code ec;
+        if (fs::file_size(metricsFile, ec) > 0 && !ec)
+          throw Error("--resume: no checkpoint in '" + ckpts.string() +
+                      "': the run there stopped before its first "
+                      "save_interval; start it afresh with --overwrite "
+                      "(deletes its metrics), or give another --out");
         throw Error("--resume: no checkpoint in '" + ckpts.string() +
                     "'; run without --resume first, or point --out at the run");
+      }
       const int64_t done = resumed + 1;
       if (p->steps < done)
         throw Error("--resume: the checkpoint in '" + ckpts.string() +
@@ -407,6 +452,25 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
                    "another --out"));
       // The earlier run is deleted below, once the other outputs are known
       // to be writable: a typo in --trace must not cost it.
+    }
+    // Every rank read checkpoints/latest itself. Nodes whose --out is not
+    // one shared file system may read different steps, and would each
+    // resume its own: a mixed state, trained on silently.
+    {
+      at::Tensor all = p->world->allGather(at::tensor(
+          {double(resumed)}, at::TensorOptions().dtype(at::kDouble)));
+      if (all.min().item<double>() != all.max().item<double>()) {
+        std::string seen;
+        for (int64_t r = 0; r < all.numel(); ++r) {
+          const int64_t step = int64_t(all[r].item<double>());
+          seen += (r ? ", " : "") + std::string("rank ") + std::to_string(r) +
+                  (step < 0 ? " none" : " step " + std::to_string(step + 1));
+        }
+        throw Error("the ranks see different checkpoints in --out '" +
+                    p->outDir + "' (" + seen +
+                    "); every node must see the same folder: put --out on a "
+                    "file system all nodes share");
+      }
     }
     // Which models the checkpoint holds, as rank 0 (which reads it) sees
     // them. A trainable model must be there: starting it afresh would
@@ -439,7 +503,13 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       if (std::ifstream in(dir / "tokenizer.json"); in) {
         auto saved = nlohmann::json::parse(in, nullptr, false);
         const nlohmann::json &now = tokenizerIdentity(p);
-        if (!saved.is_discarded() && saved != now)
+        // A damaged record must not turn the check off.
+        if (saved.is_discarded() || !saved.is_object())
+          throw Error("--resume: '" + (dir / "tokenizer.json").string() +
+                      "' is not valid json, so the run's token ids cannot "
+                      "be checked against the checkpoint's; resume from an "
+                      "earlier step-N (write N to checkpoints/latest)");
+        if (saved != now)
           throw Error(
               "--resume: the run's token ids differ from the checkpoint's "
               "(a vocabulary of " +
@@ -469,6 +539,15 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       if (resumed >= 0 && saved[int64_t(i)].item<int64_t>()) {
         CheckpointState s =
             loadCheckpoint(ckpt.string(), m.cfg, m.layout, *p->world);
+        if (s.step != resumed + 1)
+          throw Error("--resume: '" + ckpt.string() +
+                      "' holds the state after "
+                      "step " +
+                      std::to_string(s.step) +
+                      " (its state.json), not after step " +
+                      std::to_string(resumed + 1) +
+                      "; a checkpoint was moved or copied over another; "
+                      "resume from a step-N whose state.json says N");
         // The checkpoint holds fp32 weights (the master weights when
         // there were any); low-precision runs compute with a cast.
         ParamMap weights = toDevice(std::move(s.params), p->device);
@@ -517,6 +596,10 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
       if (!std::ofstream(p->tracePath, std::ios::app))
         throw Error("--trace: cannot write '" + p->tracePath + "'" +
                     ioReason() + "; name a file in a writable directory");
+    }
+    if (p->rank == 0) {
+      makeDir("--out", p->outDir);
+      lockOutDir(p->outDir);
     }
     if (!p->resume && p->overwrite && p->rank == 0) {
       std::error_code ec;
