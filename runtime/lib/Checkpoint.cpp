@@ -61,17 +61,19 @@ ParamMap hostWeights(const ParamMap &mine, const Adam *opt) {
   return detached;
 }
 
+/// "[4, 64]".
+std::string shapeText(at::IntArrayRef s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
 /// Throws unless `full` holds exactly the model's parameters, each of its
 /// shape: state.json records only layers and hidden, and a vocabulary, ffn
 /// or head of another size would fail later inside a slice, unnamed.
 void checkSameParams(const std::string &dir, const ParamMap &full,
                      const ModelConfig &cfg) {
-  auto shapeText = [](at::IntArrayRef s) {
-    std::string t = "[";
-    for (size_t i = 0; i < s.size(); ++i)
-      t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  };
   auto differs = [&](const std::string &what) {
     return Error("checkpoint '" + dir +
                  "' is of a different architecture: " + what +
@@ -202,12 +204,31 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
                   "checkpoints/latest)");
     if (optFile) {
       hasOpt = true;
-      for (auto &[n, t] : loadSafetensors(dir + "/optimizer.safetensors")) {
+      const std::string file = dir + "/optimizer.safetensors";
+      for (auto &[n, t] : loadSafetensors(file)) {
         if (n.rfind("exp_avg_sq.", 0) == 0)
           v[n.substr(11)] = t;
         else if (n.rfind("exp_avg.", 0) == 0)
           m[n.substr(8)] = t;
       }
+      // Each weight's two moments, of its shape: the reallocation below
+      // would otherwise fail with a message about its plan.
+      for (auto &[n, t] : full)
+        for (auto *moments : {&m, &v}) {
+          const std::string key =
+              (moments == &m ? "exp_avg." : "exp_avg_sq.") + n;
+          auto it = moments->find(n);
+          if (it == moments->end())
+            throw Error("checkpoint '" + file + "' has no '" + key +
+                        "'; resume from an earlier step-N (write N to "
+                        "checkpoints/latest)");
+          if (it->second.sizes() != t.sizes())
+            throw Error("checkpoint '" + file + "': '" + key + "' is " +
+                        shapeText(it->second.sizes()) + ", its weight " +
+                        shapeText(t.sizes()) +
+                        "; resume from an earlier step-N (write N to "
+                        "checkpoints/latest)");
+        }
     }
   }
   // Everyone learns the step and whether there is optimizer state.
