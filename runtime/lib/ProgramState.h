@@ -496,6 +496,11 @@ void exportHf(rlhf_prog *p);
 /// refused.
 const nlohmann::json &tokenizerIdentity(rlhf_prog *p);
 
+/// At start, --out and the models: a fresh run's checks, or --resume's
+/// checkpoint loaded into the plan's layouts (ProgramResume.cpp). Sets
+/// firstStep and resumedFrom.
+void openRun(rlhf_prog *p);
+
 /// Writes the samples that asynchronous generators made ahead of `step`
 /// into checkpoint folder `dir`, and reads them back on resume.
 void saveAhead(rlhf_prog *p, const std::filesystem::path &dir, int64_t step);
