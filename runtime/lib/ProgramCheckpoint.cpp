@@ -82,9 +82,13 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
                      m.layout, *p->world, step + 1);
     }
     saveAhead(p, dir, step);
-    if (p->rank == 0)
+    if (p->rank == 0) {
       writeTextFile((dir / "tokenizer.json").string(),
                     tokenizerIdentity(p).dump(2) + "\n");
+      // Which program wrote it, for --resume to say when another resumes.
+      writeTextFile((dir / "program.json").string(),
+                    nlohmann::json{{"program", p->name}}.dump(2) + "\n");
+    }
     p->world->barrier();
     if (p->rank == 0) {
       // The marker moves only after every model is on disk, and only once

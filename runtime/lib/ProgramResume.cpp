@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <fcntl.h>
 #include <fstream>
 #include <sys/file.h>
@@ -176,6 +177,20 @@ void rlhf::exec::openRun(rlhf_prog *p) {
             ", or other tokens); resume with the datasets (--data) and "
             "tokenizer the run started with, since characters seen only "
             "in new data change every id");
+    }
+    // Another program may resume a checkpoint on purpose (a new learning
+    // rate, another algorithm on the same models), but not by accident
+    // unseen.
+    if (std::ifstream in(dir / "program.json"); in) {
+      auto wrote = nlohmann::json::parse(in, nullptr, false);
+      if (!wrote.is_discarded() && wrote.is_object() &&
+          wrote.value("program", p->name) != p->name)
+        std::fprintf(stderr,
+                     "%s: warning: --resume: checkpoint '%s' was written by "
+                     "program '%s'; it continues as '%s'\n",
+                     p->name.c_str(), dir.string().c_str(),
+                     wrote.value("program", std::string()).c_str(),
+                     p->name.c_str());
     }
     for (size_t i = 0; i < p->models.size(); ++i) {
       const ModelState &m = p->models[i];
