@@ -344,27 +344,45 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
   }
   for (int i = 0; i <= 10; ++i) {
     double t = span * i / 10;
-    os << formatv("<text class=\"lane\" x=\"{0:f1}\" y=\"{1}\">{2}</text>\n",
-                  x(t), ganttH - 8, ms(t));
+    // Centred on their tick; the first starts there and the last ends
+    // there, so none runs past the chart or into its neighbour.
+    os << formatv("<text class=\"lane\" x=\"{0:f1}\" y=\"{1}\"{3}>{2}</text>\n",
+                  x(t), ganttH - 8, ms(t),
+                  i == 0    ? ""
+                  : i == 10 ? " text-anchor=\"end\""
+                            : " text-anchor=\"middle\"");
   }
   os << "</svg>\n";
 
   // Memory over time: one polyline per GPU against the usable limit.
   const double memH = 220, mTop = 10, mBottom = memH - 25;
-  double maxMem = p.memoryLimit;
+  double peak = 0;
   for (double b : sim.peakMemory)
-    maxMem = std::max(maxMem, b);
+    peak = std::max(peak, b);
+  // Peaks far below the limit (a tiny model's megabytes) would lie flat
+  // along zero: the chart then scales to them and says where the limit is.
+  const bool zoomed = peak > 0 && peak < 0.05 * p.memoryLimit;
+  const double maxMem = zoomed ? 1.25 * peak : std::max(peak, p.memoryLimit);
+  auto amount = [](double bytes) {
+    return bytes >= 1e9 ? formatv("{0:f1} GB", bytes / 1e9).str()
+                        : formatv("{0:f0} MB", bytes / 1e6).str();
+  };
   auto y = [&](double b) { return mBottom - (mBottom - mTop) * b / maxMem; };
   os << "<h2 style=\"font-size:15px\">Predicted memory per GPU</h2>\n";
   os << formatv("<svg id=\"memory\" width=\"{0}\" height=\"{1}\" "
                 "xmlns=\"http://www.w3.org/2000/svg\">\n",
                 W, memH);
-  os << formatv(
-      "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:f1}\" y2=\"{2:f1}\" stroke=\"#d33\" "
-      "stroke-dasharray=\"4\"/><text class=\"lane\" x=\"{0}\" y=\"{3:f1}\">"
-      "usable {4:f1} GB</text>\n",
-      left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
-      p.memoryLimit / 1e9);
+  if (zoomed)
+    os << formatv("<text class=\"lane\" x=\"{0}\" y=\"{1}\">usable {2:f1} "
+                  "GB, far above this chart's scale</text>\n",
+                  left, mTop + 8, p.memoryLimit / 1e9);
+  else
+    os << formatv(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:f1}\" y2=\"{2:f1}\" "
+        "stroke=\"#d33\" stroke-dasharray=\"4\"/><text class=\"lane\" "
+        "x=\"{0}\" y=\"{3:f1}\">usable {4:f1} GB</text>\n",
+        left, W - 10, y(p.memoryLimit), y(p.memoryLimit) - 3,
+        p.memoryLimit / 1e9);
   for (int64_t g : lanes.gpus) {
     if (g >= int64_t(sim.memoryTrace.size()))
       break;
@@ -377,13 +395,13 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
     pts += formatv("{0:f1},{1:f1}", x(span), y(last)).str();
     os << formatv("<polyline class=\"mem\" data-gpu=\"{0}\" fill=\"none\" "
                   "stroke=\"{1}\" stroke-width=\"1\" points=\"{2}\">"
-                  "<title>{4}: peak {3:f1} GB</title></polyline>\n",
-                  g, kPalette[g % 8], pts, sim.peakMemory[g] / 1e9,
+                  "<title>{4}: peak {3}</title></polyline>\n",
+                  g, kPalette[g % 8], pts, amount(sim.peakMemory[g]),
                   laneNames[size_t(lanes.row[g])]);
   }
-  os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">{1:f0} GB</text>"
+  os << formatv("<text class=\"lane\" x=\"4\" y=\"{0}\">{1}</text>"
                 "<text class=\"lane\" x=\"4\" y=\"{2}\">0</text>\n",
-                mTop + 8, maxMem / 1e9, mBottom);
+                mTop + 8, amount(maxMem), mBottom);
   os << "</svg>\n";
 
   // The calls, as a table.
@@ -403,10 +421,10 @@ void plan::writeTimelineHtml(const Problem &p, const SimResult &sim,
     const Candidate &k = p.cands[c][0];
     os << formatv(
         "<tr><td>{0}</td><td>{1}-{2}</td><td>{3}</td><td>{4}</td><td>{5}</td>"
-        "<td>{6}</td><td>{7}</td><td>{8}</td><td>{9:f1} GB</td></tr>\n",
+        "<td>{6}</td><td>{7}</td><td>{8}</td><td>{9}</td></tr>\n",
         escape(call.label), k.s.firstGpu, k.s.firstGpu + k.devices - 1, k.s.dp,
         k.s.tp, k.s.pp, k.s.microBatches, savers(k.s), ms(k.time),
-        k.mem.total() / 1e9);
+        amount(k.mem.total()));
   }
   // Each ema's time in the first iteration, the move of the source's
   // weights included, over the GPUs of both layouts.

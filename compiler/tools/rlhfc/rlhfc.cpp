@@ -317,7 +317,11 @@ mlir::LogicalResult compile(llvm::SourceMgr &sm, mlir::MLIRContext &ctx,
     if (mlir::failed(placed))
       return mlir::failure();
     auto &[p, sim] = *placed;
-    std::string title = (alg.getSymName() + " (" + inputFile + ")").str();
+    std::string title =
+        (alg.getSymName() + " (" +
+         (inputFile == "-" ? std::string("stdin") : std::string(inputFile)) +
+         ")")
+            .str();
     if (emit == Emit::Timeline) {
       rlhfc::plan::writeTimelineHtml(p, sim, title, os);
       return mlir::success(); // one algorithm per page
