@@ -80,6 +80,12 @@ TEST(CommWatchdog, AStuckOperationTimesOutAndAbortsOnce) {
                  "rank is likely dead or stuck");
   EXPECT_GE(took, 50ms);
   EXPECT_LT(took, 5s);
+  // drain() throws once the failure is recorded; the watchdog's thread
+  // runs the abort just after, outside its lock (the abort may wait for
+  // the calling thread), so a loaded host may get here first.
+  for (auto until = std::chrono::steady_clock::now() + 5s;
+       aborts == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(1ms);
   EXPECT_EQ(aborts, 1); // one abort ends every operation in flight
   EXPECT_EQ(w.inFlight(), 0);
   EXPECT_THROW(w.check(), Error);
