@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -544,10 +545,17 @@ BpeTokenizer::BpeTokenizer(const std::string &tokenizerJson,
 
 std::unique_ptr<BpeTokenizer>
 BpeTokenizer::fromDirectory(const std::string &dir) {
-  std::string config = dir + "/tokenizer_config.json";
+  return fromFile(dir + "/tokenizer.json");
+}
+
+std::unique_ptr<BpeTokenizer>
+BpeTokenizer::fromFile(const std::string &tokenizerJson) {
+  std::string config = (std::filesystem::path(tokenizerJson).parent_path() /
+                        "tokenizer_config.json")
+                           .string();
   if (!std::ifstream(config))
     config.clear();
-  return std::make_unique<BpeTokenizer>(dir + "/tokenizer.json", config);
+  return std::make_unique<BpeTokenizer>(tokenizerJson, config);
 }
 
 BpeTokenizer::~BpeTokenizer() = default;

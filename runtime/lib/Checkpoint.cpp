@@ -214,9 +214,9 @@ CheckpointState rlhf::loadCheckpoint(const std::string &dir,
       // Each weight's two moments, of its shape: the reallocation below
       // would otherwise fail with a message about its plan.
       for (auto &[n, t] : full)
-        for (auto *moments : {&m, &v}) {
-          const std::string key =
-              (moments == &m ? "exp_avg." : "exp_avg_sq.") + n;
+        for (auto [prefix, moments] :
+             {std::pair{"exp_avg.", &m}, std::pair{"exp_avg_sq.", &v}}) {
+          const std::string key = prefix + n;
           auto it = moments->find(n);
           if (it == moments->end())
             throw Error("checkpoint '" + file + "' has no '" + key +

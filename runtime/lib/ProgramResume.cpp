@@ -63,6 +63,9 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   int64_t resumed = -1;
   const fs::path ckpts = fs::path(p->outDir) / "checkpoints";
   const fs::path metricsFile = fs::path(p->outDir) / "metrics.jsonl";
+  std::error_code sizeError;
+  const bool hasMetrics =
+      fs::file_size(metricsFile, sizeError) > 0 && !sizeError;
   if (p->resume && p->overwrite)
     throw Error("--resume continues the run in --out and --overwrite "
                 "deletes it; give one of them");
@@ -74,8 +77,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
                   "complete checkpoint in '" +
                   ckpts.string() + "' (step-N) to it");
     if (resumed < 0) {
-      std::error_code ec;
-      if (fs::file_size(metricsFile, ec) > 0 && !ec)
+      if (hasMetrics)
         throw Error("--resume: no checkpoint in '" + ckpts.string() +
                     "': the run there stopped before its first "
                     "save_interval; start it afresh with --overwrite "
@@ -93,10 +95,8 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   } else {
     // A fresh run into an earlier one's --out would truncate its metrics
     // and mix its checkpoints with the new ones.
-    std::error_code ec;
     const int64_t earlier = latestCheckpoint(p);
-    const bool metrics = fs::file_size(metricsFile, ec) > 0 && !ec;
-    if ((earlier >= 0 || metrics) && !p->overwrite)
+    if ((earlier >= 0 || hasMetrics) && !p->overwrite)
       throw Error(
           "--out '" + p->outDir + "' holds an earlier run (" +
           (earlier >= 0 ? "checkpoint after step " + std::to_string(earlier + 1)

@@ -19,14 +19,9 @@ rlhf::loadTokenizer(const std::string &path) {
     return std::make_unique<Tokenizer>(path);
 #ifdef RLHF_HAVE_BPE
   // The config beside the tokenizer's json names bos, eos and pad.
-  std::unique_ptr<BpeTokenizer> t;
-  if (directory) {
-    t = BpeTokenizer::fromDirectory(p.string());
-  } else {
-    fs::path config = p.parent_path() / "tokenizer_config.json";
-    t = std::make_unique<BpeTokenizer>(
-        path, fs::exists(config) ? config.string() : std::string());
-  }
+  std::unique_ptr<BpeTokenizer> t = directory
+                                        ? BpeTokenizer::fromDirectory(path)
+                                        : BpeTokenizer::fromFile(path);
   if (t->pad() < 0)
     throw Error("tokenizer '" + path +
                 "' names no pad token; the runtime pads batches with it and "

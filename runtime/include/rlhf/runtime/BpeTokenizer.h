@@ -30,6 +30,10 @@ public:
                         const std::string &configJson = "");
   /// dir/tokenizer.json, with dir/tokenizer_config.json where present.
   static std::unique_ptr<BpeTokenizer> fromDirectory(const std::string &dir);
+  /// A tokenizer json of any name, with the tokenizer_config.json beside it
+  /// where present.
+  static std::unique_ptr<BpeTokenizer>
+  fromFile(const std::string &tokenizerJson);
   ~BpeTokenizer() override;
 
   /// `addBos` adds what the file's post-processor adds around one sequence:
