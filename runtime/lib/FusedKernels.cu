@@ -40,13 +40,25 @@ template <template <typename, int> class Body, typename Args> struct Launch {
   }
 };
 
-template <template <typename, int> class Body, typename Args>
-const char *launch(Dtype dtype, int width, const Args &a, void *stream) {
-  Launch<Body, Args> l{a, static_cast<cudaStream_t>(stream)};
-  if (!dispatch(dtype, width, l))
-    return "no fused kernel for this dtype and group width";
+/// Launches through `go`; an error already pending beforehand (an earlier
+/// asynchronous call's) is reported as such, not as this launch's.
+template <typename Go> const char *checkedLaunch(Go go) {
+  if (cudaPeekAtLastError() != cudaSuccess)
+    return "an earlier CUDA call failed before this launch";
+  if (const char *refused = go())
+    return refused;
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+template <template <typename, int> class Body, typename Args>
+const char *launch(Dtype dtype, int width, const Args &a, void *stream) {
+  return checkedLaunch([&]() -> const char * {
+    Launch<Body, Args> l{a, static_cast<cudaStream_t>(stream)};
+    return dispatch(dtype, width, l)
+               ? nullptr
+               : "no fused kernel for this dtype and group width";
+  });
 }
 
 /// A block per tile (a grid-stride loop over tiles past 65536 blocks).
@@ -110,9 +122,9 @@ const char *rlhf::fused::launchRotary(Dtype dtype, int width,
 
 const char *rlhf::fused::launchCopies(int unitBytes, const CopyArgs &a,
                                       void *stream) {
-  LaunchCopies l{a, static_cast<cudaStream_t>(stream)};
-  if (!dispatchUnit(unitBytes, l))
-    return "no copy kernel for this unit";
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return checkedLaunch([&]() -> const char * {
+    LaunchCopies l{a, static_cast<cudaStream_t>(stream)};
+    return dispatchUnit(unitBytes, l) ? nullptr
+                                      : "no copy kernel for this unit";
+  });
 }

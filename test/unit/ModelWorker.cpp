@@ -324,7 +324,9 @@ int main() {
     }
     // 1F1B beside the sequential order on more micro-batches than stages:
     // forwards and backwards each in micro-batch order, so the gradients
-    // sum in the same order and the parameters agree bit for bit.
+    // sum in the same order and, on the CPU, the parameters agree bit for
+    // bit. CUDA's attention backward may accumulate with atomics, so there
+    // the two runs need only agree as closely as two layouts do.
     double pipeDiff = 0;
     if (ppSize > 1) {
       const int64_t micro = 2 * ppSize + 1;
@@ -346,7 +348,8 @@ int main() {
           after[sequential][n] = t.detach().clone();
       }
       for (auto &[n, t] : after[0])
-        pipeDiff = std::max(pipeDiff, maxDiff(t, after[1].at(n)));
+        pipeDiff = std::max(pipeDiff, bf16 ? relativeNorm(t, after[1].at(n))
+                                           : maxDiff(t, after[1].at(n)));
     }
     std::printf(
         "rank %d tp %d/%d pp %d/%d dp %d/%d: forward max diff %.3g, gradient "
@@ -362,7 +365,7 @@ int main() {
     world.barrier();
     return fwd < tol.forward && bwd < tol.gradient && genOk &&
                    trainDiff < tol.train && momentDiff < tol.gradient &&
-                   pipeDiff == 0
+                   pipeDiff <= (dev.is_cuda() ? tol.train : 0.0)
                ? 0
                : 1;
   });
