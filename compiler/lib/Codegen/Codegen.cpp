@@ -1,6 +1,7 @@
 //===- Codegen.cpp - LLVM dialect, LLVM IR, object file, executable -------===//
 
 #include "rlhfc/Codegen/Codegen.h"
+#include "rlhfc/Support/OutputFile.h"
 
 #include "rlhfc/Transforms/Passes.h"
 
@@ -22,6 +23,8 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -103,8 +106,7 @@ LogicalResult rlhfc::codegen::emitObject(llvm::Module &m, llvm::StringRef path,
     return failure();
   }
   pm.run(m);
-  out.keep();
-  return success();
+  return success(keepOutput(out, path, error));
 }
 
 std::string rlhfc::codegen::defaultRuntimeLibDir(const char *argv0,
@@ -143,17 +145,33 @@ LogicalResult rlhfc::codegen::linkExecutable(llvm::StringRef object,
   std::string libDir = "-L" + opts.runtimeLibDir;
   llvm::SmallVector<llvm::StringRef> args = {
       *path, object, "-o", output, libDir, "-lrlhf_runtime", rpath};
-  int rc =
-      llvm::sys::ExecuteAndWait(*path, args, std::nullopt, {}, 0, 0, &error);
-  if (rc != 0) {
-    if (error.empty())
-      error = driver + " failed with status " + std::to_string(rc) +
-              " while linking '" + output.str() +
-              "'; where it names an undefined rlhf_ symbol, the runtime in '" +
-              opts.runtimeLibDir +
-              "' was built from another version than this rlhfc: link with "
-              "the runtime built beside it";
+  // The driver's messages go to a file, then on to stderr: what they say
+  // picks the advice.
+  llvm::SmallString<128> messages;
+  if (llvm::sys::fs::createTemporaryFile("rlhfc-link", "txt", messages)) {
+    error = "cannot create a temporary file for the linker's messages";
     return failure();
   }
-  return success();
+  llvm::FileRemover removeMessages(messages);
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
+                                                llvm::StringRef(messages)};
+  int rc = llvm::sys::ExecuteAndWait(*path, args, std::nullopt, redirects, 0, 0,
+                                     &error);
+  std::string said;
+  if (auto text = llvm::MemoryBuffer::getFile(messages))
+    said = (*text)->getBuffer().str();
+  llvm::errs() << said;
+  if (rc == 0)
+    return success();
+  if (!error.empty())
+    return failure();
+  error = driver + " failed with status " + std::to_string(rc) +
+          " while linking '" + output.str() + "'";
+  if (llvm::StringRef(said).contains("undefined reference to `rlhf_"))
+    error += "; the runtime in '" + opts.runtimeLibDir +
+             "' was built from another version than this rlhfc: link with the "
+             "runtime built beside it";
+  else if (llvm::StringRef(said).contains("No space left on device"))
+    error += "; the disk is full";
+  return failure();
 }

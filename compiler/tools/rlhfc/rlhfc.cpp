@@ -12,6 +12,7 @@
 #include "rlhfc/Frontend/MLIRGen.h"
 #include "rlhfc/Planner/Report.h"
 #include "rlhfc/Planner/Timeline.h"
+#include "rlhfc/Support/OutputFile.h"
 #include "rlhfc/Transforms/FnCode.h"
 #include "rlhfc/Transforms/Pipeline.h"
 
@@ -453,6 +454,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   out->os() << text;
-  out->keep();
+  if (!rlhfc::keepOutput(*out, outputFile, err)) {
+    errs() << "rlhfc: error: " << err << "\n";
+    return 1;
+  }
   return 0;
 }
