@@ -1,7 +1,8 @@
 //===- NodeLink.cpp - launchers of a job watch each other -----------------===//
 //
 // Messages, one per line:
-//   rlhf-run/1 hello NODE NNODES NPROC   another node introduces itself
+//   rlhf-run/2 hello NODE NNODES NPROC ARGS   another node introduces
+//                                        itself (ARGS: argsDigest's hex)
 //   welcome | reject TEXT                node 0's answer
 //   hb                                   heartbeat, both ways, every second
 //   fail [NODE] RANK STATUS              a worker failed (node 0 adds NODE)

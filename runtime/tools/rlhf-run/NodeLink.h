@@ -37,6 +37,10 @@ struct LinkConfig {
   unsigned port = 0; ///< where node 0's launcher listens
   std::chrono::seconds nodeTimeout{10};
   std::chrono::seconds joinTimeout{300};
+  /// The program's arguments, which every node must run alike: a mismatch
+  /// (another --steps on one node) is refused when the node joins rather
+  /// than found at the workers' first collective's timeout.
+  std::vector<std::string> programArgs;
 };
 
 struct NodeEvent {

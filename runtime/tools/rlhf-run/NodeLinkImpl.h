@@ -12,7 +12,9 @@
 #include "NodeLink.h"
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cerrno>
 #include <chrono>
@@ -25,7 +27,9 @@ namespace rlhfrun {
 
 using Clock = std::chrono::steady_clock;
 
-inline constexpr const char *Hello = "rlhf-run/1 hello";
+inline constexpr const char *Hello = "rlhf-run/2 hello";
+/// What every launcher's hello starts with, whatever its version.
+inline constexpr const char *HelloAnyVersion = "rlhf-run/";
 inline constexpr std::chrono::seconds HeartbeatEvery{1};
 /// A connection that does not say hello within this is not a launcher.
 inline constexpr std::chrono::seconds HelloWithin{10};
@@ -54,6 +58,14 @@ inline bool flush(int fd, std::string &out) {
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
   return true;
+}
+
+/// The program's arguments in one protocol word: their hash, in hex.
+inline std::string argsDigest(const std::vector<std::string> &args) {
+  std::string all;
+  for (const std::string &a : args)
+    all += a + '\0'; // ends each, so "a b" and "ab" differ
+  return llvm::utohexstr(llvm::xxh3_64bits(llvm::StringRef(all)));
 }
 
 /// The space-separated words of a protocol line.

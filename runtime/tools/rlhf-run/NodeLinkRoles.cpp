@@ -84,13 +84,21 @@ protected:
   void welcome(Peer &p, StringRef line, ArrayRef<StringRef> w,
                std::vector<NodeEvent> &events) {
     unsigned node = 0, nnodes = 0, nproc = 0;
-    if (!line.starts_with(Hello) || w.size() != 5 ||
+    std::string problem;
+    if (!line.starts_with(Hello) || w.size() != 6 ||
         w[2].getAsInteger(10, node) || w[3].getAsInteger(10, nnodes) ||
         w[4].getAsInteger(10, nproc)) {
-      drop(p, ""); // not a launcher: drop it quietly
+      if (!line.starts_with(HelloAnyVersion)) {
+        drop(p, ""); // not a launcher: drop it quietly
+        return;
+      }
+      // Refused rather than dropped: it would wait for an answer.
+      send(p, "reject node 0's launcher is another version of rlhf-run; "
+              "start every node with the same rlhfc build");
+      flush(p.fd, p.out);
+      drop(p, "");
       return;
     }
-    std::string problem;
     if (nnodes != cfg.nnodes)
       problem = formatv("node {0} was started with --nnodes {1}, node 0 "
                         "with --nnodes {2}",
@@ -104,6 +112,13 @@ protected:
           formatv("a launcher joined as node {0}; node 0 is this one", node);
     else if (everJoined[node])
       problem = formatv("two launchers joined as node {0}", node);
+    else if (w[5] != argsDigest(cfg.programArgs))
+      problem = formatv("node {0} runs the program with other arguments than "
+                        "node 0 ({1}); start every node with the same ones",
+                        node,
+                        cfg.programArgs.empty()
+                            ? std::string("none")
+                            : "'" + llvm::join(cfg.programArgs, " ") + "'");
     if (!problem.empty()) {
       send(p, "reject " + problem);
       flush(p.fd, p.out);
@@ -375,8 +390,8 @@ Expected<std::unique_ptr<NodeLink>> NodeLink::join(const LinkConfig &cfg,
   auto client = std::make_unique<Client>(cfg);
   client->addHub(fd);
   Peer &hub = client->hub();
-  client->send(hub, formatv("{0} {1} {2} {3}", Hello, cfg.nodeRank, cfg.nnodes,
-                            cfg.nproc)
+  client->send(hub, formatv("{0} {1} {2} {3} {4}", Hello, cfg.nodeRank,
+                            cfg.nnodes, cfg.nproc, argsDigest(cfg.programArgs))
                         .str());
   // Node 0's launcher answers from its loop at once; a bound in case
   // something else listens on that port.

@@ -24,11 +24,14 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <optional>
 #include <poll.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -125,13 +128,37 @@ struct Launch {
   unsigned firstRank() const { return nodeRank * nproc; }
 } launch;
 
+/// Removes the port folders of launchers that died without cleaning up
+/// (SIGKILL): their names carry the launcher's pid.
+void sweepStalePortDirs() {
+  DIR *tmp = opendir("/tmp");
+  if (!tmp)
+    return;
+  while (dirent *e = readdir(tmp)) {
+    unsigned long pid = 0;
+    int used = 0;
+    if (std::sscanf(e->d_name, "rlhf-run-%lu-%*6c%n", &pid, &used) != 1 ||
+        e->d_name[used] != 0 || pid == 0)
+      continue;
+    std::string dir = std::string("/tmp/") + e->d_name;
+    struct stat st;
+    if (lstat(dir.c_str(), &st) || !S_ISDIR(st.st_mode) ||
+        st.st_uid != getuid() || kill(pid_t(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    unlink((dir + "/port").c_str());
+    rmdir(dir.c_str());
+  }
+  closedir(tmp);
+}
+
 /// Where rank 0 publishes the port the kernel gave its store (MASTER_PORT=0);
 /// removed when rlhf-run exits. Choosing a free port here and releasing it
 /// would race with every other job starting on the host.
 struct PortFile {
   std::string dir, path;
   PortFile() {
-    std::string tmpl = "/tmp/rlhf-run-XXXXXX";
+    sweepStalePortDirs();
+    std::string tmpl = "/tmp/rlhf-run-" + std::to_string(getpid()) + "-XXXXXX";
     if (mkdtemp(tmpl.data())) {
       dir = tmpl;
       path = dir + "/port";
@@ -269,7 +296,7 @@ void printDryRun(std::vector<Worker> &workers) {
   for (auto &w : workers) {
     outs() << "[rank " << w.rank << "]";
     for (auto &[name, value] :
-         workerEnv(w, launch.masterPort ? "" : "/tmp/rlhf-run-XXXXXX/port"))
+         workerEnv(w, launch.masterPort ? "" : "/tmp/rlhf-run-PID-XXXXXX/port"))
       outs() << " " << name << "=" << value;
     outs() << "\n";
   }
@@ -379,6 +406,9 @@ int main(int argc, char **argv) {
     lc.port = launch.monitorPort;
     lc.nodeTimeout = std::chrono::seconds(nodeTimeout);
     lc.joinTimeout = std::chrono::seconds(joinTimeout);
+    // The arguments, not the program's path: nodes may name one file
+    // differently (./prog, /shared/prog).
+    lc.programArgs.assign(programArgs.begin(), programArgs.end());
     auto l = launch.nodeRank == 0 ? NodeLink::listen(lc)
                                   : NodeLink::join(lc, signalPipe[0]);
     if (!l) {

@@ -39,7 +39,9 @@ p.add_argument("--after", help="FILE:LINES, the progress to wait for")
 p.add_argument("--within", type=float, default=15)
 p.add_argument("--skip", type=int, action="append", default=[])
 p.add_argument("--nproc-of", action="append", default=[])
+p.add_argument("--arg-of", action="append", default=[])
 p.add_argument("--slurm", action="store_true")
+p.add_argument("--say")
 p.add_argument("cmd", nargs=argparse.REMAINDER)
 a = p.parse_args()
 if a.cmd[:1] == ["--"]:
@@ -74,8 +76,12 @@ nproc = {r: a.nproc for r in range(a.nodes)}
 for o in a.nproc_of:
     r, k = o.split("=")
     nproc[int(r)] = int(k)
+extra = {r: [] for r in range(a.nodes)}
+for o in a.arg_of:
+    r, word = o.split("=", 1)
+    extra[int(r)].append(word)
 for r in reversed(range(a.nodes)):
-    if r in a.skip:
+    if r in a.skip or (a.say is not None and r != 0):
         continue
     env = dict(os.environ)
     if a.slurm:
@@ -86,15 +92,36 @@ for r in reversed(range(a.nodes)):
                    SLURM_STEP_NUM_NODES=n, MASTER_PORT=str(port),
                    SLURM_STEP_NODELIST="127.0.0.1,localhost",
                    SLURM_JOB_NODELIST="127.0.0.1,localhost")
-        argv = [launcher, "-n", str(nproc[r])] + rest
+        argv = [launcher, "-n", str(nproc[r])] + rest + extra[r]
     else:
         argv = [launcher, "--nnodes", str(a.nodes), "--node-rank", str(r),
                 "--master-addr", "127.0.0.1", "--master-port", str(port),
-                "-n", str(nproc[r])] + rest
+                "-n", str(nproc[r])] + rest + extra[r]
     logs[r] = open(os.path.join(a.logs, f"node{r}.log"), "w")
     nodes[r] = subprocess.Popen(argv, stdout=logs[r], stderr=subprocess.STDOUT,
                                 env=env)
 deadline = time.time() + a.timeout
+
+
+def say(line):
+    # The launchers meet at the port above the store's.
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port + 1), timeout=10)
+            break
+        except OSError:
+            if time.time() > deadline or nodes[0].poll() is not None:
+                return "<nobody listens>"
+            time.sleep(0.1)
+    with s:
+        s.sendall(line.encode() + b"\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    return answer.decode().strip() or "<closed>"
 
 
 def stop_all():
@@ -149,6 +176,11 @@ def worker_of(rank):
                 return pid
     return None
 
+
+if a.say is not None:
+    print(f"node 0 answers: {say(a.say)}")
+    stop_all()
+    sys.exit(0)
 
 if a.kill is None and a.kill_rank is None:
     late = wait_all(nodes, deadline)
