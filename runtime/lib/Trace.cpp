@@ -69,6 +69,29 @@ double residentBytes() {
   return resident * double(sysconf(_SC_PAGESIZE));
 }
 
+/// The plan's name (`rlhfc --emit=trace`) of what the runtime times as
+/// `label` (its metric's name, "time/LABEL"), so that the two timelines
+/// name the same call alike.
+std::string planName(const std::string &label, const char *cat) {
+  auto after = [&](const char *prefix) -> const char * {
+    size_t n = std::strlen(prefix);
+    return label.compare(0, n, prefix) == 0 ? label.c_str() + n : nullptr;
+  };
+  const std::string c = cat;
+  if (c == "host")
+    return "compute " + label;
+  if (c == "load")
+    if (const char *m = after("onload "))
+      return std::string("load @") + m + " from host";
+  for (const char *op : {"generate ", "inference ", "realloc ",
+                         "weight update ", "first weight copy "})
+    if (const char *m = after(op))
+      return std::string(op) + "@" + m;
+  if (const char *m = after("train "))
+    return std::string("train_step @") + m;
+  return label;
+}
+
 } // namespace
 
 void MeasuredTrace::add(const std::string &name, const char *cat,
@@ -77,8 +100,8 @@ void MeasuredTrace::add(const std::string &name, const char *cat,
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - epoch).count();
   };
-  pending.push_back({name, cat, us(start), us(end) - us(start), step, peakBytes,
-                     residentBytes()});
+  pending.push_back({planName(name, cat), cat, us(start), us(end) - us(start),
+                     step, peakBytes, residentBytes()});
 }
 
 void MeasuredTrace::flush(Communicator &world) {

@@ -12,7 +12,7 @@
 - every span ends with a sample of its rank's resident memory.
 
 With --ahead (an asynchronous plan), also: every iteration after the first
-has its samples made ahead (a "generate M (ahead)" span) on exactly the
+has its samples made ahead (a "generate @M (ahead)" span) on exactly the
 generator's ranks, during the previous iteration, and in at least half of
 them while the trainer's ranks ran that iteration's inference or train
 calls: the generator ran ahead, overlapping the iterations.
@@ -45,15 +45,14 @@ def main():
     world = set(ranks)
 
     calls, host, meshes = {}, [], defaultdict(set)
+    # The measured spans carry the plan's names ("train_step @actor").
     for c in plan["calls"]:
         if c.get("runs_on") == "controller":
-            host.append(c["name"].removeprefix("compute "))
+            host.append(c["name"])
             continue
         m = c["mesh"]
         gpus = set(range(m["first_gpu"], m["first_gpu"] + m["gpus"]))
-        # The runtime labels "train_step @actor" as "train actor".
-        name = c["name"].replace("train_step @", "train @")
-        calls[name.replace(" @", " ")] = gpus
+        calls[c["name"]] = gpus
         meshes[c["model"]] |= gpus
     if ranks != list(range(len(ranks))) or not world >= set().union(*calls.values()):
         fail(f"lanes {ranks} do not cover the plan's GPUs")
@@ -79,7 +78,8 @@ def main():
         if s["cat"] == "realloc":
             reallocs += 1
             model = s["name"]
-            for prefix in ("realloc ", "weight update ", "first weight copy "):
+            for prefix in ("realloc @", "weight update @",
+                           "first weight copy @"):
                 model = model.removeprefix(prefix)
             if s["tid"] not in meshes[model]:
                 fail(f"'{s['name']}' on rank {s['tid']}, outside "
@@ -137,7 +137,7 @@ def check_ahead(spans, calls, steps):
             busy = [s for s in spans
                     if s["args"]["step"] == step - 1 and s["cat"] == "call"
                     and s["tid"] not in gpus
-                    and s["name"].startswith(("inference ", "train "))]
+                    and s["name"].startswith(("inference @", "train_step @"))]
             if any(x["ts"] < y["ts"] + y["dur"] and y["ts"] < x["ts"] + x["dur"]
                    for x in ahead for y in busy):
                 overlapped += 1

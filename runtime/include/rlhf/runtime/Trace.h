@@ -30,7 +30,9 @@ public:
   MeasuredTrace(std::string path, const Communicator &world,
                 const std::string &program, double predictedIteration);
 
-  /// One span of this rank: `cat` is call, realloc, transfer, load or host.
+  /// One span of this rank: `cat` is call, realloc, transfer, load or host;
+  /// `name`, the metric's label ("train actor"), is drawn as the plan names
+  /// the call ("train_step @actor").
   /// `peakBytes`, the allocator's peak during it (SpanPeaks: what the plan
   /// predicts of a GPU), is drawn as a counter per rank beside the predicted
   /// trace's memory per GPU; the process's resident memory at `end` goes in
