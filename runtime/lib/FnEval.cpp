@@ -56,22 +56,21 @@ struct FnProgram::Eval {
   int64_t N = 0, T = -1;
 
   [[noreturn]] void fail(const Instr &i, const std::string &what) const {
-    throw Error("fn '" + f.fnName + "': line " + std::to_string(i.line) + ": " +
+    throw Error(f.describe() + ": line " + std::to_string(i.line) + ": " +
                 what);
   }
   const Instr &declaration(int64_t input) const {
     for (const Instr &i : f.code)
       if (i.op == Op::Input && i.n[0] == input)
         return i;
-    throw Error("fn '" + f.fnName + "': no input " + std::to_string(input));
+    throw Error(f.describe() + ": no input " + std::to_string(input));
   }
 
   /// Checks the inputs against their kinds and each other.
   Eval(const FnProgram &f, const FnInputs &in) : f(f), in(in) {
     if (int64_t(in.tensors.size()) != f.numInputs())
-      throw Error("fn '" + f.fnName + "' takes " +
-                  std::to_string(f.numInputs()) + " inputs, got " +
-                  std::to_string(in.tensors.size()));
+      throw Error(f.describe() + " takes " + std::to_string(f.numInputs()) +
+                  " inputs, got " + std::to_string(in.tensors.size()));
     for (int64_t i = 0; i < f.numInputs(); ++i) {
       const at::Tensor &t = in.tensors[size_t(i)];
       const FnKind k = f.inputs[size_t(i)];
@@ -254,6 +253,8 @@ struct FnProgram::Eval {
       return a(0).sigmoid();
     case Op::Softplus:
       return at::softplus(a(0));
+    case Op::StopGradient:
+      return a(0).detach();
     case Op::Add:
       return a(0) + a(1);
     case Op::Sub:

@@ -71,6 +71,7 @@ struct FnProgram::Parser {
         {"abs", Op::Abs, "%x"},
         {"sigmoid", Op::Sigmoid, "%x"},
         {"softplus", Op::Softplus, "%x"},
+        {"stop_gradient", Op::StopGradient, "%x"},
         {"add", Op::Add, "%a %b"},
         {"sub", Op::Sub, "%a %b"},
         {"mul", Op::Mul, "%a %b"},
@@ -120,6 +121,7 @@ struct FnProgram::Parser {
 
   FnProgram &f;
   int line = 0;
+  int version = 1;
   std::string_view opName;
   std::map<int64_t, int> inputLine; ///< first declaration of each input
 
@@ -139,9 +141,10 @@ struct FnProgram::Parser {
       fail("expected the header 'rlhf.fn 1 NAME MODE', got '" +
            std::string(text) + "'");
     f.fnName = std::string(t[2]);
-    if (t[1] != "1")
+    if (t[1] != "1" && t[1] != "2")
       fail("fn code version " + std::string(t[1]) +
-           " is not supported; this runtime reads version 1");
+           " is not supported; this runtime reads versions 1 and 2");
+    version = t[1][0] - '0';
     if (t[3] != "host" && t[3] != "loss")
       fail("mode must be 'host' or 'loss', got '" + std::string(t[3]) + "'");
     f.fnMode = t[3] == "loss" ? Mode::Loss : Mode::Host;
@@ -460,7 +463,12 @@ struct FnProgram::Parser {
       code.remove_suffix(1);
     auto lines = split(code, '\n');
     header(lines[0]);
-    for (size_t i = 1; i < lines.size(); ++i) {
+    size_t first = 1;
+    if (version >= 2 && lines.size() > 1 && lines[1].substr(0, 3) == "at ") {
+      f.callSite = std::string(lines[1].substr(3));
+      first = 2;
+    }
+    for (size_t i = first; i < lines.size(); ++i) {
       line = int(i + 1);
       if (lines[i].empty())
         fail("blank line");
@@ -484,6 +492,11 @@ struct FnProgram::Parser {
       }
   }
 };
+
+std::string FnProgram::describe() const {
+  return "fn '" + fnName + "'" +
+         (callSite.empty() ? "" : " (called at " + callSite + ")");
+}
 
 FnProgram FnProgram::parse(std::string_view code) {
   FnProgram f;

@@ -76,7 +76,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   // Weights a non-finite loss has stepped are lost; stop before a
   // checkpoint saves them (Megatron stops on a NaN loss too).
   if (member && !std::isfinite(lossValue))
-    throw Error("the loss of '" + m.name + "' is " +
+    throw Error("the loss of '" + m.name + "', " + loss.describe() + ", is " +
                 (std::isnan(lossValue) ? "nan" : "infinite") + " at step " +
                 std::to_string(p->stepIndex + 1) +
                 ", and its weights have taken the step: check the loss's and "

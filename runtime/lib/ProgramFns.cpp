@@ -51,8 +51,52 @@ c10::Device hostFnDevice(const rlhf_prog *p) {
 
 void checkInputCount(const FnProgram &f, int64_t nin) {
   if (nin != f.numInputs())
-    throw Error("fn '" + f.name() + "' takes " + std::to_string(f.numInputs()) +
+    throw Error(f.describe() + " takes " + std::to_string(f.numInputs()) +
                 " inputs, the call passes " + std::to_string(nin));
+}
+
+/// The first row where `t` is not finite (where `mask` is set, for values
+/// per token: padding may hold anything), or -1.
+int64_t firstNonFiniteRow(const at::Tensor &t, const at::Tensor &mask) {
+  if (!t.defined() || !t.is_floating_point())
+    return -1;
+  at::Tensor bad = at::isfinite(t).logical_not();
+  if (mask.defined() && mask.sizes() == t.sizes())
+    bad = bad.logical_and(mask.to(bad.device()) != 0);
+  if (!bad.any().item<bool>())
+    return -1;
+  return t.dim() == 0 ? 0
+                      : bad.reshape({t.size(0), -1})
+                            .any(1)
+                            .nonzero()[0][0]
+                            .item<int64_t>();
+}
+
+/// A host function's non-finite output stops the run here, naming the
+/// function's call in the .rlhf file, rather than later as a nan loss.
+void checkFinite(rlhf_prog *p, const FnProgram &f, const FnInputs &in,
+                 const std::vector<at::Tensor> &out, const at::Tensor &mask) {
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t row = firstNonFiniteRow(
+        out[k], f.outputKind(k) == FnKind::PerToken ? mask : at::Tensor());
+    if (row < 0)
+      continue;
+    std::string cause = "the function divides by zero, or takes the log or "
+                        "square root of a negative number; guard it (clamp, "
+                        "where) or check its inputs";
+    for (size_t i = 0; i < in.tensors.size(); ++i)
+      if (firstNonFiniteRow(in.tensors[i], in.masks[i]) >= 0) {
+        cause = "its input " + std::to_string(i + 1) +
+                " is not finite already; look at what produced it";
+        break;
+      }
+    const at::Tensor &t = out[k];
+    const bool nan = at::isnan(t).any().item<bool>();
+    throw Error(f.describe() + " gave " + (nan ? "nan" : "an infinity") +
+                " in its output '" + f.outputNames()[k] + "'" +
+                (t.dim() == 0 ? "" : " at row " + std::to_string(row + 1)) +
+                " at step " + std::to_string(p->stepIndex + 1) + ": " + cause);
+  }
 }
 
 } // namespace
@@ -88,6 +132,7 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
       std::vector<at::Tensor> out = f.evaluate(in);
       for (at::Tensor &t : out)
         t = t.to(at::kCPU);
+      checkFinite(p, f, in, out, mask);
       std::map<std::string, rlhf_value *> fields;
       for (size_t k = 0; k < out.size(); ++k) {
         FnKind kind = f.outputKind(k);

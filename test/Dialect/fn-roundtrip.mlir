@@ -21,8 +21,10 @@ func.func @ops(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #rlhf.
     %sg = rlhf.sigmoid %y : tensor<?x?xf32>
     // CHECK: rlhf.softplus %{{.*}} : tensor<?x?xf32>
     %sp = rlhf.softplus %sg : tensor<?x?xf32>
+    // CHECK: rlhf.stop_gradient %{{.*}} : tensor<?x?xf32>
+    %st = rlhf.stop_gradient %sp : tensor<?x?xf32>
     // CHECK: rlhf.clamp %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x?xf32>
-    %cl = rlhf.clamp %sp, %cs, %b : tensor<?x?xf32>
+    %cl = rlhf.clamp %st, %cs, %b : tensor<?x?xf32>
     // CHECK: rlhf.last %{{.*}} : tensor<?x?xf32>
     %la = rlhf.last %m : tensor<?x?xf32>
     // CHECK: rlhf.next %{{.*}} : tensor<?x?xf32>

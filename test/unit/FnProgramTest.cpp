@@ -46,9 +46,12 @@ TEST(FnVerifier, RejectsBadPrograms) {
       {"rlhf.fun 1 f host\n%0 = input 0 f1\nout x %0",
        "fn code: line 1: expected the header 'rlhf.fn 1 NAME MODE', got "
        "'rlhf.fun 1 f host'"},
-      {"rlhf.fn 2 f host\n%0 = input 0 f1\nout x %0",
-       "fn 'f': line 1: fn code version 2 is not supported; this runtime "
-       "reads version 1"},
+      {"rlhf.fn 3 f host\n%0 = input 0 f1\nout x %0",
+       "fn 'f': line 1: fn code version 3 is not supported; this runtime "
+       "reads versions 1 and 2"},
+      // The call site is version 2's, right after the header.
+      {"rlhf.fn 1 f host\nat p.rlhf:3:1\n%0 = input 0 f1\nout x %0",
+       "fn 'f': line 2: expected '%0 = OP ...' or 'out NAME %i', got 'at'"},
       {"rlhf.fn 1 f train\n%0 = input 0 f1\nout x %0",
        "fn 'f': line 1: mode must be 'host' or 'loss', got 'train'"},
       {program("host", {"%0 = input 0 f1", "%1 = frobnicate %0", "out x %1"}),
@@ -177,6 +180,25 @@ TEST(FnVerifier, RejectsBadPrograms) {
     EXPECT_EQ(errorOf(b.code), b.message) << b.code;
 }
 
+// Version 2 names the call site, and errors at run time say it.
+TEST(FnVerifier, CallSiteOfVersion2) {
+  FnProgram p = FnProgram::parse(
+      "rlhf.fn 2 f host\nat my prog.rlhf:12:7\n%0 = input 0 f1\nout x %0");
+  EXPECT_EQ(p.describe(), "fn 'f' (called at my prog.rlhf:12:7)");
+  EXPECT_EQ(FnProgram::parse("rlhf.fn 2 f host\n%0 = input 0 f1\nout x %0")
+                .describe(),
+            "fn 'f'");
+  try {
+    p.evaluate(FnInputs{{at::zeros({2, 3})}, {}, 0});
+    ADD_FAILURE() << "a rank-2 tensor for an f1 input";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "fn 'f' (called at my prog.rlhf:12:7): line 3: ", 0),
+              0u)
+        << e.what();
+  }
+}
+
 // Nothing a program can say crashes the parser: every prefix and every
 // line dropped gives a program or an rlhf::Error.
 TEST(FnVerifier, MangledProgramsFailCleanly) {
@@ -185,12 +207,28 @@ TEST(FnVerifier, MangledProgramsFailCleanly) {
                "%3 = mask_of %0", "%4 = token_mean %2 %3", "%5 = batch_sum %1",
                "%6 = add %4 %5", "out loss %6"});
   ASSERT_EQ(errorOf(good), "");
-  for (size_t n = 0; n < good.size(); ++n) {
-    std::string msg = errorOf(good.substr(0, n));
+  // Every prefix, and every one-byte change to a digit, an operand sigil,
+  // a space or a newline: an error that names the fn, or a valid program,
+  // never a crash. Most of them must be refused.
+  size_t refused = 0, tried = 0;
+  auto check = [&](const std::string &text) {
+    std::string msg = errorOf(text);
+    ++tried;
     if (!msg.empty()) {
+      ++refused;
       EXPECT_EQ(msg.rfind("fn ", 0), 0u) << msg;
     }
-  }
+  };
+  for (size_t n = 0; n < good.size(); ++n)
+    check(good.substr(0, n));
+  for (size_t i = 0; i < good.size(); ++i)
+    for (char c : {'9', '%', ' ', '\n'})
+      if (good[i] != c) {
+        std::string bad = good;
+        bad[i] = c;
+        check(bad);
+      }
+  EXPECT_GT(refused, tried / 2);
   EXPECT_NE(errorOf(""), "");
 }
 
@@ -484,6 +522,48 @@ TEST(FnOps, InputsAreChecked) {
 //===----------------------------------------------------------------------===//
 // Losses on a stand-in model
 //===----------------------------------------------------------------------===//
+
+// CISPO's weight: stop_gradient keeps the clipped ratio's value and drops
+// its gradient, so d loss / d logits is the weight times d log-prob.
+TEST(FnLoss, StopGradientKeepsTheValueWithoutTheGradient) {
+  auto cispo = [](bool stop) {
+    return FnProgram::parse(program(
+        "loss",
+        {"%0 = input 0 tok", "%1 = input 1 f2", "%2 = input 2 f1",
+         "%3 = logprobs %0", "%4 = mask_of %0", "%5 = sub %3 %1", "%6 = exp %5",
+         "%7 = const 0", "%8 = const 1.2", "%9 = clamp %6 %7 %8",
+         stop ? "%10 = stop_gradient %9" : "%10 = add %9 %7",
+         "%11 = broadcast %2 %3", "%12 = mul %10 %11", "%13 = mul %12 %3",
+         "%14 = neg %13", "%15 = token_mean %14 %4", "out loss %15"}));
+  };
+  const int64_t N = 2, S = 4, V = 5;
+  at::Tensor seq = at::randint(1, V, {N, S}, at::kLong);
+  at::Tensor mask = f({1, 1, 1, 0, 1, 1}, {N, S - 1});
+  at::Tensor logits = at::randn({N, S, V}).requires_grad_(true);
+  // Old log-probs near the model's, some ratios past the clip.
+  at::Tensor old =
+      (tokenLogprobs(logits, seq) + at::randn({N, S - 1}) * 0.5).detach();
+  at::Tensor adv = f({1.5, -0.5}, {N});
+  FnInputs in{{seq, old, adv}, {mask}, 0};
+  FnModel model = [&](int64_t, const at::Tensor &) { return logits; };
+  auto grad = [&](const at::Tensor &loss) {
+    logits.mutable_grad() = at::Tensor();
+    loss.backward();
+    return logits.grad().clone();
+  };
+  at::Tensor lp = tokenLogprobs(logits, seq);
+  at::Tensor w = (lp - old).exp().clamp(0, 1.2).detach();
+  at::Tensor want = -(w * adv.unsqueeze(1) * lp * mask).sum() / mask.sum();
+  const double wantValue = want.item<double>();
+  at::Tensor gWant = grad(want);
+  at::Tensor stopped = cispo(true).evaluate(in, &model).at(0);
+  EXPECT_NEAR(stopped.item<double>(), wantValue, 1e-5);
+  expectClose(grad(stopped), gWant, "d loss / d logits");
+  // Through the weight the gradient differs: the test sees the stop.
+  at::Tensor through = cispo(false).evaluate(in, &model).at(0);
+  EXPECT_NEAR(through.item<double>(), wantValue, 1e-5);
+  EXPECT_GT((grad(through) - gWant).abs().max().item<double>(), 1e-4);
+}
 
 TEST(FnLoss, DenominatorsAndModelOutputs) {
   FnProgram p = FnProgram::parse(program(

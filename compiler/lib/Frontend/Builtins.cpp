@@ -148,6 +148,8 @@ const FnPrimitiveSpec kFnPrimitives[] = {
     {"abs", "(x) -> x", "the absolute value, elementwise"},
     {"sigmoid", "(x) -> x", "1 / (1 + exp(-x)), elementwise"},
     {"softplus", "(x) -> x", "log(1 + exp(x)) without overflow, elementwise"},
+    {"stop_gradient", "(x) -> x",
+     "x, with no gradient flowing back through it (CISPO's weight)"},
     {"min", "(a, b) -> a", "the smaller of two values, elementwise"},
     {"max", "(a, b) -> a", "the larger of two values, elementwise"},
     {"clamp", "(x, lo, hi) -> x",

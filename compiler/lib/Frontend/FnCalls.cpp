@@ -299,6 +299,14 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
     v.number = x.number;
     v.positive = name == "exp";
     combine({&x});
+    // The value without its gradient: a loss must depend on the model
+    // through something else.
+    if (name == "stop_gradient" && (v.model || v.cut)) {
+      if (v.model || !v.cutLoc)
+        v.cutLoc = e.loc;
+      v.model = false;
+      v.cut = true;
+    }
     v.id = emit(name, {x.id}, v.rank, e.loc);
     return v;
   }

@@ -245,8 +245,8 @@ void FnEval::checkLoss(const FnVal &v, const Expr &e) {
     if (v.cut) {
       fail(e.loc, "loss '" + top.name +
                       "' depends on the trained model only through a "
-                      "comparison or a where condition, which have no "
-                      "gradient; the model would not learn")
+                      "comparison, a where condition or stop_gradient, "
+                      "which have no gradient; the model would not learn")
               .attachNote(mlir::Location(v.cutLoc))
           << "the gradient stops here";
       return;

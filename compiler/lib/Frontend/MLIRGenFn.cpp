@@ -92,6 +92,8 @@ private:
       return b.create<r::SigmoidOp>(loc, arg(op, 0));
     if (name == "softplus")
       return b.create<r::SoftplusOp>(loc, arg(op, 0));
+    if (name == "stop_gradient")
+      return b.create<r::StopGradientOp>(loc, arg(op, 0));
     if (std::optional<arith::CmpFPredicate> pred =
             llvm::StringSwitch<std::optional<arith::CmpFPredicate>>(name)
                 .Case("lt", arith::CmpFPredicate::OLT)

@@ -9,6 +9,8 @@
 
 #include "rlhfc/Transforms/FnCode.h"
 
+#include "rlhfc/Support/SourcePaths.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -21,8 +23,13 @@ namespace {
 class Encoder {
 public:
   FailureOr<std::string> run(StringRef name, bool loss, Region &body,
-                             ArrayRef<StringRef> outNames) {
-    text = ("rlhf.fn 1 " + name + (loss ? " loss" : " host")).str();
+                             ArrayRef<StringRef> outNames,
+                             const std::string &callSite) {
+    text = ("rlhf.fn " + Twine(callSite.empty() ? 1 : 2) + " " + name +
+            (loss ? " loss" : " host"))
+               .str();
+    if (!callSite.empty())
+      text += "\nat " + callSite;
     Block &block = body.front();
     for (BlockArgument a : block.getArguments()) {
       auto t = cast<RankedTensorType>(a.getType());
@@ -135,6 +142,7 @@ private:
         .Case([&](math::AbsFOp) { return unary("abs"); })
         .Case([&](r::SigmoidOp) { return unary("sigmoid"); })
         .Case([&](r::SoftplusOp) { return unary("softplus"); })
+        .Case([&](r::StopGradientOp) { return unary("stop_gradient"); })
         .Case([&](arith::AddFOp) { return unary("add"); })
         .Case([&](arith::SubFOp) { return unary("sub"); })
         .Case([&](arith::MulFOp) { return unary("mul"); })
@@ -211,14 +219,24 @@ static SmallVector<StringRef> fieldNames(Type record) {
   return names;
 }
 
-FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op) {
-  return Encoder().run(op.getFnAttr().getValue(), false, op.getBody(),
-                       fieldNames(op.getResult().getType()));
+/// Where the call is, for the runtime's errors; a line break in a file name
+/// would end the line.
+static std::string callSiteOf(Operation *op, bool withCallSite) {
+  std::string at = withCallSite ? rlhfc::positionOf(op->getLoc()) : "";
+  return StringRef(at).contains('\n') ? "" : at;
 }
 
-FailureOr<std::string> rlhfc::encodeFnCode(r::TrainStepOp op) {
+FailureOr<std::string> rlhfc::encodeFnCode(r::ComputeOp op, bool withCallSite) {
+  return Encoder().run(op.getFnAttr().getValue(), false, op.getBody(),
+                       fieldNames(op.getResult().getType()),
+                       callSiteOf(op, withCallSite));
+}
+
+FailureOr<std::string> rlhfc::encodeFnCode(r::TrainStepOp op,
+                                           bool withCallSite) {
   return Encoder().run(op.getFnAttr().getValue(), true, op.getBody(),
-                       fieldNames(op.getStats().getType()));
+                       fieldNames(op.getStats().getType()),
+                       callSiteOf(op, withCallSite));
 }
 
 LogicalResult rlhfc::printFnCode(ModuleOp module, llvm::raw_ostream &os) {
@@ -226,9 +244,9 @@ LogicalResult rlhfc::printFnCode(ModuleOp module, llvm::raw_ostream &os) {
   WalkResult res = module.walk([&](Operation *op) {
     FailureOr<std::string> code = failure();
     if (auto c = dyn_cast<r::ComputeOp>(op); c && c.getFnAttr())
-      code = encodeFnCode(c);
+      code = encodeFnCode(c, /*withCallSite=*/false);
     else if (auto t = dyn_cast<r::TrainStepOp>(op); t && t.getFnAttr())
-      code = encodeFnCode(t);
+      code = encodeFnCode(t, /*withCallSite=*/false);
     else
       return WalkResult::advance();
     if (failed(code))

@@ -21,10 +21,10 @@ namespace rlhfc::sema {
 enum class FnRank { Scalar = 0, Seq = 1, Token = 2, Tokens = 3 };
 
 /// One op of a body. `op` is the runtime's opcode (runtime FnProgram.h):
-/// input, const, neg exp log sqrt abs sigmoid softplus, add sub mul div min
-/// max lt le gt ge eq ne, where, clamp, broadcast, seq_|group_|batch_|
-/// token_ sum|mean|var|std, last, next, rcumsum, mask_of, and in losses
-/// logprobs values score entropy.
+/// input, const, neg exp log sqrt abs sigmoid softplus stop_gradient, add
+/// sub mul div min max lt le gt ge eq ne, where, clamp, broadcast, seq_|
+/// group_|batch_|token_ sum|mean|var|std, last, next, rcumsum, mask_of, and
+/// in losses logprobs values score entropy.
 struct FnOp {
   std::string op;
   std::vector<int> args; ///< indices of earlier ops

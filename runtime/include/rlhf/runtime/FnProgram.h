@@ -2,12 +2,15 @@
 //
 // Advantage estimators and losses written as typed tensor functions in the
 // .rlhf language arrive as "fn code", a text the compiler embeds in the
-// executable. This is its ABI, version 1.
+// executable. This is its ABI, versions 1 and 2.
 //
 // One instruction per line, lines separated by '\n' (a final newline is
 // optional, blank lines are errors), tokens separated by single spaces.
 //
-//   rlhf.fn 1 NAME MODE          header; MODE is `host` or `loss`
+//   rlhf.fn V NAME MODE          header; V is 1 or 2, MODE `host` or `loss`
+//   at FILE:LINE:COL             version 2 only, right after the header: the
+//                                call site, which run-time errors name (the
+//                                rest of the line, spaces and all)
 //   %k = OP ARGS...              the k-th value, k = 0, 1, ... in order
 //   out NAME %i                  outputs, after every value (at least one)
 //
@@ -19,7 +22,8 @@
 //   input I KIND          KIND f1 [1], f2 [2] or tok; every input 0..n-1
 //                         must be declared, each exactly once
 //   const X               [0] a number (strtod)
-//   neg exp log sqrt abs sigmoid softplus %x          rank of x
+//   neg exp log sqrt abs sigmoid softplus stop_gradient %x
+//                         rank of x; stop_gradient passes no gradient
 //   add sub mul div min max lt le gt ge eq ne %a %b   equal ranks, or one
 //                         rank 0; comparisons give 0/1; ranks 1 and 2 never
 //                         mix (`broadcast` first); tok is never arithmetic
@@ -133,6 +137,8 @@ public:
   static FnProgram parse(std::string_view code);
 
   const std::string &name() const { return fnName; }
+  /// "fn 'NAME'" and, with a call site, " (called at FILE:LINE:COL)".
+  std::string describe() const;
   Mode mode() const { return fnMode; }
   int64_t numInputs() const { return int64_t(inputs.size()); }
   FnKind inputKind(int64_t i) const { return inputs.at(size_t(i)); }
@@ -171,6 +177,7 @@ private:
     Abs,
     Sigmoid,
     Softplus,
+    StopGradient,
     Add,
     Sub,
     Mul,
@@ -227,7 +234,7 @@ private:
   struct Parser;
   struct Eval;
 
-  std::string fnName;
+  std::string fnName, callSite;
   Mode fnMode = Mode::Host;
   std::vector<Instr> code;
   std::vector<FnKind> inputs;

@@ -67,6 +67,15 @@ class RLHF_FnUnaryOp<string mnemonic, string sum> :
 def RLHF_SigmoidOp : RLHF_FnUnaryOp<"sigmoid", "the logistic function, 1 / (1 + exp(-x))">;
 def RLHF_SoftplusOp : RLHF_FnUnaryOp<"softplus",
     "log(1 + exp(x)), computed without overflow">;
+def RLHF_StopGradientOp : RLHF_FnUnaryOp<"stop_gradient",
+    "x, through which no gradient flows"> {
+  let description = [{
+    Its value is its input's; in a loss, backpropagation does not reach the
+    model through it. CISPO weights each token's log-probability by its
+    clipped importance ratio this way, so that the clip bounds the weight
+    without dropping the token's gradient.
+  }];
+}
 
 def RLHF_ClampOp : RLHF_FnOp<"clamp", [SameOperandsAndResultType]> {
   let summary = "limits a value to [lo, hi]";
