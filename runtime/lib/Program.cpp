@@ -499,44 +499,6 @@ int rlhf_prog_finish(rlhf_prog *p) {
   });
 }
 
-rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
-  return guarded(p, "load", [&] {
-    if (di < 0 || di >= int64_t(p->datasets.size()))
-      throw Error("dataset index out of range");
-    DatasetState &d = p->datasets[size_t(di)];
-    auto rows = std::make_shared<const std::vector<Example>>(
-        d.data->batch(step, d.batch, uint64_t(p->seed)));
-    const int64_t B = d.batch, pad = p->tokenizer->pad();
-    std::map<std::string, rlhf_value *> fields;
-    for (const std::string &f : d.fields) {
-      bool answer = f == "answer", prompt = f == "prompt";
-      int64_t width = prompt   ? d.promptLen
-                      : answer ? std::max<int64_t>(d.responseLen, 1)
-                               : d.promptLen + d.responseLen;
-      at::Tensor t = at::full({B, width}, pad, at::kLong);
-      for (int64_t b = 0; b < B; ++b) {
-        std::vector<int64_t> ids =
-            p->tokenizer->encode((*rows)[size_t(b)].at(f), !answer);
-        if (!answer && f != "prompt")
-          ids.push_back(p->tokenizer->eos());
-        // Prompts keep their end (left-padded); others their start.
-        if (int64_t(ids.size()) > width)
-          ids = prompt ? std::vector<int64_t>(ids.end() - width, ids.end())
-                       : std::vector<int64_t>(ids.begin(), ids.begin() + width);
-        int64_t off = prompt ? width - int64_t(ids.size()) : 0;
-        for (size_t i = 0; i < ids.size(); ++i)
-          t[b][off + int64_t(i)] = ids[i];
-      }
-      at::Tensor mask;
-      if (!prompt && !answer) // whole sequences: train on every real token
-        mask = predictedTokens(t, pad);
-      fields[f] = tensorValue(p, t, mask, B, std::nullopt);
-      fields[f]->examples = rows; // script_reward sends the text
-    }
-    return recordValue(p, std::move(fields));
-  });
-}
-
 rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *r, const char *name) {
   return guarded(p, "field", [&] {
     if (!r->isRecord)

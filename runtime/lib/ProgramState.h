@@ -54,6 +54,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <sys/resource.h>
 
@@ -140,6 +141,7 @@ struct DatasetState {
   std::vector<std::string> fields;
   std::optional<PromptTemplate> promptTemplate; ///< renders `prompt`
   std::unique_ptr<JsonlDataset> data;
+  std::set<std::string> warnedCut; ///< fields whose cut rows were reported
 };
 
 /// One number of the progress line and metrics file. Every rank records

@@ -7,10 +7,10 @@ JSON object per step). Exits non-zero with a message when a check fails.
   metrics.py fall FILE --key loss/lm --window W --margin M
       the mean of KEY over the last W steps is below the first W by M
   metrics.py same A B --keys k1,k2 --rtol R --atol T [--first N]
-      both runs have the same steps and agree on the keys within tolerance
-      (with --first, at the first N steps)
-  metrics.py last FILE --key reward --window W --at-least X
-      the mean of KEY over the last W steps is at least X
+      both runs have the same steps, at least one (or N), and agree on the
+      keys within tolerance (with --first, at the first N steps)
+  metrics.py last FILE --key reward --window W [--at-least X] [--at-most Y]
+      the mean of KEY over the last W steps is at least X (at most Y)
   metrics.py near FILE --step S --keys k1,k2 --atol T
       at step S each key is within T of 0 (and present)
   metrics.py steps FILE N [--finite k1,k2]
@@ -39,8 +39,12 @@ def last(a):
         fail(f"{a.file}: {len(rows)} steps, need {a.window}")
     mean = sum(r[a.key] for r in rows[-a.window:]) / a.window
     print(f"mean {a.key} over the last {a.window} of {len(rows)} steps: {mean:.4f}")
-    if not mean >= a.at_least:
+    if a.at_least is None and a.at_most is None:
+        fail("give --at-least or --at-most")
+    if a.at_least is not None and not mean >= a.at_least:
         fail(f"{mean:.4f} is below {a.at_least}")
+    if a.at_most is not None and not mean <= a.at_most:
+        fail(f"{mean:.4f} is above {a.at_most}")
 
 
 def trend(a):
@@ -61,6 +65,9 @@ def same(a):
     x, y = load(a.a), load(a.b)
     if [r["step"] for r in x] != [r["step"] for r in y]:
         fail("the runs have different steps")
+    # Two empty runs agree on everything: a run that wrote no steps failed.
+    if len(x) < max(1, a.first):
+        fail(f"{a.a}: {len(x)} steps, need at least {max(1, a.first)}")
     for rx, ry in list(zip(x, y))[: a.first or None]:
         for k in a.keys.split(","):
             if k not in rx or k not in ry:
@@ -112,7 +119,8 @@ l = sub.add_parser("last")
 l.add_argument("file")
 l.add_argument("--key", default="reward")
 l.add_argument("--window", type=int, default=20)
-l.add_argument("--at-least", type=float, required=True)
+l.add_argument("--at-least", type=float)
+l.add_argument("--at-most", type=float)
 l.set_defaults(run=last)
 s = sub.add_parser("same")
 s.add_argument("a")
