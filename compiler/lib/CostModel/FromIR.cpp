@@ -7,6 +7,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
+
 using namespace rlhfc::cost;
 using namespace mlir;
 namespace r = mlir::rlhf;
@@ -117,6 +119,13 @@ Strategy rlhfc::cost::defaultStrategy(const Arch &arch, const Hardware &hw,
 namespace {
 
 std::string gb(double bytes) {
+  // Two significant digits below 0.1 GB, so that a small model's memory
+  // does not read as 0.0.
+  if (bytes > 0 && bytes < 1e8) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2g", bytes / 1e9);
+    return buf;
+  }
   return llvm::formatv("{0:f1}", bytes / 1e9).str();
 }
 std::string sec(double s) {

@@ -470,6 +470,17 @@ void ErrorListener::syntaxError(antlr4::Recognizer *recognizer,
   std::string m = "unexpected " + describeToken(offending);
   if (!want.empty())
     m += "; expected " + want;
+  // `let` and `return` belong to fn bodies; an algorithm's step names its
+  // result without a keyword.
+  if (offending && !expected.contains(size_t(RLHFLexer::LET)) &&
+      (offending->getType() == RLHFLexer::LET ||
+       offending->getType() == RLHFLexer::RETURN) &&
+      expected.contains(size_t(RLHFLexer::IDENT)))
+    m += llvm::formatv(
+             "; '{0}' is for fn bodies: an algorithm's step is written "
+             "'NAME = CALL;' (or 'CALL;')",
+             offending->getText())
+             .str();
   b.error(b.loc(line, col), m);
   // At the end of the file, or at the next declaration's keyword, say
   // which brace is still open: the place to fix is there.

@@ -57,13 +57,22 @@ void Sema::checkGroups(const Instance &inst) {
     if (samples == group)
       continue;
     std::string who = gen.name.empty() ? "its generate" : "'" + gen.name + "'";
+    // A group dividing n stays within one prompt but sees only part of
+    // its samples; any other size mixes prompts.
+    std::string effect =
+        samples % group == 0
+            ? formatv("each prompt's samples fall into {0} groups, and a "
+                      "sample is measured against {1} of its {2} siblings",
+                      samples / group, group - 1, samples - 1)
+                  .str()
+            : "each group mixes prompts, and a sample is measured against "
+              "other prompts' rewards";
     mlir::InFlightDiagnostic d = mlir::emitWarning(
         mlir::Location(n.loc),
         formatv("'{0}' compares rows in groups of {1}, but {2} samples "
-                "n = {3} per prompt: each group mixes prompts, and a sample "
-                "is measured against other prompts' rewards; generate with "
-                "n = {1}, or give group = {3}",
-                n.builtin, group, who, samples));
+                "n = {3} per prompt: {4}; generate with n = {1}, or give "
+                "group = {3}",
+                n.builtin, group, who, samples, effect));
     d.attachNote(mlir::Location(gen.loc))
         << who << " samples n = " << samples << " here";
   }

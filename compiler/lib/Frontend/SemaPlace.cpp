@@ -8,6 +8,8 @@
 
 #include "SemaImpl.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
@@ -216,9 +218,23 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
   if (n.kind == Node::Kind::Generate)
     N *= int64_t(n.attr("n", 1));
   if (N && N % (pl.dp * pl.microBatches)) {
+    std::string fix;
+    if (N % pl.dp) {
+      fix = formatv("; choose a dp that divides {0}", N).str();
+    } else {
+      // The mbs values that would do, smallest first.
+      llvm::SmallVector<std::string> ok;
+      int64_t rows = N / pl.dp, m = 1;
+      for (; m <= rows && ok.size() < 6; ++m)
+        if (rows % m == 0)
+          ok.push_back(std::to_string(m));
+      fix = "; choose mbs = " + llvm::join(ok, ", ") +
+            (m <= rows ? ", ... (a divisor of " + std::to_string(rows) + ")"
+                       : "");
+    }
     error(an.loc, formatv("batch of {0} sequences does not split over dp = {1} "
-                          "with mbs = {2} micro-batches",
-                          N, pl.dp, pl.microBatches));
+                          "with mbs = {2} micro-batches{3}",
+                          N, pl.dp, pl.microBatches, fix));
     return;
   }
   if (pl.offload && n.model->trainable) {

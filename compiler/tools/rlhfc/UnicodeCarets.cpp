@@ -97,8 +97,10 @@ mlir::LogicalResult UnicodeCaretHandler::handle(mlir::Diagnostic &diag) {
     return mlir::failure();
   std::optional<llvm::StringRef> line =
       lineOf(sm, at->getFilename().getValue(), at->getLine());
-  if (!line || isASCII(*line))
-    return mlir::failure(); // SourceMgr's caret is right there
+  // SourceMgr's caret is right under an ASCII line; a blank one (an empty
+  // file) gets no line and caret at all.
+  if (!line || (isASCII(*line) && !line->trim().empty()))
+    return mlir::failure();
   const char *severity = "error";
   switch (diag.getSeverity()) {
   case mlir::DiagnosticSeverity::Warning:
@@ -141,7 +143,7 @@ void UnicodeCaretHandler::print(mlir::Location loc, llvm::StringRef severity,
       << message << "\n";
   std::optional<llvm::StringRef> line =
       lineOf(sm, at->getFilename().getValue(), at->getLine());
-  if (!line)
+  if (!line || line->trim().empty())
     return;
   os << *line << "\n" << caretIndent(*line, at->getColumn());
   llvm::WithColor(os, llvm::raw_ostream::GREEN, /*Bold=*/true) << "^";
