@@ -6,6 +6,8 @@
 //   welcome | reject TEXT                node 0's answer
 //   hb                                   heartbeat, both ways, every second
 //   fail [NODE] RANK STATUS              a worker failed (node 0 adds NODE)
+//   stopped [NODE] RANK                  a worker is stopped (SIGSTOP): the
+//                                        likely cause of its peers' failure
 //   signal [NODE] SIG                    a launcher got a signal
 //   error TEXT                           node 0 lost a node: stop
 //   done | end                           a node's workers exited 0 | all did
@@ -96,7 +98,7 @@ void NodeLink::addPollFds(std::vector<pollfd> &fds) {
     polled.push_back(nullptr);
   }
   for (auto &p : peers)
-    if (!p->closed) {
+    if (!p->closed && !p->ending) {
       fds.push_back({p->fd, short(POLLIN | (p->out.empty() ? 0 : POLLOUT)), 0});
       polled.push_back(p.get());
     }
@@ -104,6 +106,9 @@ void NodeLink::addPollFds(std::vector<pollfd> &fds) {
 
 void NodeLink::step(ArrayRef<pollfd> fds, std::vector<NodeEvent> &events) {
   auto now = Clock::now();
+  for (auto &p : peers)
+    if (p->ending)
+      drop(*p, "");
   for (size_t i = 0; i < fds.size() && i < polled.size(); ++i) {
     Peer *p = polled[i];
     if (!p) {
@@ -138,6 +143,12 @@ void NodeLink::step(ArrayRef<pollfd> fds, std::vector<NodeEvent> &events) {
         continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         break;
+      if (n == 0 && p->joined && cfg.nodeRank != 0) {
+        if (p->why.empty())
+          p->why = "its launcher's connection closed";
+        p->ending = true;
+        break;
+      }
       drop(*p, n == 0 ? std::string("its launcher's connection closed")
                       : lostConnection(errno));
       break;
@@ -170,7 +181,7 @@ void NodeLink::step(ArrayRef<pollfd> fds, std::vector<NodeEvent> &events) {
   llvm::erase_if(peers, [](auto &p) { return p->closed && p->reported; });
 }
 
-void NodeLink::close(milliseconds bound) {
+void NodeLink::close(milliseconds bound, std::vector<NodeEvent> *late) {
   if (listenFd >= 0) {
     ::close(listenFd);
     listenFd = -1;
@@ -203,6 +214,22 @@ void NodeLink::close(milliseconds bound) {
         continue;
       char buf[4096];
       ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0 && late) {
+        Peer &p = *who[i];
+        p.in.append(buf, size_t(n));
+        size_t start = 0, nl;
+        std::vector<NodeEvent> events;
+        while ((nl = p.in.find('\n', start)) != std::string::npos) {
+          StringRef line = StringRef(p.in).slice(start, nl);
+          if (p.joined && line.starts_with("stopped "))
+            onLine(p, line, events);
+          start = nl + 1;
+        }
+        p.in.erase(0, start);
+        for (NodeEvent &e : events)
+          if (e.kind == NodeEvent::Stopped)
+            late->push_back(e);
+      }
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         ::close(who[i]->fd);
         who[i]->closed = true;

@@ -48,6 +48,7 @@ struct NodeEvent {
     WorkerFailed, ///< a worker on another node failed: node, rank, status
     Error,        ///< the job cannot go on: message (names the node)
     Signal,       ///< another node's launcher got signal `status`
+    Stopped,      ///< a worker on another node is stopped: node, rank
     JobDone,      ///< every node's workers exited 0
   } kind;
   unsigned node = 0;
@@ -83,13 +84,18 @@ public:
 
   /// A local worker failed: tell the other nodes.
   virtual void reportFailure(int rank, int status) = 0;
+  /// A local worker is stopped (SIGSTOP, a debugger) as the job fails:
+  /// every node names it, not only the one whose console shows it.
+  virtual void reportStopped(int rank) = 0;
   /// This launcher got a signal: the other nodes forward it too.
   virtual void reportSignal(int sig) = 0;
   /// Every local worker exited 0. A JobDone event follows once all have.
   virtual void reportDone() = 0;
   /// Says goodbye and closes, waiting at most `bound` for the peers to read
-  /// it and close their ends.
-  void close(std::chrono::milliseconds bound);
+  /// it and close their ends. Stopped-rank notes read meanwhile (from a
+  /// node that decided after this one) go to `late`.
+  void close(std::chrono::milliseconds bound,
+             std::vector<NodeEvent> *late = nullptr);
 
 protected:
   struct Peer;

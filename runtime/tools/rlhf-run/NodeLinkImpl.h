@@ -41,6 +41,10 @@ struct NodeLink::Peer {
   Clock::time_point lastHeard, helloBy;
   bool joined = false, done = false, saidBye = false;
   bool closed = false, reported = false;
+  /// Node 0 said goodbye or closed its end: dropped at the next step, so
+  /// that what this step's lines reported can still be answered (a node
+  /// deciding on node 0's last failure report names its stopped ranks).
+  bool ending = false;
   std::string why; ///< why the connection ended, unless saidBye
 };
 

@@ -46,6 +46,9 @@ public:
   void reportSignal(int sig) override {
     broadcast(formatv("signal 0 {0}", sig).str());
   }
+  void reportStopped(int rank) override {
+    broadcast(formatv("stopped 0 {0}", rank).str());
+  }
   void reportDone() override { localDone = true; }
 
 protected:
@@ -73,6 +76,13 @@ protected:
         return;
       events.push_back(e);
       broadcast(formatv("signal {0} {1}", node, e.status).str(), &p);
+    } else if (w[0] == "stopped" && w.size() == 2) {
+      NodeEvent e{NodeEvent::Stopped};
+      e.node = node;
+      if (w[1].getAsInteger(10, e.rank))
+        return;
+      events.push_back(e);
+      broadcast(formatv("stopped {0} {1}", node, e.rank).str(), &p);
     } else if (w[0] == "done") {
       p.done = true;
     } else if (w[0] == "bye") {
@@ -226,6 +236,11 @@ protected:
       if (w[1].getAsInteger(10, e.node) || w[2].getAsInteger(10, e.status))
         return;
       events.push_back(e);
+    } else if (w[0] == "stopped" && w.size() == 3) {
+      NodeEvent e{NodeEvent::Stopped};
+      if (w[1].getAsInteger(10, e.node) || w[2].getAsInteger(10, e.rank))
+        return;
+      events.push_back(e);
     } else if (w[0] == "error") {
       NodeEvent e{NodeEvent::Error};
       e.message = line.drop_front(6).str();
@@ -234,7 +249,7 @@ protected:
       events.push_back(NodeEvent{NodeEvent::JobDone});
     } else if (w[0] == "bye") {
       p.saidBye = true;
-      drop(p, "");
+      p.ending = true; // still answerable this step
     }
   }
 
@@ -255,6 +270,9 @@ public:
   }
   void reportSignal(int sig) override {
     broadcast(formatv("signal {0}", sig).str());
+  }
+  void reportStopped(int rank) override {
+    broadcast(formatv("stopped {0}", rank).str());
   }
   void reportDone() override { broadcast("done"); }
 };

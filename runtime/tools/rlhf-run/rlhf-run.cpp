@@ -264,6 +264,15 @@ std::string rankRange(unsigned first, unsigned count) {
   return formatv("ranks {0}-{1}", first, first + count - 1);
 }
 
+/// Names a stopped rank (on any node) as the likely cause of a failure.
+void noteStopped(int rank, unsigned node, bool multi) {
+  errs() << "rlhf-run: note: rank " << rank;
+  if (multi)
+    errs() << " (node " << node << ")";
+  errs() << " is stopped (SIGSTOP or a debugger), so its peers timed out "
+            "waiting for it; it is the likely cause\n";
+}
+
 /// Whether process `pid` is stopped (state T or t in /proc/PID/stat).
 bool isStopped(pid_t pid) {
   std::FILE *f =
@@ -448,6 +457,9 @@ int main(int argc, char **argv) {
   std::vector<Failure> failures; ///< failed before the stop, in report order
   RepeatedErrors repeated;
   bool decided = false;          ///< the error that ends the job is printed
+  /// Stopped ranks other nodes named before this one printed its error:
+  /// noted after it, as the local ones are.
+  std::vector<std::pair<int, unsigned>> remoteStopped;
   int exitCode = 0, forwardedSignal = 0;
   unsigned localSignals = 0;
   bool stopping = false, reportedDone = false, jobDone = false;
@@ -562,6 +574,12 @@ int main(int argc, char **argv) {
         case NodeEvent::JobDone:
           jobDone = true;
           break;
+        case NodeEvent::Stopped:
+          if (decided)
+            noteStopped(e.rank, e.node, multi);
+          else
+            remoteStopped.push_back({e.rank, e.node});
+          break;
         }
       }
     }
@@ -616,10 +634,13 @@ int main(int argc, char **argv) {
       // itself: its peers time out waiting for it, and one of them is named
       // above. Name the stopped one as the likely cause.
       for (auto &w : workers)
-        if (w.running && isStopped(w.pid))
-          errs() << "rlhf-run: note: rank " << w.rank
-                 << " is stopped (SIGSTOP or a debugger), so its peers timed "
-                    "out waiting for it; it is the likely cause\n";
+        if (w.running && isStopped(w.pid)) {
+          noteStopped(w.rank, launch.nodeRank, multi);
+          if (link)
+            link->reportStopped(w.rank);
+        }
+      for (auto [rank, node] : remoteStopped)
+        noteStopped(rank, node, multi);
       beginStop();
     }
     if (stopping && Clock::now() >= killAt)
@@ -634,8 +655,12 @@ int main(int argc, char **argv) {
           }
   }
 
-  if (link)
-    link->close(std::chrono::seconds(2));
+  if (link) {
+    std::vector<NodeEvent> late;
+    link->close(std::chrono::seconds(2), decided ? &late : nullptr);
+    for (NodeEvent &e : late)
+      noteStopped(e.rank, e.node, multi);
+  }
   noteRepeatedErrors(repeated);
   if (decided)
     return exitCode;
