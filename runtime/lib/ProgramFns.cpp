@@ -55,21 +55,26 @@ void checkInputCount(const FnProgram &f, int64_t nin) {
                 " inputs, the call passes " + std::to_string(nin));
 }
 
-/// The first row where `t` is not finite (where `mask` is set, for values
-/// per token: padding may hold anything), or -1.
-int64_t firstNonFiniteRow(const at::Tensor &t, const at::Tensor &mask) {
+/// Where `t` is not finite: where `mask` is set, for values per token
+/// (padding may hold anything); none for a tensor that is not floating.
+at::Tensor nonFinite(const at::Tensor &t, const at::Tensor &mask) {
   if (!t.defined() || !t.is_floating_point())
-    return -1;
+    return at::zeros({}, at::kBool);
   at::Tensor bad = at::isfinite(t).logical_not();
   if (mask.defined() && mask.sizes() == t.sizes())
     bad = bad.logical_and(mask.to(bad.device()) != 0);
+  return bad;
+}
+
+/// The first row that `bad` marks, or -1 (0 for a scalar).
+int64_t firstRow(const at::Tensor &bad) {
   if (!bad.any().item<bool>())
     return -1;
-  return t.dim() == 0 ? 0
-                      : bad.reshape({t.size(0), -1})
-                            .any(1)
-                            .nonzero()[0][0]
-                            .item<int64_t>();
+  return bad.dim() == 0 ? 0
+                        : bad.reshape({bad.size(0), -1})
+                              .any(1)
+                              .nonzero()[0][0]
+                              .item<int64_t>();
 }
 
 /// A host function's non-finite output stops the run here, naming the
@@ -77,21 +82,23 @@ int64_t firstNonFiniteRow(const at::Tensor &t, const at::Tensor &mask) {
 void checkFinite(rlhf_prog *p, const FnProgram &f, const FnInputs &in,
                  const std::vector<at::Tensor> &out, const at::Tensor &mask) {
   for (size_t k = 0; k < out.size(); ++k) {
-    const int64_t row = firstNonFiniteRow(
-        out[k], f.outputKind(k) == FnKind::PerToken ? mask : at::Tensor());
+    const at::Tensor &t = out[k];
+    const at::Tensor bad =
+        nonFinite(t, f.outputKind(k) == FnKind::PerToken ? mask : at::Tensor());
+    const int64_t row = firstRow(bad);
     if (row < 0)
       continue;
     std::string cause = "the function divides by zero, or takes the log or "
                         "square root of a negative number; guard it (clamp, "
                         "where) or check its inputs";
     for (size_t i = 0; i < in.tensors.size(); ++i)
-      if (firstNonFiniteRow(in.tensors[i], in.masks[i]) >= 0) {
+      if (firstRow(nonFinite(in.tensors[i], in.masks[i])) >= 0) {
         cause = "its input " + std::to_string(i + 1) +
                 " is not finite already; look at what produced it";
         break;
       }
-    const at::Tensor &t = out[k];
-    const bool nan = at::isnan(t).any().item<bool>();
+    // Named by what the checked values hold, not the padding.
+    const bool nan = at::isnan(t).logical_and(bad).any().item<bool>();
     throw Error(f.describe() + " gave " + (nan ? "nan" : "an infinity") +
                 " in its output '" + f.outputNames()[k] + "'" +
                 (t.dim() == 0 ? "" : " at row " + std::to_string(row + 1)) +

@@ -91,6 +91,18 @@ void NodeLink::drop(Peer &p, const std::string &why) {
     p.why = why;
 }
 
+void NodeLink::dispatchLines(Peer &p, std::vector<NodeEvent> &events,
+                             function_ref<bool(StringRef)> accept) {
+  size_t start = 0, nl;
+  while ((nl = p.in.find('\n', start)) != std::string::npos) {
+    StringRef line = StringRef(p.in).slice(start, nl);
+    if (accept(line))
+      onLine(p, line, events);
+    start = nl + 1;
+  }
+  p.in.erase(0, start);
+}
+
 void NodeLink::addPollFds(std::vector<pollfd> &fds) {
   polled.clear();
   if (listenFd >= 0) {
@@ -155,12 +167,7 @@ void NodeLink::step(ArrayRef<pollfd> fds, std::vector<NodeEvent> &events) {
     }
     // Lines that arrived before a close still count: a failure report is
     // often the last thing a launcher sends.
-    size_t start = 0, nl;
-    while ((nl = p->in.find('\n', start)) != std::string::npos) {
-      onLine(*p, StringRef(p->in).slice(start, nl), events);
-      start = nl + 1;
-    }
-    p->in.erase(0, start);
+    dispatchLines(*p, events);
     if (p->in.size() > 65536)
       drop(*p, "it sent a message that is not rlhf-run's");
   }
@@ -214,18 +221,12 @@ void NodeLink::close(milliseconds bound, std::vector<NodeEvent> *late) {
         continue;
       char buf[4096];
       ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0 && late) {
-        Peer &p = *who[i];
-        p.in.append(buf, size_t(n));
-        size_t start = 0, nl;
+      if (n > 0 && late && who[i]->joined) {
+        who[i]->in.append(buf, size_t(n));
         std::vector<NodeEvent> events;
-        while ((nl = p.in.find('\n', start)) != std::string::npos) {
-          StringRef line = StringRef(p.in).slice(start, nl);
-          if (p.joined && line.starts_with("stopped "))
-            onLine(p, line, events);
-          start = nl + 1;
-        }
-        p.in.erase(0, start);
+        dispatchLines(*who[i], events, [](StringRef line) {
+          return line.starts_with("stopped ");
+        });
         for (NodeEvent &e : events)
           if (e.kind == NodeEvent::Stopped)
             late->push_back(e);

@@ -19,6 +19,7 @@
 #define RLHF_RUN_NODELINK_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <chrono>
@@ -108,6 +109,13 @@ protected:
   virtual void onTick(std::vector<NodeEvent> &events) = 0;
   /// Closes the connection; onClosed reports it at the end of the step.
   void drop(Peer &p, const std::string &why);
+  /// Passes each complete line of `p`'s input that `accept` takes to
+  /// onLine, and keeps the unfinished rest.
+  void dispatchLines(
+      Peer &p, std::vector<NodeEvent> &events,
+      llvm::function_ref<bool(llvm::StringRef)> accept = [](llvm::StringRef) {
+        return true;
+      });
 
   LinkConfig cfg;
   int listenFd = -1;
