@@ -378,6 +378,7 @@ void rlhf_step_begin(rlhf_prog *p, int64_t step) {
   p->stepIndex = step;
   p->stepStart = Clock::now();
   p->metricCursor = 0;
+  p->filter.rounds.clear();
 }
 
 void rlhf_step_end(rlhf_prog *p, int64_t step) {
@@ -471,6 +472,8 @@ int rlhf_prog_finish(rlhf_prog *p) {
                   "on %s%s)\n",
                   ran, ran == 1 ? "" : "s", wall, p->predictedIteration,
                   planned.c_str(), ranOn.c_str());
+      if (std::string f = filterReport(p); !f.empty())
+        std::printf("%s\n", f.c_str());
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",
                   gpu ? "of the CUDA caching allocator (and RSS)"

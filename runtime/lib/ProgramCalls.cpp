@@ -198,7 +198,7 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
         model.emplace(makeModel(p, m, lay));
       return generatedValue(p,
                             generateRows(p, model ? &*model : nullptr, l,
-                                         prompt, spec, p->stepIndex),
+                                         prompt, spec, samplingStep(p)),
                             l);
     });
   });

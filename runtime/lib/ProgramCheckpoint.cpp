@@ -85,9 +85,13 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
     if (p->rank == 0) {
       writeTextFile((dir / "tokenizer.json").string(),
                     tokenizerIdentity(p).dump(2) + "\n");
-      // Which program wrote it, for --resume to say when another resumes.
-      writeTextFile((dir / "program.json").string(),
-                    nlohmann::json{{"program", p->name}}.dump(2) + "\n");
+      // Which program wrote it, for --resume to say when another resumes,
+      // and how far dynamic sampling read each dataset ahead of the steps.
+      nlohmann::json prog{{"program", p->name}};
+      for (const DatasetState &d : p->datasets)
+        if (d.skipped > 0)
+          prog["skipped"][d.name] = d.skipped;
+      writeTextFile((dir / "program.json").string(), prog.dump(2) + "\n");
     }
     p->world->barrier();
     if (p->rank == 0) {

@@ -135,6 +135,8 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   // them. A trainable model must be there: starting it afresh would
   // silently restart its training under a "resumed" banner.
   at::Tensor saved = at::zeros({int64_t(p->models.size())}, at::kLong);
+  // Batches dynamic sampling drew ahead of the steps, per dataset.
+  at::Tensor skipped = at::zeros({int64_t(p->datasets.size())}, at::kLong);
   if (resumed >= 0 && p->rank == 0) {
     const fs::path dir = checkpointDir(p, resumed);
     auto listing = [](const fs::path &d) {
@@ -184,6 +186,11 @@ void rlhf::exec::openRun(rlhf_prog *p) {
     if (std::ifstream in(dir / "program.json"); in) {
       auto wrote = nlohmann::json::parse(in, nullptr, false);
       if (!wrote.is_discarded() && wrote.is_object() &&
+          wrote.contains("skipped") && wrote["skipped"].is_object())
+        for (size_t i = 0; i < p->datasets.size(); ++i)
+          skipped[int64_t(i)] =
+              wrote["skipped"].value(p->datasets[i].name, int64_t(0));
+      if (!wrote.is_discarded() && wrote.is_object() &&
           wrote.value("program", p->name) != p->name)
         std::fprintf(stderr,
                      "%s: warning: --resume: checkpoint '%s' was written by "
@@ -204,6 +211,9 @@ void rlhf::exec::openRun(rlhf_prog *p) {
     }
   }
   p->world->broadcast(saved, 0);
+  p->world->broadcast(skipped, 0);
+  for (size_t i = 0; i < p->datasets.size(); ++i)
+    p->datasets[i].skipped = skipped[int64_t(i)].item<int64_t>();
   for (size_t i = 0; i < p->models.size(); ++i) {
     ModelState &m = p->models[i];
     fs::path ckpt = checkpointDir(p, resumed) / m.name;

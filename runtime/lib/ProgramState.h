@@ -142,6 +142,26 @@ struct DatasetState {
   std::optional<PromptTemplate> promptTemplate; ///< renders `prompt`
   std::unique_ptr<JsonlDataset> data;
   std::set<std::string> warnedCut; ///< fields whose cut rows were reported
+  /// Batches dynamic sampling drew beyond one per step so far: step s reads
+  /// batch s + skipped (a checkpoint keeps it, in program.json).
+  int64_t skipped = 0;
+};
+
+/// Dynamic sampling's rows of the current iteration, round by round
+/// (ProgramFilter.cpp).
+struct FilterState {
+  struct Round {
+    std::vector<rlhf_value *> values;  ///< gathered on every rank
+    std::vector<int64_t> varied, flat; ///< prompt indices
+  };
+  std::vector<Round> rounds;
+  std::vector<rlhf_value *> kept; ///< after the last round
+  size_t roundMetrics = 0;        ///< metric slots before this round's
+  // Over the run, for the end-of-run report.
+  int64_t iterations = 0, roundsDone = 0, filledIterations = 0,
+          filledGroups = 0;
+  double expected = 1;
+  bool warnedFill = false;
 };
 
 /// One number of the progress line and metrics file. Every rank records
@@ -313,6 +333,7 @@ struct rlhf_prog {
   std::map<const char *, std::pair<std::string, FnProgram>> fnPrograms;
 
   std::deque<rlhf_value> values; ///< this step's values
+  FilterState filter;
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
   Clock::time_point stepStart, runStart;
@@ -462,6 +483,15 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
                   peak);
   return r;
 }
+
+/// The iteration a generate's samples are seeded by: the step, told apart
+/// from dynamic sampling's further rounds (steps stay below 2^40).
+inline int64_t samplingStep(const rlhf_prog *p) {
+  return p->stepIndex + (int64_t(p->filter.rounds.size()) << 40);
+}
+
+/// The end-of-run line of dynamic sampling (ProgramFilter.cpp), or "".
+std::string filterReport(const rlhf_prog *p);
 
 /// Samples `spec.n` continuations of every prompt of `prompts` (replicated)
 /// with `model` on the ranks of `l`, seeded by iteration `step` and row so

@@ -271,7 +271,7 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
       throw Error("dataset index out of range");
     DatasetState &d = p->datasets[size_t(di)];
     auto rows = std::make_shared<const std::vector<Example>>(
-        d.data->batch(step, d.batch, uint64_t(p->seed)));
+        d.data->batch(step + d.skipped, d.batch, uint64_t(p->seed)));
     const int64_t B = d.batch, pad = p->tokenizer->pad();
     const TextTokenizer &tok = *p->tokenizer;
     const bool hasPrompt =

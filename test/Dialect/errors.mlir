@@ -579,3 +579,48 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 staleness 1 {
   // expected-error @+1 {{updates from @ref, which is not trainable; its weights never change}}
   rlhf.weight_update @ref version_lag 1 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @ref on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1>
 }
+
+// -----
+
+// filter_groups keeps whole groups
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %m = rlhf.compute exact_match(%p, %p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<12xf32, #rlhf.kind<score>>>
+  %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<12xf32, #rlhf.kind<score>>>
+  // expected-error @+1 {{groups its 12 scores 8 at a time, which does not divide them}}
+  %k:1 = rlhf.filter_groups %s group 8 rounds 4 min_std 0.0 expect 1.0 keep (%b) : tensor<12xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
+// filter_groups keeps rows per prompt or per sample
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %m = rlhf.compute exact_match(%p, %p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<64xf32, #rlhf.kind<score>>>
+  %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<64xf32, #rlhf.kind<score>>>
+  // expected-error @+1 {{keeps rows per prompt (8) or per sample (64), but a value has 16}}
+  %k:1 = rlhf.filter_groups %s group 8 rounds 4 min_std 0.0 expect 1.0 keep (%b) : tensor<64xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
+// filter_groups expects at most max_rounds rounds
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %m = rlhf.compute exact_match(%p, %p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<32xf32, #rlhf.kind<score>>>
+  %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<32xf32, #rlhf.kind<score>>>
+  // expected-error @+1 {{expects 5 rounds, outside [1, max_rounds = 4]}}
+  %k:1 = rlhf.filter_groups %s group 2 rounds 4 min_std 0.0 expect 5.0 keep (%b) : tensor<32xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}

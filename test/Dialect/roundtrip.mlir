@@ -34,6 +34,8 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   // CHECK: rlhf.compute exact_match(%{{.*}}, %{{.*}}) {} :
   %m = rlhf.compute exact_match(%seq, %a) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<8x2xi32, #rlhf.kind<answer>>) -> !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
   %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
+  // CHECK: %{{.*}}:2 = rlhf.filter_groups %{{.*}} group 2 rounds 4 min_std 0.000000e+00 expect 1.500000e+00 keep(%[[B]], %[[G]]) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32
+  %kept:2 = rlhf.filter_groups %s group 2 rounds 4 min_std 0.0 expect 1.5 keep (%b, %g) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>, !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
   // CHECK: rlhf.compute fn "grpo_adv"(%{{.*}}) {} body {
   // CHECK: rlhf.reduce group mean %{{.*}} {group = 2 : i64}
   %adv = rlhf.compute fn "grpo_adv"(%s) {} body {

@@ -148,8 +148,9 @@ double rlhfc::cost::allReduceBusBw(double bytes, int64_t n, const Link &l) {
   return t > 0 ? bytes / t * 2.0 * (n - 1) / n : 0;
 }
 
-Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
-                                   const Strategy &s, const CallShape &c) {
+/// One run of the call.
+static Estimate estimateOnce(const Arch &a, const Hardware &hw,
+                             const Strategy &s, const CallShape &c) {
   Estimate e;
   const rlhf::ModelShape &m = a.shape;
   const double h = double(m.hidden), L = double(m.layers), V = double(m.vocab);
@@ -461,6 +462,19 @@ Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
   }
   if (s.offload)
     e.time.load = hostLoadTime(weightsRank, hw);
+  return e;
+}
+
+Estimate rlhfc::cost::estimateCall(const Arch &a, const Hardware &hw,
+                                   const Strategy &s, const CallShape &c) {
+  Estimate e = estimateOnce(a, hw, s, c);
+  // Dynamic sampling repeats the call: its time and work, not its memory.
+  if (c.repeats != 1.0) {
+    for (double *t : {&e.time.compute, &e.time.tpComm, &e.time.ppComm,
+                      &e.time.dpComm, &e.time.optimizer, &e.time.load})
+      *t *= c.repeats;
+    e.flops *= c.repeats;
+  }
   return e;
 }
 

@@ -34,9 +34,16 @@ Arch rlhfc::cost::archOf(r::ModelOp m) {
   return Arch::get(a.getShape(m.getHead() == r::Head::value), a.getMaxSeq());
 }
 
+/// " x1.5" after a call that dynamic sampling repeats (its time is the
+/// rounds'), else "".
+static std::string timesLabel(double repeats) {
+  return repeats == 1.0 ? std::string() : llvm::formatv(" x{0}", repeats).str();
+}
+
 CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
   CallShape c;
   c.trainable = model.getTrainable();
+  c.repeats = r::expectedRounds(call);
   auto dims = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getShape();
   };
@@ -205,12 +212,14 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       }
       if (auto c = dyn_cast<r::ComputeOp>(op)) {
         HostEstimate h = estimateHost(c);
+        h.time *= r::expectedRounds(c);
         total += h.time;
         std::string name =
             ("compute " + (c.getFnAttr()
                                ? c.getFnAttr().getValue()
                                : r::stringifyComputeKind(c.getKind())))
-                .str();
+                .str() +
+            timesLabel(r::expectedRounds(c));
         rows.push_back({name, where(op.getLoc()), "controller",
                         llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
                                       "{6,8}",
@@ -232,7 +241,8 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       latest[modelRef.getValue()] = {s, e.memory.weights};
       total += e.time.total();
       std::string name =
-          (op.getName().stripDialect() + " @" + modelRef.getValue()).str();
+          (op.getName().stripDialect() + " @" + modelRef.getValue()).str() +
+          timesLabel(shape.repeats);
       std::string place = llvm::formatv(
           "[{0}:{1}] {2}x{3}x{4}{5}{6}", s.firstGpu, s.firstGpu + s.devices(),
           s.dp, s.tp, s.pp,
@@ -280,6 +290,12 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         "dp x tp x pp; host functions run on the controller, their memory "
         "is the controller's)\n",
         sec(total));
+    if (llvm::any_of(rows, [](const Row &r) {
+          return llvm::StringRef(r.call).contains(" x");
+        }))
+      os << "calls marked xN run N times per iteration on average: "
+            "@filter_groups draws further batches (expected_rounds), and "
+            "their time is the rounds'\n";
     if (over)
       os << llvm::formatv(
           "{0} need{1} more memory than a GPU has available ({2} GB: 90% of "

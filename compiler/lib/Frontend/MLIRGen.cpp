@@ -224,7 +224,38 @@ private:
                            f64(n.attr("decay", 0.99)));
         break;
       }
+      if (in.filter && in.filter->node == int(i))
+        filterGroups(in, *in.filter);
     }
+  }
+
+  /// rlhf.filter_groups after the scored statement: the batch and every
+  /// value a later statement reads pass through it, and later statements
+  /// read its results (their kept rows).
+  void filterGroups(const sema::Instance &in, const sema::FilterGroups &f) {
+    Location loc = f.loc;
+    sema::Node::Input scored;
+    scored.producer = f.node;
+    scored.field = f.field;
+    scored.type = in.nodes[size_t(f.node)].result.find(f.field)->type;
+    Value metric = input(scored, loc);
+    SmallVector<int> passed;
+    for (size_t j = size_t(f.node) + 1; j < in.nodes.size(); ++j)
+      for (const sema::Node::Input &inp : in.nodes[j].inputs)
+        if (inp.producer >= 0 && inp.producer <= f.node &&
+            results[size_t(inp.producer)] &&
+            !llvm::is_contained(passed, inp.producer))
+          passed.push_back(inp.producer);
+    SmallVector<Value> values = {batch};
+    for (int i : passed)
+      values.push_back(results[size_t(i)]);
+    auto op = b.create<r::FilterGroupsOp>(loc, metric, values, i64(f.group),
+                                          i64(f.maxRounds), f64(f.minStd),
+                                          f64(f.expectedRounds));
+    batch = op.getKept()[0];
+    for (auto [k, i] : llvm::enumerate(passed))
+      results[size_t(i)] = op.getKept()[k + 1];
+    fields.clear(); // later reads take fields of the kept rows
   }
 
   MLIRContext &ctx;

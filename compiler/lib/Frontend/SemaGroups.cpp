@@ -14,10 +14,10 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
-std::vector<int>
-rlhfc::sema::detail::generatesFeeding(const std::vector<Node> &nodes,
-                                      std::vector<int> producers) {
-  std::vector<int> gens;
+std::vector<char>
+rlhfc::sema::detail::nodesFeeding(const std::vector<Node> &nodes,
+                                  std::vector<int> producers,
+                                  bool stopAtGenerates) {
   std::vector<char> seen(nodes.size(), 0);
   while (!producers.empty()) {
     int i = producers.back();
@@ -25,13 +25,22 @@ rlhfc::sema::detail::generatesFeeding(const std::vector<Node> &nodes,
     if (i < 0 || seen[size_t(i)])
       continue;
     seen[size_t(i)] = 1;
-    if (nodes[size_t(i)].kind == Node::Kind::Generate) {
-      gens.push_back(i);
+    if (stopAtGenerates && nodes[size_t(i)].kind == Node::Kind::Generate)
       continue;
-    }
     for (const Node::Input &in : nodes[size_t(i)].inputs)
       producers.push_back(in.producer);
   }
+  return seen;
+}
+
+std::vector<int>
+rlhfc::sema::detail::generatesFeeding(const std::vector<Node> &nodes,
+                                      std::vector<int> producers) {
+  std::vector<char> seen = nodesFeeding(nodes, std::move(producers), true);
+  std::vector<int> gens;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (seen[i] && nodes[i].kind == Node::Kind::Generate)
+      gens.push_back(int(i));
   return gens;
 }
 

@@ -98,9 +98,14 @@ struct PropSpec {
 };
 
 // Property schemas of each declaration kind. Keep lang/README.md in sync.
-/// The generate nodes whose rows reach a node through `producers` (node
+/// Per node, whether its rows reach a node through `producers` (node
 /// indices of its inputs; -1, a dataset column, is skipped), through any
-/// nodes between (SemaGroups.cpp).
+/// nodes between; with `stopAtGenerates`, not through a generate's inputs
+/// (SemaGroups.cpp).
+std::vector<char> nodesFeeding(const std::vector<Node> &nodes,
+                               std::vector<int> producers,
+                               bool stopAtGenerates = false);
+/// The generate nodes among them, up to the first generate on each path.
 std::vector<int> generatesFeeding(const std::vector<Node> &nodes,
                                   std::vector<int> producers);
 
@@ -333,6 +338,10 @@ private:
   /// Warns where a function's group_* ops group rows in other sizes than
   /// the samples per prompt of the generate they come from (SemaGroups.cpp).
   void checkGroups(const Instance &inst);
+  /// `@filter_groups` on the statement of node `node` (SemaFilter.cpp).
+  void readFilterAnnotation(const Annotation &an, int node);
+  /// What a filter needs of the statements before it and of its score.
+  void checkFilter(const Instance &inst);
 
   std::optional<Value> bindParam(const Param &prm, const Expr &arg);
 

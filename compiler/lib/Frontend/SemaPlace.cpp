@@ -48,8 +48,9 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
                            llvm::StringMap<Local> &env) {
   if (an.name != "place") {
     error(an.loc, "unknown annotation '@" + an.name +
-                      "'; the only one is "
-                      "'@place(mesh = c[0:8], dp = 2, tp = 4, pp = 1)'");
+                      "'; there are '@place(mesh = c[0:8], dp = 2, tp = 4, "
+                      "pp = 1)' and '@filter_groups(max_rounds = 8)'" +
+                      didYouMean(an.name, {"place", "filter_groups"}));
     return;
   }
   if (n.kind == Node::Kind::Host) {

@@ -296,6 +296,7 @@ void Sema::instantiate(const RunDecl &r) {
   checkTokenizers(inst);
   checkStaleness(inst);
   checkGroups(inst);
+  checkFilter(inst);
   // Unused results, in source order.
   std::vector<const Local *> unused;
   for (auto &kv : env)
@@ -574,8 +575,14 @@ void Sema::checkStmt(const Stmt &s, llvm::StringMap<Local> &env) {
   }
   node->name = s.target;
   node->loc = s.target.empty() ? e.loc : s.loc;
+  const Annotation *filter = nullptr;
   for (const Annotation &an : s.annotations)
-    checkAnnotation(an, *node, env);
+    if (an.name == "filter_groups")
+      filter = &an;
+    else
+      checkAnnotation(an, *node, env);
+  if (filter)
+    readFilterAnnotation(*filter, int(current->nodes.size()));
   if (!s.target.empty()) {
     if (node->kind == Node::Kind::Ema) {
       error(s.loc, "'ema' returns nothing; drop '" + s.target + " ='");

@@ -415,7 +415,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
            ("ema @" + ema.getTarget() + " from @" + ema.getSource()).str()});
       continue;
     }
-    if (!r::isModelCall(&op) && !isa<r::ComputeOp>(op))
+    if (!r::isModelCall(&op) && !isa<r::ComputeOp, r::FilterGroupsOp>(op))
       continue;
     Call c;
     c.op = &op;
@@ -427,9 +427,14 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
           read = t.getInput();
         c.depValues.push_back(read.getAsOpaquePointer());
       }
-    if (auto comp = dyn_cast<r::ComputeOp>(op)) {
+    if (isa<r::FilterGroupsOp>(op)) {
+      // Keeping rows is a copy on the controller; the rounds it asks for are
+      // priced on the calls it repeats.
       c.host = true;
-      c.hostTime = cost::estimateHost(comp).time;
+      c.label = "filter_groups";
+    } else if (auto comp = dyn_cast<r::ComputeOp>(op)) {
+      c.host = true;
+      c.hostTime = cost::estimateHost(comp).time * r::expectedRounds(comp);
       c.label = ("compute " + (comp.getFnAttr()
                                    ? comp.getFnAttr().getValue()
                                    : r::stringifyComputeKind(comp.getKind())))

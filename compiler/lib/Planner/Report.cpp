@@ -53,6 +53,9 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
   for (size_t c = 0; c < p.calls.size(); ++c) {
     const Call &call = p.calls[c];
     Object o{{"name", call.label}, {"location", positionOf(call.op->getLoc())}};
+    // Dynamic sampling's rounds, which the predicted time includes.
+    if (double rounds = r::expectedRounds(call.op); rounds != 1.0)
+      o["expected_rounds"] = rounds;
     if (!call.host) {
       const Candidate &k = p.cands[c][0];
       o["model"] = p.models[call.model].name;

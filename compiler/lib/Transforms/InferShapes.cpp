@@ -100,6 +100,10 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
         }
       } else if (auto t = dyn_cast<r::TransferOp>(op)) {
         inferred = t.getInput().getType();
+      } else if (auto f = dyn_cast<r::FilterGroupsOp>(op)) {
+        for (auto [v, kept] : llvm::zip(f.getValues(), f.getKept()))
+          kept.setType(v.getType());
+        return WalkResult::advance();
       }
       if (inferred && op->getNumResults() == 1)
         op->getResult(0).setType(inferred);

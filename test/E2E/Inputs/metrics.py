@@ -16,6 +16,12 @@ JSON object per step). Exits non-zero with a message when a check fails.
   metrics.py steps FILE N [--finite k1,k2]
       steps 1..N each appear exactly once, in order (and the keys are
       present and finite at every step)
+  metrics.py filtered FILTERED PLAIN --key flat
+      dynamic sampling (@filter_groups) in FILTERED: at every step whose
+      batch was not filled with groups that did not vary (filter/filled 0),
+      KEY (the trained batch's share of flat groups) is 0, and some step
+      drew a second batch; PLAIN (the program without the filter) has KEY
+      above 0 at some step, so the first check could fail
 """
 import argparse
 import json
@@ -101,6 +107,30 @@ def steps(a):
           (f", {a.finite} finite" if a.finite else ""))
 
 
+def filtered(a):
+    rows, plain = load(a.filtered), load(a.plain)
+    if not rows or not plain:
+        fail("a run has no steps")
+    for r in rows:
+        for k in (a.key, "filter/rounds", "filter/varied", "filter/filled"):
+            if k not in r:
+                fail(f"step {r['step']} has no '{k}'")
+        if r["filter/filled"] == 0 and r[a.key] != 0:
+            fail(f"step {r['step']}: {r[a.key]:.3f} of the kept groups are flat")
+    extra = [r for r in rows if r["filter/rounds"] > 1]
+    if not extra:
+        fail("no step drew a second batch")
+    flat = [r for r in plain if r[a.key] > 0]
+    if not flat:
+        fail(f"without the filter no step has {a.key} above 0")
+    mean = sum(r["filter/rounds"] for r in rows) / len(rows)
+    print(f"OK: {len(extra)} of {len(rows)} steps drew more than one batch "
+          f"(mean {mean:.2f}), {sum(r['filter/filled'] for r in rows):.0f} "
+          f"groups filled; without the filter {len(flat)} of {len(plain)} "
+          f"steps trained on flat groups "
+          f"(mean share {sum(r[a.key] for r in plain) / len(plain):.2f})")
+
+
 p = argparse.ArgumentParser()
 sub = p.add_subparsers(dest="cmd", required=True)
 r = sub.add_parser("rise")
@@ -141,5 +171,10 @@ t.add_argument("file")
 t.add_argument("n", type=int)
 t.add_argument("--finite", default="")
 t.set_defaults(run=steps)
+d = sub.add_parser("filtered")
+d.add_argument("filtered")
+d.add_argument("plain")
+d.add_argument("--key", required=True)
+d.set_defaults(run=filtered)
 a = p.parse_args()
 a.run(a)

@@ -124,6 +124,9 @@ struct CallShape {
   /// losses such as DPO's chosen and rejected)
   int64_t forwards = 1;
   bool trainable = false; ///< the model keeps optimizer state between calls
+  /// Runs per iteration: dynamic sampling repeats the calls before its
+  /// filter (rlhf.filter_groups' expected_rounds); time scales, memory not.
+  double repeats = 1;
 };
 
 struct Memory {

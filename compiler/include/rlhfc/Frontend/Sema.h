@@ -143,6 +143,22 @@ struct RunSettings {
   int64_t staleness = 0;
 };
 
+/// `@filter_groups(...)` on a statement: DAPO's dynamic sampling. The
+/// statement's score decides which prompts' groups an iteration keeps; the
+/// statements before it run again on further batches until `dataset.batch`
+/// groups vary (SemaFilter.cpp).
+struct FilterGroups {
+  mlir::LocationAttr loc; ///< the annotation
+  int node = -1;          ///< the annotated statement's node
+  std::string field;      ///< its score field
+  int64_t group = 0;      ///< samples per prompt: the generate's n
+  int64_t maxRounds = 8;  ///< batches drawn at most per iteration
+  double minStd = 0;      ///< a group varies when its scores' std exceeds it
+  /// Batches the planner prices per iteration (the runtime reports the
+  /// measured mean).
+  double expectedRounds = 1;
+};
+
 /// An algorithm bound to concrete models and a dataset by a `run`.
 struct Instance {
   std::string algorithm;
@@ -154,6 +170,7 @@ struct Instance {
   std::map<std::string, double> numbers;
   std::vector<Node> nodes;
   RunSettings settings;
+  std::optional<FilterGroups> filter;
 };
 
 struct Program {

@@ -171,11 +171,17 @@ def RLHFLowerToRuntime : Pass<"rlhf-lower-to-runtime", "mlir::ModuleOp"> {
     functions and EMA. Values become opaque `!llvm.ptr` handles. Every call
     must be placed (run the planning pipeline first).
 
+    An `rlhf.filter_groups` makes the ops its operands depend on a loop
+    (`rlhf_filter_round` asks for another batch); reallocations and
+    offloads between them are undone before each further round, and those
+    before its first call are hoisted out of the loop.
+
     Relative dataset paths are resolved against the directory of the
     `.rlhf` file that declares them.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect",
-                           "mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+                           "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::cf::ControlFlowDialect"];
 }
 
 #endif // RLHFC_TRANSFORMS_PASSES_TD

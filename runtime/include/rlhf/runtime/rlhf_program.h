@@ -144,6 +144,23 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, const char *code,
                        const int64_t *layout, int64_t minibatches,
                        int64_t epochs, const char *settings, const char *label);
 
+/* Dynamic sampling (DAPO; rlhf.filter_groups). rlhf_filter_round adds one
+ * round's values to the iteration's kept rows: `metric` scores the samples,
+ * `group` per prompt, and a prompt is kept when its group's scores vary
+ * (their standard deviation exceeds min_std; any difference at 0). It
+ * returns 1 once as many groups as a batch has prompts are kept, or after
+ * max_rounds rounds (the rest then filled with groups that did not vary),
+ * and 0 when the caller should run the round again: rlhf_load then reads
+ * `dataset`'s next batch. Per-prompt values keep their kept rows by prompt,
+ * per-sample ones by group. rlhf_filter_take returns value i's kept rows
+ * after the last round. `expected` is the rounds per iteration the plan
+ * priced, for the end-of-run report. */
+int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
+                          rlhf_value *const *values, int64_t group,
+                          int64_t max_rounds, double min_std, double expected,
+                          int64_t dataset);
+rlhf_value *rlhf_filter_take(rlhf_prog *p, int64_t i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,11 @@ inline bool isModelCall(Operation *op) {
   return isa<GenerateOp, InferenceOp, TrainStepOp>(op);
 }
 
+/// How often `op` runs per iteration, as the planner prices it: the
+/// `expected_rounds` of the rlhf.filter_groups its results feed (dynamic
+/// sampling repeats it), else 1.
+double expectedRounds(Operation *op);
+
 /// The bounds of what a .rlhf program declares, which Sema checks and the
 /// verifier keeps for hand-written IR too: the planner sizes per-GPU vectors
 /// by them, and products of layout degrees stay far from overflow.

@@ -428,6 +428,45 @@ def RLHF_TransferOp : RLHF_Op<"transfer", [
   let hasVerifier = 1;
 }
 
+def RLHF_FilterGroupsOp : RLHF_Op<"filter_groups", [
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "dynamic sampling: keeps the prompts whose samples score differently";
+  let description = [{
+    DAPO's dynamic sampling. `metric` scores the samples of one generate,
+    `group` per prompt. A prompt whose group of scores has a standard
+    deviation of at most `min_std` carries no signal for group-relative
+    advantages: the iteration drops it. The ops that `values` depend on
+    (the batch's load, the generate, the scoring) run again on the
+    dataset's next batches until `group`-row groups of as many prompts as
+    a batch holds vary, or `max_rounds` batches were drawn (the rest is
+    then filled with groups that did not vary, with a warning). Each result
+    is its operand's kept rows: rows of a per-prompt value (the batch) by
+    prompt, rows of a per-sample value by group.
+
+    The planner prices the ops it repeats `expected_rounds` times per
+    iteration (`rlhf::expectedRounds`); the runtime reports the measured
+    mean at the end of a run.
+
+    ```mlir
+    %b2, %g2, %r2 = rlhf.filter_groups %score group 8 rounds 8 min_std 0.0
+        expect 1.5 keep(%b, %g, %r) : tensor<128xf32, #rlhf.kind<score>>,
+        !rlhf.record<...>, !rlhf.record<...>, !rlhf.record<...>
+    ```
+  }];
+  let arguments = (ins RLHF_KindedTensor:$metric,
+                       Variadic<RLHF_RecordType>:$values,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$group,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$max_rounds,
+                       F64Attr:$min_std, F64Attr:$expected_rounds);
+  let results = (outs Variadic<RLHF_RecordType>:$kept);
+  let assemblyFormat = [{
+    $metric `group` $group `rounds` $max_rounds `min_std` $min_std
+    `expect` $expected_rounds `keep` `(` $values `)` attr-dict `:` type($metric)
+    `,` type($values)
+  }];
+  let hasVerifier = 1;
+}
+
 include "rlhf/IR/RLHFFnOps.td"
 
 #endif // RLHF_OPS_TD

@@ -1,0 +1,238 @@
+//===- ProgramFilter.cpp - dynamic sampling (DAPO's filter_groups) --------===//
+//
+// rlhf_filter_round and rlhf_filter_take behind rlhf.filter_groups: each
+// round's values are gathered on every rank (the decision is then the same
+// everywhere), prompts whose samples all score alike are set aside, and the
+// kept groups of all rounds make up the iteration's batch. Like verl's
+// filter_groups, surplus kept groups of the last round are dropped (their
+// samples stay on-policy); unlike it, a batch still short after max_rounds
+// is filled with groups that did not vary instead of failing the run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+#include <string>
+
+using namespace rlhf;
+using namespace rlhf::exec;
+
+namespace {
+
+/// The rows of `v` (gathered) for the (round-local) prompts `prompts`:
+/// per-prompt rows by prompt, per-sample rows by group of `n`.
+at::Tensor keptRows(const at::Tensor &t, const std::vector<int64_t> &prompts,
+                    int64_t batch, int64_t n) {
+  std::vector<int64_t> rows;
+  const int64_t per = t.size(0) == batch ? 1 : n;
+  for (int64_t i : prompts)
+    for (int64_t k = 0; k < per; ++k)
+      rows.push_back(i * per + k);
+  return t.index_select(0, at::tensor(rows, at::kLong));
+}
+
+/// The merged value `i` of the chosen (round, prompt) pairs.
+rlhf_value *assemble(rlhf_prog *p, const FilterState &st, size_t i,
+                     const std::vector<std::vector<int64_t>> &chosen,
+                     int64_t batch, int64_t n) {
+  const rlhf_value *first = st.rounds.front().values[i];
+  auto one = [&](auto fieldOf) {
+    std::vector<at::Tensor> ts, masks;
+    std::shared_ptr<std::vector<Example>> examples;
+    int64_t rows = 0;
+    for (size_t r = 0; r < st.rounds.size(); ++r) {
+      if (chosen[r].empty())
+        continue;
+      const rlhf_value *v = fieldOf(st.rounds[r].values[i]);
+      ts.push_back(keptRows(v->t, chosen[r], batch, n));
+      if (v->mask.defined())
+        masks.push_back(keptRows(v->mask, chosen[r], batch, n));
+      if (v->examples) {
+        if (!examples)
+          examples = std::make_shared<std::vector<Example>>();
+        for (int64_t k : chosen[r])
+          examples->push_back((*v->examples)[size_t(k)]);
+      }
+    }
+    at::Tensor t = at::cat(ts);
+    rows = t.size(0);
+    rlhf_value *out = tensorValue(
+        p, t, masks.size() == ts.size() ? at::cat(masks) : at::Tensor(), rows,
+        std::nullopt);
+    out->examples = std::move(examples);
+    return out;
+  };
+  if (!first->isRecord)
+    return one([](const rlhf_value *v) { return v; });
+  std::map<std::string, rlhf_value *> fields;
+  for (const auto &[name, _] : first->fields)
+    fields[name] = one(
+        [&, name = name](const rlhf_value *v) { return v->fields.at(name); });
+  return recordValue(p, std::move(fields));
+}
+
+/// Folds the metric slots this round recorded into the same keys of the
+/// earlier rounds: times add up, other values average over the rounds.
+void mergeRoundMetrics(rlhf_prog *p, size_t from, int64_t round) {
+  size_t keep = from;
+  for (size_t i = from; i < p->metricCursor; ++i) {
+    Metric &m = p->metrics[i];
+    Metric *into = nullptr;
+    for (size_t j = from; j-- > 0;)
+      if (p->metrics[j].key == m.key) {
+        into = &p->metrics[j];
+        break;
+      }
+    if (!into) {
+      p->metrics[keep++] = m;
+      continue;
+    }
+    if (m.isTime)
+      into->value += m.value;
+    else if (m.valid && into->valid)
+      into->value = (into->value * double(round) + m.value) / double(round + 1);
+    else if (m.valid)
+      *into = m;
+  }
+  p->metricCursor = keep;
+}
+
+} // namespace
+
+int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
+                          rlhf_value *const *values, int64_t group,
+                          int64_t maxRounds, double minStd, double expected,
+                          int64_t di) {
+  return guarded(p, "filter_groups", [&]() -> int64_t {
+    FilterState &st = p->filter;
+    if (di < 0 || di >= int64_t(p->datasets.size()))
+      throw Error("dataset index out of range");
+    DatasetState &d = p->datasets[size_t(di)];
+    const int64_t batch = d.batch, round = int64_t(st.rounds.size());
+    if (round > 0)
+      mergeRoundMetrics(p, st.roundMetrics, round);
+    at::Tensor score = gathered(p, metric)->t.to(at::kDouble);
+    if (group < 2 || score.dim() != 1 || score.size(0) != batch * group)
+      throw Error("filter_groups: " + std::to_string(score.numel()) +
+                  " scores are not groups of " + std::to_string(group) +
+                  " samples of " + std::to_string(batch) + " prompts");
+    score = score.reshape({batch, group});
+    // At min_std 0 any difference counts: a std of equal floats may round
+    // above zero.
+    at::Tensor varies =
+        minStd > 0 ? score.std(1, /*unbiased=*/false) > minStd
+                   : std::get<0>(score.max(1)) > std::get<0>(score.min(1));
+    FilterState::Round r;
+    for (int64_t i = 0; i < nvalues; ++i)
+      r.values.push_back(values[i]->isRecord ? values[i]
+                                             : gathered(p, values[i]));
+    for (rlhf_value *&v : r.values)
+      if (v->isRecord) {
+        std::map<std::string, rlhf_value *> fields;
+        for (auto &[name, f] : v->fields) {
+          rlhf_value *g = gathered(p, f);
+          if (!g->examples)
+            g->examples = f->examples; // the text script_reward sends
+          fields[name] = g;
+        }
+        v = recordValue(p, std::move(fields));
+      }
+    auto vary = varies.accessor<bool, 1>();
+    for (int64_t i = 0; i < batch; ++i)
+      (vary[i] ? r.varied : r.flat).push_back(i);
+    st.rounds.push_back(std::move(r));
+    int64_t have = 0;
+    for (const FilterState::Round &x : st.rounds)
+      have += int64_t(x.varied.size());
+    if (have < batch && round + 1 < maxRounds) {
+      ++d.skipped; // the next round reads the next batch
+      st.roundMetrics = p->metricCursor;
+      return 0;
+    }
+    // The kept groups in the order they were drawn, then (when short) the
+    // others, likewise.
+    std::vector<std::vector<int64_t>> chosen(st.rounds.size());
+    int64_t left = batch, filled = 0;
+    for (size_t k = 0; k < st.rounds.size() && left > 0; ++k)
+      for (int64_t i : st.rounds[k].varied)
+        if (left > 0) {
+          chosen[k].push_back(i);
+          --left;
+        }
+    for (size_t k = 0; k < st.rounds.size() && left > 0; ++k)
+      for (int64_t i : st.rounds[k].flat)
+        if (left > 0) {
+          chosen[k].push_back(i);
+          --left;
+          ++filled;
+        }
+    st.kept.clear();
+    for (size_t i = 0; i < size_t(nvalues); ++i)
+      st.kept.push_back(assemble(p, st, i, chosen, batch, group));
+    const int64_t rounds = int64_t(st.rounds.size());
+    p->record("filter/rounds", double(rounds), true);
+    p->record("filter/varied", double(have) / double(rounds * batch), true);
+    p->record("filter/filled", double(filled), true);
+    st.expected = expected;
+    ++st.iterations;
+    st.roundsDone += rounds;
+    if (filled > 0) {
+      ++st.filledIterations;
+      st.filledGroups += filled;
+      if (p->rank == 0 && !st.warnedFill) {
+        st.warnedFill = true;
+        std::fprintf(stderr,
+                     "%s: warning: step %lld: %lld of %lld groups varied in "
+                     "%lld batches (max_rounds); %lld groups that did not "
+                     "vary fill the batch (they train nothing under "
+                     "group-relative advantages); raise max_rounds or lower "
+                     "min_std if this persists\n",
+                     p->name.c_str(), (long long)p->stepIndex + 1,
+                     (long long)have, (long long)batch, (long long)rounds,
+                     (long long)filled);
+      }
+    }
+    st.rounds.clear();
+    return 1;
+  });
+}
+
+rlhf_value *rlhf_filter_take(rlhf_prog *p, int64_t i) {
+  return guarded(p, "filter_groups", [&] {
+    if (i < 0 || i >= int64_t(p->filter.kept.size()))
+      throw Error("filter_groups has no kept value " + std::to_string(i));
+    return p->filter.kept[size_t(i)];
+  });
+}
+
+namespace rlhf::exec {
+
+std::string filterReport(const rlhf_prog *p) {
+  const FilterState &st = p->filter;
+  if (st.iterations == 0)
+    return "";
+  char buf[512];
+  double mean = double(st.roundsDone) / double(st.iterations);
+  int n = std::snprintf(
+      buf, sizeof buf,
+      "dynamic sampling: %.2f batches per iteration over %lld iterations "
+      "(the plan priced %.2f",
+      mean, (long long)st.iterations, st.expected);
+  std::string s(buf, size_t(n));
+  if (mean > st.expected * 1.1 || mean < st.expected / 1.1) {
+    std::snprintf(buf, sizeof buf,
+                  "; expected_rounds = %.2f in @filter_groups plans for this",
+                  mean);
+    s += buf;
+  }
+  s += ")";
+  if (st.filledIterations > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "; %lld iterations filled %lld groups that did not vary",
+                  (long long)st.filledIterations, (long long)st.filledGroups);
+    s += buf;
+  }
+  return s;
+}
+
+} // namespace rlhf::exec
