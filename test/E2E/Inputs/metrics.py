@@ -16,12 +16,13 @@ JSON object per step). Exits non-zero with a message when a check fails.
   metrics.py steps FILE N [--finite k1,k2]
       steps 1..N each appear exactly once, in order (and the keys are
       present and finite at every step)
-  metrics.py filtered FILTERED PLAIN --key flat
-      dynamic sampling (@filter_groups) in FILTERED: at every step whose
-      batch was not filled with groups that did not vary (filter/filled 0),
-      KEY (the trained batch's share of flat groups) is 0, and some step
-      drew a second batch; PLAIN (the program without the filter) has KEY
-      above 0 at some step, so the first check could fail
+  metrics.py filtered FILTERED PLAIN --key flat --groups G
+      dynamic sampling (@filter_groups) in FILTERED: at every step KEY (the
+      trained batch's share of groups that do not vary) times G (the groups
+      of a batch) is filter/filled, the groups that filled the batch after
+      max_rounds (0 at most steps), and some step drew a second batch;
+      PLAIN (the program without the filter) has KEY above 0 at some step,
+      so the first check could fail
 """
 import argparse
 import json
@@ -115,8 +116,9 @@ def filtered(a):
         for k in (a.key, "filter/rounds", "filter/varied", "filter/filled"):
             if k not in r:
                 fail(f"step {r['step']} has no '{k}'")
-        if r["filter/filled"] == 0 and r[a.key] != 0:
-            fail(f"step {r['step']}: {r[a.key]:.3f} of the kept groups are flat")
+        if abs(r[a.key] * a.groups - r["filter/filled"]) > 1e-6:
+            fail(f"step {r['step']}: {r[a.key] * a.groups:g} of the trained "
+                 f"groups do not vary, but {r['filter/filled']:g} filled the batch")
     extra = [r for r in rows if r["filter/rounds"] > 1]
     if not extra:
         fail("no step drew a second batch")
@@ -175,6 +177,7 @@ d = sub.add_parser("filtered")
 d.add_argument("filtered")
 d.add_argument("plain")
 d.add_argument("--key", required=True)
+d.add_argument("--groups", type=int, required=True)
 d.set_defaults(run=filtered)
 a = p.parse_args()
 a.run(a)
