@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 
 using namespace rlhfc;
@@ -71,6 +72,37 @@ TEST(Simulate, ReallocationSkipsTheGpusBetweenDisjointMeshes) {
       EXPECT_NEAR(e.start, criticEnd, 1e-9);
       criticEnd = e.end;
     }
+}
+
+// Dynamic sampling repeats a generate and an inference of one model in
+// two layouts: the move between them is made every round and undone before
+// each further one (2 x rounds - 1 moves); the move into the generate's
+// layout, before the loop, is made once.
+TEST(Simulate, RepeatedCallsMoveTheirModelEveryRound) {
+  auto moves = [](double rounds) {
+    Problem p = test::fourGpus(1e12);
+    auto arch = cost::Arch::get(test::llamaShape(8, 4096, 32, 32, 11008), 4096);
+    p.models.push_back({"actor", arch, true});
+    const double rows = 64 * 256 * 4.0;
+    test::addCall(p, 0, cost::CallKind::Generate, {});
+    test::addCall(p, 0, cost::CallKind::Inference, {{0, rows}});
+    test::addCall(p, 0, cost::CallKind::Train, {{1, rows}});
+    p.calls[0].shape.repeats = p.calls[1].shape.repeats = rounds;
+    test::addCandidates(p);
+    Assignment a = {candidateOn(p, 0, 3, 1), candidateOn(p, 1, 0, 1),
+                    candidateOn(p, 2, 0, 1)};
+    EXPECT_TRUE(llvm::all_of(a, [](int i) { return i >= 0; }));
+    std::array<double, 2> took = {0, 0}; // into the generate, the inference
+    for (const Event &e : simulate(p, a, 2, true).events)
+      if (e.kind == Event::Realloc && e.iteration == 1 && e.call < 2)
+        took[size_t(e.call)] += e.end - e.start;
+    return took;
+  };
+  auto once = moves(1), thrice = moves(2);
+  ASSERT_GT(once[0], 0);
+  ASSERT_GT(once[1], 0);
+  EXPECT_NEAR(thrice[0], once[0], 1e-12);
+  EXPECT_NEAR(thrice[1], 3 * once[1], 1e-12);
 }
 
 TEST(Simulate, GradientsLiveOnlyInTheirTrainCall) {

@@ -25,6 +25,9 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       layout[p.calls[c].model] = cand(c).s.offload ? nullptr : &cand(c);
   detail::parkCallless(p, layout);
   std::vector<double> modelReady(p.models.size(), 0.0);
+  // Each model's latest call: a move between two calls that dynamic
+  // sampling repeats is made every round and undone before the next.
+  std::vector<int> latest(p.models.size(), -1);
   std::vector<double> finish(n, 0.0);
   detail::TransferMemo moved;
   double firstIterationEnd = 0, end = 0;
@@ -51,11 +54,17 @@ SimResult plan::simulate(const Problem &p, const Assignment &a, int iterations,
       double paramsReady = modelReady[m];
       if (!k.s.offload && !cost::sameLayout(layout[m]->s, k.s)) {
         const cost::MoveEstimate &mv = p.reallocMove(m, layout[m]->s, k.s);
-        paramsReady = gpus.move(reallocSpan(*layout[m], k), paramsReady,
-                                mv.time, record ? &r.events : nullptr,
-                                Event::Realloc, int(c), it, mv.movedBytes());
+        double moves = 1;
+        if (latest[m] >= 0 && p.calls[size_t(latest[m])].shape.repeats > 1 &&
+            call.shape.repeats > 1)
+          moves = 2 * call.shape.repeats - 1;
+        paramsReady =
+            gpus.move(reallocSpan(*layout[m], k), paramsReady, moves * mv.time,
+                      record ? &r.events : nullptr, Event::Realloc, int(c), it,
+                      moves * mv.movedBytes());
         layout[m] = &k;
       }
+      latest[m] = int(c);
       double start = std::max(
           {ready, paramsReady, gpus.busyUntil(k.s.firstGpu, k.devices)});
       double stop = start + k.time;
