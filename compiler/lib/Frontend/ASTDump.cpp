@@ -130,6 +130,14 @@ public:
                                  n.placement->microBatches);
       if (!n.result.fields.empty())
         line(2) << "out " << n.result.str() << "\n";
+      if (in.filter && in.filter->node == int(i))
+        line(2) << llvm::formatv(
+            "filter_groups by %{0}.{1}: groups of {2}, max_rounds={3} "
+            "min_std={4} expected_rounds={5}; later nodes read the kept "
+            "rows\n",
+            i, in.filter->field, in.filter->group, in.filter->maxRounds,
+            formatNumber(in.filter->minStd),
+            formatNumber(in.filter->expectedRounds));
     }
   }
 
