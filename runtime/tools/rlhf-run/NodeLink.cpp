@@ -42,6 +42,51 @@ std::string rlhfrun::describeNode(unsigned node, unsigned nproc) {
       .str();
 }
 
+std::string rlhfrun::eventLine(const NodeEvent &e, bool withNode) {
+  std::string node = withNode ? formatv(" {0}", e.node).str() : "";
+  switch (e.kind) {
+  case NodeEvent::WorkerFailed:
+    return formatv("fail{0} {1} {2}", node, e.rank, e.status).str();
+  case NodeEvent::Signal:
+    return formatv("signal{0} {1}", node, e.status).str();
+  case NodeEvent::Stopped:
+    return formatv("stopped{0} {1}", node, e.rank).str();
+  default:
+    return "";
+  }
+}
+
+std::optional<NodeEvent> rlhfrun::parseEvent(ArrayRef<StringRef> w,
+                                             bool withNode) {
+  if (w.empty())
+    return std::nullopt;
+  NodeEvent e{NodeEvent::Error};
+  // The numbers after the word, in order: node (when given), then these.
+  SmallVector<int *, 3> into;
+  if (w[0] == "fail") {
+    e.kind = NodeEvent::WorkerFailed;
+    into = {&e.rank, &e.status};
+  } else if (w[0] == "signal") {
+    e.kind = NodeEvent::Signal;
+    into = {&e.status};
+  } else if (w[0] == "stopped") {
+    e.kind = NodeEvent::Stopped;
+    into = {&e.rank};
+  } else {
+    return std::nullopt;
+  }
+  if (w.size() != 1 + size_t(withNode) + into.size())
+    return std::nullopt;
+  if (withNode && w[1].getAsInteger(10, e.node))
+    return std::nullopt;
+  for (size_t i = 0; i < into.size(); ++i)
+    if (w[1 + size_t(withNode) + i].getAsInteger(10, *into[i]))
+      return std::nullopt;
+  return e;
+}
+
+void NodeLink::report(NodeEvent e) { broadcast(eventLine(e, hub)); }
+
 namespace {
 
 /// Why a peer's connection ended, after a failed send or receive. A

@@ -84,12 +84,14 @@ public:
   void step(llvm::ArrayRef<pollfd> fds, std::vector<NodeEvent> &events);
 
   /// A local worker failed: tell the other nodes.
-  virtual void reportFailure(int rank, int status) = 0;
+  void reportFailure(int rank, int status) {
+    report({NodeEvent::WorkerFailed, 0, rank, status});
+  }
   /// A local worker is stopped (SIGSTOP, a debugger) as the job fails:
   /// every node names it, not only the one whose console shows it.
-  virtual void reportStopped(int rank) = 0;
+  void reportStopped(int rank) { report({NodeEvent::Stopped, 0, rank, 0}); }
   /// This launcher got a signal: the other nodes forward it too.
-  virtual void reportSignal(int sig) = 0;
+  void reportSignal(int sig) { report({NodeEvent::Signal, 0, -1, sig}); }
   /// Every local worker exited 0. A JobDone event follows once all have.
   virtual void reportDone() = 0;
   /// Says goodbye and closes, waiting at most `bound` for the peers to read
@@ -117,7 +119,12 @@ protected:
         return true;
       });
 
+  /// Sends a local worker's event to the other nodes (eventLine; node 0's
+  /// name its node, 0).
+  void report(NodeEvent e);
+
   LinkConfig cfg;
+  bool hub = false; ///< node 0's: its events carry its node number
   int listenFd = -1;
   std::vector<std::unique_ptr<Peer>> peers;
   std::vector<Peer *> polled; ///< what addPollFds added, in order

@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,15 @@ inline std::vector<llvm::StringRef> words(llvm::StringRef line) {
   line.split(w, ' ', -1, false);
   return {w.begin(), w.end()};
 }
+
+/// A worker event (WorkerFailed, Signal, Stopped) as a protocol line:
+/// "fail RANK STATUS", "signal SIG", "stopped RANK", with the node's number
+/// after the word when node 0 passes one on (`withNode`).
+std::string eventLine(const NodeEvent &e, bool withNode);
+/// The worker event of such a line's words, or none (another message, or a
+/// malformed one).
+std::optional<NodeEvent> parseEvent(llvm::ArrayRef<llvm::StringRef> w,
+                                    bool withNode);
 
 } // namespace rlhfrun
 

@@ -37,18 +37,10 @@ public:
       : NodeLink(cfg), joinBy(Clock::now() + cfg.joinTimeout),
         everJoined(cfg.nnodes, false) {
     everJoined[0] = true;
+    hub = true;
   }
   int &fd() { return listenFd; }
 
-  void reportFailure(int rank, int status) override {
-    broadcast(formatv("fail 0 {0} {1}", rank, status).str());
-  }
-  void reportSignal(int sig) override {
-    broadcast(formatv("signal 0 {0}", sig).str());
-  }
-  void reportStopped(int rank) override {
-    broadcast(formatv("stopped 0 {0}", rank).str());
-  }
   void reportDone() override { localDone = true; }
 
 protected:
@@ -61,28 +53,11 @@ protected:
     }
     if (w.empty())
       return;
-    unsigned node = unsigned(p.node);
-    if (w[0] == "fail" && w.size() == 3) {
-      NodeEvent e{NodeEvent::WorkerFailed};
-      e.node = node;
-      if (w[1].getAsInteger(10, e.rank) || w[2].getAsInteger(10, e.status))
-        return;
-      events.push_back(e);
-      broadcast(formatv("fail {0} {1} {2}", node, e.rank, e.status).str(), &p);
-    } else if (w[0] == "signal" && w.size() == 2) {
-      NodeEvent e{NodeEvent::Signal};
-      e.node = node;
-      if (w[1].getAsInteger(10, e.status))
-        return;
-      events.push_back(e);
-      broadcast(formatv("signal {0} {1}", node, e.status).str(), &p);
-    } else if (w[0] == "stopped" && w.size() == 2) {
-      NodeEvent e{NodeEvent::Stopped};
-      e.node = node;
-      if (w[1].getAsInteger(10, e.rank))
-        return;
-      events.push_back(e);
-      broadcast(formatv("stopped {0} {1}", node, e.rank).str(), &p);
+    if (std::optional<NodeEvent> e = parseEvent(w, /*withNode=*/false)) {
+      // Passed on to the other nodes with the node it came from.
+      e->node = unsigned(p.node);
+      events.push_back(*e);
+      broadcast(eventLine(*e, /*withNode=*/true), &p);
     } else if (w[0] == "done") {
       p.done = true;
     } else if (w[0] == "bye") {
@@ -225,22 +200,8 @@ protected:
     auto w = words(line);
     if (w.empty())
       return;
-    if (w[0] == "fail" && w.size() == 4) {
-      NodeEvent e{NodeEvent::WorkerFailed};
-      if (w[1].getAsInteger(10, e.node) || w[2].getAsInteger(10, e.rank) ||
-          w[3].getAsInteger(10, e.status))
-        return;
-      events.push_back(e);
-    } else if (w[0] == "signal" && w.size() == 3) {
-      NodeEvent e{NodeEvent::Signal};
-      if (w[1].getAsInteger(10, e.node) || w[2].getAsInteger(10, e.status))
-        return;
-      events.push_back(e);
-    } else if (w[0] == "stopped" && w.size() == 3) {
-      NodeEvent e{NodeEvent::Stopped};
-      if (w[1].getAsInteger(10, e.node) || w[2].getAsInteger(10, e.rank))
-        return;
-      events.push_back(e);
+    if (std::optional<NodeEvent> e = parseEvent(w, /*withNode=*/true)) {
+      events.push_back(*e);
     } else if (w[0] == "error") {
       NodeEvent e{NodeEvent::Error};
       e.message = line.drop_front(6).str();
@@ -265,15 +226,6 @@ protected:
   void onTick(std::vector<NodeEvent> &) override {}
 
 public:
-  void reportFailure(int rank, int status) override {
-    broadcast(formatv("fail {0} {1}", rank, status).str());
-  }
-  void reportSignal(int sig) override {
-    broadcast(formatv("signal {0}", sig).str());
-  }
-  void reportStopped(int rank) override {
-    broadcast(formatv("stopped {0}", rank).str());
-  }
   void reportDone() override { broadcast("done"); }
 };
 
