@@ -23,6 +23,11 @@ namespace {
 /// per-prompt rows by prompt, per-sample rows by group of `n`.
 at::Tensor keptRows(const at::Tensor &t, const std::vector<int64_t> &prompts,
                     int64_t batch, int64_t n) {
+  if (t.size(0) != batch && t.size(0) != batch * n)
+    throw Error("filter_groups keeps rows per prompt (" +
+                std::to_string(batch) + ") or per sample (" +
+                std::to_string(batch * n) + "), but a value has " +
+                std::to_string(t.size(0)));
   std::vector<int64_t> rows;
   const int64_t per = t.size(0) == batch ? 1 : n;
   for (int64_t i : prompts)
