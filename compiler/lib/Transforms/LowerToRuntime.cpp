@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FilterLoop.h"
 #include "PassUtils.h"
 #include "RuntimeEmitter.h"
 #include "rlhfc/Support/SourcePaths.h"
@@ -56,113 +57,6 @@ double samplingTemperature(ValueRange values) {
       return g.getGreedy() ? 1.0 : g.getTemperature().convertToDouble();
   }
   return 1.0;
-}
-
-/// The iteration's ops in the order they are emitted, and the loop that
-/// dynamic sampling makes of the ops a filter_groups depends on.
-struct FilterLoop {
-  std::vector<Operation *> order;
-  Operation *loopStart = nullptr; ///< the loop's first op; null: no loop
-  /// Model moves inside the loop, undone (in reverse) before a round again.
-  SmallVector<Operation *> moves;
-  StringRef dataset; ///< whose batches the rounds draw
-};
-
-FailureOr<FilterLoop> filterLoop(r::AlgorithmOp alg) {
-  FilterLoop fl;
-  r::FilterGroupsOp filter;
-  for (auto f : alg.getBodyBlock().getOps<r::FilterGroupsOp>()) {
-    if (filter)
-      return f.emitError("an iteration has at most one rlhf.filter_groups");
-    filter = f;
-  }
-  for (Operation &op : alg.getBodyBlock())
-    fl.order.push_back(&op);
-  if (!filter)
-    return fl;
-  // What the filter depends on runs once per round.
-  llvm::SmallPtrSet<Operation *, 16> slice;
-  SmallVector<Operation *> todo = {filter};
-  while (!todo.empty()) {
-    Operation *op = todo.pop_back_val();
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp();
-          def && def->getBlock() == filter->getBlock() &&
-          slice.insert(def).second)
-        todo.push_back(def);
-  }
-  for (Operation *op : slice)
-    if (auto load = dyn_cast<r::LoadOp>(op))
-      fl.dataset = load.getDataset();
-  if (fl.dataset.empty())
-    return filter.emitError(
-        "rlhf.filter_groups draws further batches, but its values come from "
-        "no rlhf.load");
-  // Ops between the slice's first op and the filter that are not in it:
-  // model moves before the first call are hoisted out of the loop; later
-  // ones stay in it and are undone before each further round.
-  auto begin = llvm::find_if(fl.order,
-                             [&](Operation *op) { return slice.contains(op); });
-  auto end = llvm::find(fl.order, filter.getOperation());
-  std::vector<Operation *> before(fl.order.begin(), begin), hoisted, loop;
-  bool called = false;
-  for (auto it = begin; it != end; ++it) {
-    Operation *op = *it;
-    if (slice.contains(op)) {
-      called |= r::isModelCall(op) || isa<r::ComputeOp>(op);
-      loop.push_back(op);
-      continue;
-    }
-    if (!isa<r::ReallocOp, r::OnloadOp, r::OffloadOp>(op)) {
-      InFlightDiagnostic d =
-          op->emitError("this op runs between the ops that dynamic sampling "
-                        "repeats, but the filter does not depend on it; "
-                        "place it after the filter");
-      d.attachNote(filter.getLoc()) << "the filter";
-      return d;
-    }
-    if (called) {
-      loop.push_back(op);
-      fl.moves.push_back(op);
-    } else {
-      hoisted.push_back(op);
-    }
-  }
-  // A model whose moves in the loop leave it where it was (an offloaded
-  // model's onload and offload around its call) needs no undoing.
-  llvm::StringMap<SmallVector<Operation *>> movesOf;
-  for (Operation *op : fl.moves)
-    movesOf[op->getAttrOfType<FlatSymbolRefAttr>(
-                  isa<r::ReallocOp>(op) ? "source" : "model")
-                .getValue()]
-        .push_back(op);
-  auto state = [](Operation *op, bool after) -> std::string {
-    if (auto re = dyn_cast<r::ReallocOp>(op))
-      return after
-                 ? llvm::formatv("gpu {0} {1}", re.getToMesh(), re.getTo())
-                 : llvm::formatv("gpu {0} {1}", re.getFromMesh(), re.getFrom());
-    bool on = isa<r::OnloadOp>(op);
-    auto mesh = op->getAttrOfType<r::MeshAttr>("mesh");
-    auto st = op->getAttrOfType<r::StrategyAttr>("strategy");
-    return llvm::formatv("{0} {1} {2}", on == after ? "gpu" : "host", mesh, st);
-  };
-  fl.moves.clear();
-  for (Operation *op : loop)
-    if (isa<r::ReallocOp, r::OnloadOp, r::OffloadOp>(op) &&
-        !slice.contains(op)) {
-      auto &mine = movesOf[op->getAttrOfType<FlatSymbolRefAttr>(
-                                 isa<r::ReallocOp>(op) ? "source" : "model")
-                               .getValue()];
-      if (state(mine.front(), false) != state(mine.back(), true))
-        fl.moves.push_back(op);
-    }
-  fl.loopStart = loop.front();
-  std::vector<Operation *> order = std::move(before);
-  order.insert(order.end(), hoisted.begin(), hoisted.end());
-  order.insert(order.end(), loop.begin(), loop.end());
-  order.insert(order.end(), end, fl.order.end());
-  fl.order = std::move(order);
-  return fl;
 }
 
 struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
