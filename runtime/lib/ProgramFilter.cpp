@@ -44,7 +44,6 @@ rlhf_value *assemble(rlhf_prog *p, const FilterState &st, size_t i,
   auto one = [&](auto fieldOf) {
     std::vector<at::Tensor> ts, masks;
     std::shared_ptr<std::vector<Example>> examples;
-    int64_t rows = 0;
     for (size_t r = 0; r < st.rounds.size(); ++r) {
       if (chosen[r].empty())
         continue;
@@ -60,10 +59,9 @@ rlhf_value *assemble(rlhf_prog *p, const FilterState &st, size_t i,
       }
     }
     at::Tensor t = at::cat(ts);
-    rows = t.size(0);
     rlhf_value *out = tensorValue(
-        p, t, masks.size() == ts.size() ? at::cat(masks) : at::Tensor(), rows,
-        std::nullopt);
+        p, t, masks.size() == ts.size() ? at::cat(masks) : at::Tensor(),
+        t.size(0), std::nullopt);
     out->examples = std::move(examples);
     return out;
   };
@@ -128,20 +126,22 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
         minStd > 0 ? score.std(1, /*unbiased=*/false) > minStd
                    : std::get<0>(score.max(1)) > std::get<0>(score.min(1));
     FilterState::Round r;
-    for (int64_t i = 0; i < nvalues; ++i)
-      r.values.push_back(values[i]->isRecord ? values[i]
-                                             : gathered(p, values[i]));
-    for (rlhf_value *&v : r.values)
-      if (v->isRecord) {
-        std::map<std::string, rlhf_value *> fields;
-        for (auto &[name, f] : v->fields) {
-          rlhf_value *g = gathered(p, f);
-          if (!g->examples)
-            g->examples = f->examples; // the text script_reward sends
-          fields[name] = g;
-        }
-        v = recordValue(p, std::move(fields));
+    auto gather = [&](rlhf_value *v) {
+      rlhf_value *g = gathered(p, v);
+      if (!g->examples)
+        g->examples = v->examples; // the text script_reward sends
+      return g;
+    };
+    for (int64_t i = 0; i < nvalues; ++i) {
+      if (!values[i]->isRecord) {
+        r.values.push_back(gather(values[i]));
+        continue;
       }
+      std::map<std::string, rlhf_value *> fields;
+      for (auto &[name, f] : values[i]->fields)
+        fields[name] = gather(f);
+      r.values.push_back(recordValue(p, std::move(fields)));
+    }
     auto vary = varies.accessor<bool, 1>();
     for (int64_t i = 0; i < batch; ++i)
       (vary[i] ? r.varied : r.flat).push_back(i);
@@ -158,19 +158,14 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
     // others, likewise.
     std::vector<std::vector<int64_t>> chosen(st.rounds.size());
     int64_t left = batch, filled = 0;
-    for (size_t k = 0; k < st.rounds.size() && left > 0; ++k)
-      for (int64_t i : st.rounds[k].varied)
-        if (left > 0) {
-          chosen[k].push_back(i);
-          --left;
-        }
-    for (size_t k = 0; k < st.rounds.size() && left > 0; ++k)
-      for (int64_t i : st.rounds[k].flat)
-        if (left > 0) {
-          chosen[k].push_back(i);
-          --left;
-          ++filled;
-        }
+    for (auto pick : {&FilterState::Round::varied, &FilterState::Round::flat})
+      for (size_t k = 0; k < st.rounds.size(); ++k)
+        for (int64_t i : st.rounds[k].*pick)
+          if (left > 0) {
+            chosen[k].push_back(i);
+            --left;
+            filled += pick == &FilterState::Round::flat;
+          }
     st.kept.clear();
     for (size_t i = 0; i < size_t(nvalues); ++i)
       st.kept.push_back(assemble(p, st, i, chosen, batch, group));
