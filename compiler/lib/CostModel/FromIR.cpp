@@ -35,9 +35,12 @@ Arch rlhfc::cost::archOf(r::ModelOp m) {
 }
 
 /// " x1.5" after a call that dynamic sampling repeats (its time is the
-/// rounds'), else "".
-static std::string timesLabel(double repeats) {
-  return repeats == 1.0 ? std::string() : llvm::formatv(" x{0}", repeats).str();
+/// rounds'), noted in `repeated`; else "".
+static std::string timesLabel(double repeats, bool &repeated) {
+  if (repeats == 1.0)
+    return "";
+  repeated = true;
+  return llvm::formatv(" x{0}", repeats).str();
 }
 
 CallShape rlhfc::cost::shapeOf(Operation *call, r::ModelOp model) {
@@ -175,6 +178,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       bool note = false; ///< `rest` under the call, past the first columns
     };
     std::vector<Row> rows;
+    bool repeated = false; // a call marked xN (dynamic sampling)
     rows.push_back(
         {"call", "source", "placement",
          llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
@@ -212,14 +216,13 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       }
       if (auto c = dyn_cast<r::ComputeOp>(op)) {
         HostEstimate h = estimateHost(c);
-        h.time *= r::expectedRounds(c);
         total += h.time;
         std::string name =
             ("compute " + (c.getFnAttr()
                                ? c.getFnAttr().getValue()
                                : r::stringifyComputeKind(c.getKind())))
                 .str() +
-            timesLabel(r::expectedRounds(c));
+            timesLabel(r::expectedRounds(c), repeated);
         rows.push_back({name, where(op.getLoc()), "controller",
                         llvm::formatv("{0,9} {1,9} {2,8} {3,8} {4,8} {5,8} | "
                                       "{6,8}",
@@ -242,7 +245,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
       total += e.time.total();
       std::string name =
           (op.getName().stripDialect() + " @" + modelRef.getValue()).str() +
-          timesLabel(shape.repeats);
+          timesLabel(shape.repeats, repeated);
       std::string place = llvm::formatv(
           "[{0}:{1}] {2}x{3}x{4}{5}{6}", s.firstGpu, s.firstGpu + s.devices(),
           s.dp, s.tp, s.pp,
@@ -290,9 +293,7 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
         "dp x tp x pp; host functions run on the controller, their memory "
         "is the controller's)\n",
         sec(total));
-    if (llvm::any_of(rows, [](const Row &r) {
-          return llvm::StringRef(r.call).contains(" x");
-        }))
+    if (repeated)
       os << "calls marked xN run N times per iteration on average: "
             "@filter_groups draws further batches (expected_rounds), and "
             "their time is the rounds'\n";

@@ -36,7 +36,8 @@ double elements(Type t, double n, double s) {
 
 } // namespace
 
-HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
+/// One run of the host function.
+static HostEstimate estimateOnce(r::ComputeOp op) {
   double n = 1, s = 1;
   for (Value v : op.getInputs()) {
     auto t = cast<RankedTensorType>(v.getType());
@@ -77,5 +78,12 @@ HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
       e.time += 4 * s * kHostOpSeconds;
     e.bytes += out; // every value stays alive to the end: an upper bound
   });
+  return e;
+}
+
+HostEstimate rlhfc::cost::estimateHost(r::ComputeOp op) {
+  HostEstimate e = estimateOnce(op);
+  // Dynamic sampling repeats it: its time, not its memory.
+  e.time *= r::expectedRounds(op);
   return e;
 }

@@ -434,7 +434,7 @@ FailureOr<Problem> plan::buildProblem(r::AlgorithmOp alg,
       c.label = "filter_groups";
     } else if (auto comp = dyn_cast<r::ComputeOp>(op)) {
       c.host = true;
-      c.hostTime = cost::estimateHost(comp).time * r::expectedRounds(comp);
+      c.hostTime = cost::estimateHost(comp).time;
       c.label = ("compute " + (comp.getFnAttr()
                                    ? comp.getFnAttr().getValue()
                                    : r::stringifyComputeKind(comp.getKind())))

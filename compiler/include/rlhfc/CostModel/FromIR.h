@@ -21,7 +21,9 @@ CallShape shapeOf(mlir::Operation *call, mlir::rlhf::ModelOp model);
 
 /// Time and controller memory of a host function: its body's ops for a
 /// function written in the language; two passes over the tokens for
-/// exact_match and script_reward, plus the latter's requests.
+/// exact_match and script_reward, plus the latter's requests; its time
+/// per iteration, so times the rounds of the dynamic sampling that repeats
+/// it (mlir::rlhf::expectedRounds).
 HostEstimate estimateHost(mlir::rlhf::ComputeOp op);
 
 /// The cost model's view of a mesh and strategy attribute pair.
