@@ -88,10 +88,10 @@ void Sema::readFilterAnnotation(const Annotation &an, int node) {
   current->filter = f;
 }
 
-void Sema::checkFilter(const Instance &inst) {
+void Sema::checkFilter(Instance &inst) {
   if (!inst.filter)
     return;
-  const FilterGroups &f = *inst.filter;
+  FilterGroups &f = *inst.filter;
   const std::vector<Node> &nodes = inst.nodes;
   if (f.node < 0 || f.node >= int(nodes.size()))
     return; // the statement failed and said why
@@ -159,9 +159,8 @@ void Sema::checkFilter(const Instance &inst) {
                       batch, score->type.batch(), batch * n));
     return;
   }
-  FilterGroups &mine = *current->filter;
-  mine.field = score->name;
-  mine.group = n;
+  f.field = score->name;
+  f.group = n;
   // Every statement before the filter runs again for each batch drawn: one
   // that does not feed the score would run on the groups the filter drops.
   std::vector<char> feeds = nodesFeeding(nodes, {f.node});

@@ -340,8 +340,9 @@ private:
   void checkGroups(const Instance &inst);
   /// `@filter_groups` on the statement of node `node` (SemaFilter.cpp).
   void readFilterAnnotation(const Annotation &an, int node);
-  /// What a filter needs of the statements before it and of its score.
-  void checkFilter(const Instance &inst);
+  /// What a filter needs of the statements before it and of its score;
+  /// fills in its score field and group size.
+  void checkFilter(Instance &inst);
 
   std::optional<Value> bindParam(const Param &prm, const Expr &arg);
 
