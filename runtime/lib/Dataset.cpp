@@ -107,24 +107,29 @@ JsonlDataset::JsonlDataset(const std::string &path,
     }
     if (tmpl)
       ex[target] = tmpl->render(ex);
-    rows.push_back(std::move(ex));
+    examples.push_back(std::move(ex));
   }
-  if (rows.empty())
+  if (examples.empty())
     throw Error("dataset file '" + path +
                 "' has no examples; give it one JSON object per line");
 }
 
-std::vector<Example> JsonlDataset::batch(int64_t step, int64_t n, uint64_t seed) const {
+std::vector<Example> JsonlDataset::rows(int64_t start, int64_t n,
+                                        uint64_t seed) const {
   std::vector<Example> out;
-  const int64_t size = int64_t(rows.size());
-  int64_t start = step * n;
+  const int64_t size = int64_t(examples.size());
+  std::vector<int64_t> perm;
+  int64_t permEpoch = -1; // one shuffle per epoch the rows span
   for (int64_t i = start; i < start + n; ++i) {
     int64_t epoch = i / size, pos = i % size;
-    std::vector<int64_t> perm(size);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::mt19937_64 rng(seed * 1000003ull + uint64_t(epoch));
-    std::shuffle(perm.begin(), perm.end(), rng);
-    out.push_back(rows[perm[pos]]);
+    if (epoch != permEpoch) {
+      perm.resize(size_t(size));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::mt19937_64 rng(seed * 1000003ull + uint64_t(epoch));
+      std::shuffle(perm.begin(), perm.end(), rng);
+      permEpoch = epoch;
+    }
+    out.push_back(examples[size_t(perm[size_t(pos)])]);
   }
   return out;
 }

@@ -115,7 +115,8 @@ GeneratedBatch sampleAhead(rlhf_prog *p, int64_t mi, int64_t step) {
     return {
         {}, {}, {}, {}, p->datasets[size_t(gen.dataset)].batch * gen.spec.n};
   rlhf_value *prompts =
-      rlhf_load(p, gen.dataset, step)->fields.at(gen.promptField);
+      rlhf_load(p, gen.dataset, step, p->datasets[size_t(gen.dataset)].batch)
+          ->fields.at(gen.promptField);
   LlamaModel model(m.cfg, gen.params,
                    {g.tp.get(), g.tpRank, int(gen.layout.tp)},
                    {g.pp.get(), g.stage, int(gen.layout.pp)});

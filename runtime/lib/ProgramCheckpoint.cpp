@@ -89,8 +89,8 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
       // and how far dynamic sampling read each dataset ahead of the steps.
       nlohmann::json prog{{"program", p->name}};
       for (const DatasetState &d : p->datasets)
-        if (d.skipped > 0)
-          prog["skipped"][d.name] = d.skipped;
+        if (d.skipped != 0)
+          prog["skipped_rows"][d.name] = d.skipped;
       writeTextFile((dir / "program.json").string(), prog.dump(2) + "\n");
     }
     p->world->barrier();

@@ -19,17 +19,18 @@ using namespace rlhf::exec;
 
 namespace {
 
-/// The rows of `v` (gathered) for the (round-local) prompts `prompts`:
-/// per-prompt rows by prompt, per-sample rows by group of `n`.
+/// The rows of `v` (gathered) for the (round-local) prompts `prompts` of
+/// the `drawn` a round has: per-prompt rows by prompt, per-sample rows by
+/// group of `n`.
 at::Tensor keptRows(const at::Tensor &t, const std::vector<int64_t> &prompts,
-                    int64_t batch, int64_t n) {
-  if (t.size(0) != batch && t.size(0) != batch * n)
+                    int64_t drawn, int64_t n) {
+  if (t.size(0) != drawn && t.size(0) != drawn * n)
     throw Error("filter_groups keeps rows per prompt (" +
-                std::to_string(batch) + ") or per sample (" +
-                std::to_string(batch * n) + "), but a value has " +
+                std::to_string(drawn) + ") or per sample (" +
+                std::to_string(drawn * n) + "), but a value has " +
                 std::to_string(t.size(0)));
   std::vector<int64_t> rows;
-  const int64_t per = t.size(0) == batch ? 1 : n;
+  const int64_t per = t.size(0) == drawn ? 1 : n;
   for (int64_t i : prompts)
     for (int64_t k = 0; k < per; ++k)
       rows.push_back(i * per + k);
@@ -39,7 +40,7 @@ at::Tensor keptRows(const at::Tensor &t, const std::vector<int64_t> &prompts,
 /// The merged value `i` of the chosen (round, prompt) pairs.
 rlhf_value *assemble(rlhf_prog *p, const FilterState &st, size_t i,
                      const std::vector<std::vector<int64_t>> &chosen,
-                     int64_t batch, int64_t n) {
+                     int64_t drawn, int64_t n) {
   const rlhf_value *first = st.rounds.front().values[i];
   auto one = [&](auto fieldOf) {
     std::vector<at::Tensor> ts, masks;
@@ -48,9 +49,9 @@ rlhf_value *assemble(rlhf_prog *p, const FilterState &st, size_t i,
       if (chosen[r].empty())
         continue;
       const rlhf_value *v = fieldOf(st.rounds[r].values[i]);
-      ts.push_back(keptRows(v->t, chosen[r], batch, n));
+      ts.push_back(keptRows(v->t, chosen[r], drawn, n));
       if (v->mask.defined())
-        masks.push_back(keptRows(v->mask, chosen[r], batch, n));
+        masks.push_back(keptRows(v->mask, chosen[r], drawn, n));
       if (v->examples) {
         if (!examples)
           examples = std::make_shared<std::vector<Example>>();
@@ -115,11 +116,17 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
     if (round > 0)
       mergeRoundMetrics(p, st.roundMetrics, round);
     at::Tensor score = gathered(p, metric)->t.to(at::kDouble);
-    if (group < 2 || score.dim() != 1 || score.size(0) != batch * group)
+    // A round draws gen_batch prompts, which need not be a batch.
+    if (group < 2 || score.dim() != 1 || score.size(0) % group != 0)
       throw Error("filter_groups: " + std::to_string(score.numel()) +
                   " scores are not groups of " + std::to_string(group) +
-                  " samples of " + std::to_string(batch) + " prompts");
-    score = score.reshape({batch, group});
+                  " samples");
+    const int64_t drawn = score.size(0) / group;
+    if (maxRounds * drawn < batch)
+      throw Error("filter_groups: " + std::to_string(maxRounds) +
+                  " rounds of " + std::to_string(drawn) +
+                  " prompts cannot fill a batch of " + std::to_string(batch));
+    score = score.reshape({drawn, group});
     // At min_std 0 any difference counts: a std of equal floats may round
     // above zero.
     at::Tensor varies =
@@ -143,17 +150,20 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
       r.values.push_back(recordValue(p, std::move(fields)));
     }
     auto vary = varies.accessor<bool, 1>();
-    for (int64_t i = 0; i < batch; ++i)
+    for (int64_t i = 0; i < drawn; ++i)
       (vary[i] ? r.varied : r.flat).push_back(i);
     st.rounds.push_back(std::move(r));
     int64_t have = 0;
     for (const FilterState::Round &x : st.rounds)
       have += int64_t(x.varied.size());
+    // The next round (or step) reads on after this round's rows; the step
+    // itself accounts for one batch.
+    d.skipped += drawn;
     if (have < batch && round + 1 < maxRounds) {
-      ++d.skipped; // the next round reads the next batch
       st.roundMetrics = p->metricCursor;
       return 0;
     }
+    d.skipped -= batch;
     // The kept groups in the order they were drawn, then (when short) the
     // others, likewise.
     std::vector<std::vector<int64_t>> chosen(st.rounds.size());
@@ -168,12 +178,13 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
           }
     st.kept.clear();
     for (size_t i = 0; i < size_t(nvalues); ++i)
-      st.kept.push_back(assemble(p, st, i, chosen, batch, group));
+      st.kept.push_back(assemble(p, st, i, chosen, drawn, group));
     const int64_t rounds = int64_t(st.rounds.size());
     p->record("filter/rounds", double(rounds), true);
-    p->record("filter/varied", double(have) / double(rounds * batch), true);
+    p->record("filter/varied", double(have) / double(rounds * drawn), true);
     p->record("filter/filled", double(filled), true);
     st.expected = expected;
+    st.drawn = drawn;
     ++st.iterations;
     st.roundsDone += rounds;
     if (filled > 0) {
@@ -182,14 +193,15 @@ int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
       if (p->rank == 0 && !st.warnedFill) {
         st.warnedFill = true;
         std::fprintf(stderr,
-                     "%s: warning: step %lld: %lld of %lld groups varied in "
-                     "%lld batches (max_rounds); %lld groups that did not "
-                     "vary fill the batch (they train nothing under "
-                     "group-relative advantages); raise max_rounds or lower "
-                     "min_std if this persists\n",
+                     "%s: warning: step %lld: %lld groups varied in %lld "
+                     "rounds of %lld prompts (max_rounds), short of a batch "
+                     "of %lld; %lld groups that did not vary fill it (they "
+                     "train nothing under group-relative advantages); raise "
+                     "max_rounds or gen_batch, or lower min_std, if this "
+                     "persists\n",
                      p->name.c_str(), (long long)p->stepIndex + 1,
-                     (long long)have, (long long)batch, (long long)rounds,
-                     (long long)filled);
+                     (long long)have, (long long)rounds, (long long)drawn,
+                     (long long)batch, (long long)filled);
       }
     }
     st.rounds.clear();
@@ -215,9 +227,9 @@ std::string filterReport(const rlhf_prog *p) {
   double mean = double(st.roundsDone) / double(st.iterations);
   int n = std::snprintf(
       buf, sizeof buf,
-      "dynamic sampling: %.2f batches per iteration over %lld iterations "
-      "(the plan priced %.2f",
-      mean, (long long)st.iterations, st.expected);
+      "dynamic sampling: %.2f rounds of %lld prompts per iteration over "
+      "%lld iterations (the plan priced %.2f",
+      mean, (long long)st.drawn, (long long)st.iterations, st.expected);
   std::string s(buf, size_t(n));
   if (mean > st.expected * 1.1 || mean < st.expected / 1.1) {
     std::snprintf(buf, sizeof buf,
@@ -228,8 +240,10 @@ std::string filterReport(const rlhf_prog *p) {
   s += ")";
   if (st.filledIterations > 0) {
     std::snprintf(buf, sizeof buf,
-                  "; %lld iterations filled %lld groups that did not vary",
-                  (long long)st.filledIterations, (long long)st.filledGroups);
+                  "; %lld iteration%s filled %lld groups that did not vary",
+                  (long long)st.filledIterations,
+                  st.filledIterations == 1 ? "" : "s",
+                  (long long)st.filledGroups);
     s += buf;
   }
   return s;

@@ -185,11 +185,17 @@ void rlhf::exec::openRun(rlhf_prog *p) {
     // unseen.
     if (std::ifstream in(dir / "program.json"); in) {
       auto wrote = nlohmann::json::parse(in, nullptr, false);
-      if (!wrote.is_discarded() && wrote.is_object() &&
-          wrote.contains("skipped") && wrote["skipped"].is_object())
-        for (size_t i = 0; i < p->datasets.size(); ++i)
-          skipped[int64_t(i)] =
-              wrote["skipped"].value(p->datasets[i].name, int64_t(0));
+      // "skipped" counted whole batches, before gen_batch let a round
+      // draw other row counts.
+      for (const std::string key : {"skipped_rows", "skipped"})
+        if (!wrote.is_discarded() && wrote.is_object() && wrote.contains(key) &&
+            wrote[key].is_object())
+          for (size_t i = 0; i < p->datasets.size(); ++i) {
+            const DatasetState &d = p->datasets[i];
+            if (wrote[key].contains(d.name))
+              skipped[int64_t(i)] = wrote[key].value(d.name, int64_t(0)) *
+                                    (key == "skipped" ? d.batch : 1);
+          }
       if (!wrote.is_discarded() && wrote.is_object() &&
           wrote.value("program", p->name) != p->name)
         std::fprintf(stderr,

@@ -142,8 +142,9 @@ struct DatasetState {
   std::optional<PromptTemplate> promptTemplate; ///< renders `prompt`
   std::unique_ptr<JsonlDataset> data;
   std::set<std::string> warnedCut; ///< fields whose cut rows were reported
-  /// Batches dynamic sampling drew beyond one per step so far: step s reads
-  /// batch s + skipped (a checkpoint keeps it, in program.json).
+  /// Rows dynamic sampling drew beyond a batch per step so far: step s
+  /// reads from row s * batch + skipped (a checkpoint keeps it, in
+  /// program.json).
   int64_t skipped = 0;
 };
 
@@ -159,7 +160,7 @@ struct FilterState {
   size_t roundMetrics = 0;        ///< metric slots before this round's
   // Over the run, for the end-of-run report.
   int64_t iterations = 0, roundsDone = 0, filledIterations = 0,
-          filledGroups = 0;
+          filledGroups = 0, drawn = 0;
   double expected = 1;
   bool warnedFill = false;
 };

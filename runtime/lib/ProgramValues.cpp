@@ -265,14 +265,16 @@ extern "C" {
 // then a row's column is the completion of its prompt (TRL's
 // prompt-completion rows), the sequence is the prompt followed by it, and
 // its mask covers the completion only.
-rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step) {
+rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step, int64_t n) {
   return guarded(p, "load", [&] {
     if (di < 0 || di >= int64_t(p->datasets.size()))
       throw Error("dataset index out of range");
     DatasetState &d = p->datasets[size_t(di)];
+    if (n <= 0)
+      throw Error("load of " + std::to_string(n) + " rows");
     auto rows = std::make_shared<const std::vector<Example>>(
-        d.data->batch(step + d.skipped, d.batch, uint64_t(p->seed)));
-    const int64_t B = d.batch, pad = p->tokenizer->pad();
+        d.data->rows(step * d.batch + d.skipped, n, uint64_t(p->seed)));
+    const int64_t B = n, pad = p->tokenizer->pad();
     const TextTokenizer &tok = *p->tokenizer;
     const bool hasPrompt =
         std::find(d.fields.begin(), d.fields.end(), "prompt") != d.fields.end();

@@ -30,7 +30,8 @@ rlhf.algorithm @a cluster @nowhere steps 1 seed 1 save_interval 0 {
 
 // -----
 
-// a load's dataset resolves and matches its type
+// a load's dataset resolves and matches its type (but for its rows: dynamic
+// sampling's gen_batch draws more)
 rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
 rlhf.model @ref <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm
@@ -38,8 +39,9 @@ rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, 
 rlhf.model @big <name = "llama2_13b", layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
 rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
 rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
-  // expected-error @+1 {{differs from the batch type of @d}}
-  %b = rlhf.load @d : !rlhf.record<prompt: tensor<32x8xi32, #rlhf.kind<tokens>>>
+  %ok = rlhf.load @d : !rlhf.record<prompt: tensor<48x8xi32, #rlhf.kind<tokens>>>
+  // expected-error @+1 {{differs from the batch type of @d, '!rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>', in more than its rows}}
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<32x9xi32, #rlhf.kind<tokens>>>
 }
 
 // -----
@@ -623,4 +625,19 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<32xf32, #rlhf.kind<score>>>
   // expected-error @+1 {{expects 5 rounds, outside [1, max_rounds = 4]}}
   %k:1 = rlhf.filter_groups %s group 2 rounds 4 min_std 0.0 expect 5.0 keep (%b) : tensor<32xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
+// filter_groups keeps no more prompts than max_rounds rounds draw
+rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %m = rlhf.compute exact_match(%p, %p) {} : (tensor<16x8xi32, #rlhf.kind<tokens>>, tensor<16x8xi32, #rlhf.kind<tokens>>) -> !rlhf.record<score: tensor<32xf32, #rlhf.kind<score>>>
+  %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<32xf32, #rlhf.kind<score>>>
+  // expected-error @+1 {{keeps 80 prompts, more than 4 rounds of 16 draw}}
+  %k:1 = rlhf.filter_groups %s group 2 prompts 80 rounds 4 min_std 0.0 expect 1.0 keep (%b) : tensor<32xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
 }

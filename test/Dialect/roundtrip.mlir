@@ -36,6 +36,12 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   %s = rlhf.field %m["score"] : !rlhf.record<score: tensor<16xf32, #rlhf.kind<score>>>
   // CHECK: %{{.*}}:2 = rlhf.filter_groups %{{.*}} group 2 rounds 4 min_std 0.000000e+00 expect 1.500000e+00 keep(%[[B]], %[[G]]) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32
   %kept:2 = rlhf.filter_groups %s group 2 rounds 4 min_std 0.0 expect 1.5 keep (%b, %g) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>, !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  // A round of 8 prompts keeping 4 (gen_batch beside the batch): the kept
+  // rows are 4 prompts' and 8 samples'.
+  // CHECK: %{{.*}}:2 = rlhf.filter_groups %{{.*}} group 2 prompts 4 rounds 4 min_std 0.000000e+00 expect 1.000000e+00 keep(%[[B]], %[[G]]) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32
+  %fewer:2 = rlhf.filter_groups %s group 2 prompts 4 rounds 4 min_std 0.0 expect 1.0 keep (%b, %g) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>, !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  %fewerSeq = rlhf.field %fewer#1["seq"] : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, seq: tensor<8x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<8x8xf32, #rlhf.kind<logprobs>>, mask: tensor<8x8xi8, #rlhf.kind<mask>>>
+  %fewerAns = rlhf.field %fewer#0["answer"] : !rlhf.record<prompt: tensor<4x4xi32, #rlhf.kind<tokens>>, answer: tensor<4x2xi32, #rlhf.kind<answer>>>
   // CHECK: rlhf.compute fn "grpo_adv"(%{{.*}}) {} body {
   // CHECK: rlhf.reduce group mean %{{.*}} {group = 2 : i64}
   %adv = rlhf.compute fn "grpo_adv"(%s) {} body {

@@ -405,8 +405,8 @@ TEST(FnProgramCalls, ApplyAndTrainFnMatchTheOracle) {
   const int64_t step = rlhf_prog_start(p);
   rlhf_step_begin(p, step);
   rlhf_value *gen =
-      rlhf_generate(p, 0, rlhf_field(p, rlhf_load(p, 0, step), "prompt"), lay,
-                    6, 2, 1.0, 1.0, 0, "generate");
+      rlhf_generate(p, 0, rlhf_field(p, rlhf_load(p, 0, step, 4), "prompt"),
+                    lay, 6, 2, 1.0, 1.0, 0, "generate");
   rlhf_value *seq = rlhf_field(p, gen, "seq"),
              *lp = rlhf_field(p, gen, "logprobs");
   const int64_t N = seq->rows, T = seq->t.size(1) - 1;

@@ -249,6 +249,15 @@ TEST(Dataset, BatchesAreSeededAndResumable) {
     for (auto &ex : ds.batch(s, 2, 9))
       seen.insert(ex.at("prompt"));
   EXPECT_EQ(seen.size(), 10u);
+  // Rows from any position (dynamic sampling's rounds of gen_batch) walk
+  // the same order as batches, across an epoch's end too.
+  std::vector<rlhf::Example> walk;
+  for (int s = 0; s < 6; ++s)
+    for (auto &ex : ds.batch(s, 3, 9))
+      walk.push_back(ex);
+  auto span = ds.rows(7, 8, 9);
+  ASSERT_EQ(span.size(), 8u);
+  EXPECT_TRUE(std::equal(span.begin(), span.end(), walk.begin() + 7));
 }
 
 TEST(Dataset, BadLinesNameTheLine) {

@@ -133,11 +133,14 @@ public:
       if (in.filter && in.filter->node == int(i))
         line(2) << llvm::formatv(
             "filter_groups by %{0}.{1}: groups of {2}, max_rounds={3} "
-            "min_std={4} expected_rounds={5}; later nodes read the kept "
+            "min_std={4} expected_rounds={5}{6}; later nodes read the kept "
             "rows\n",
             i, in.filter->field, in.filter->group, in.filter->maxRounds,
             formatNumber(in.filter->minStd),
-            formatNumber(in.filter->expectedRounds));
+            formatNumber(in.filter->expectedRounds),
+            in.filter->genBatch > 0
+                ? " gen_batch=" + std::to_string(in.filter->genBatch)
+                : std::string());
     }
   }
 

@@ -23,6 +23,57 @@ static std::string num(double v) {
   return buf;
 }
 
+/// The dataset's batch (its prompts), or 0.
+static int64_t datasetBatch(const Instance *inst) {
+  return inst && inst->dataset && !inst->dataset->type.fields.empty()
+             ? inst->dataset->type.fields.front().type.batch()
+             : 0;
+}
+
+/// `r` with the rows of `to` prompts where it has those of `from`: rows per
+/// prompt or per sample alike (a field of other rows stays as it is).
+static RecordType withRows(RecordType r, int64_t from, int64_t to) {
+  for (Field &f : r.fields)
+    if (!f.type.shape.empty() && f.type.shape[0] % from == 0)
+      f.type.shape[0] = f.type.shape[0] / from * to;
+  return r;
+}
+
+void Sema::readGenBatch(const AlgorithmDecl &alg, llvm::StringMap<Local> &env) {
+  genBatch = 0;
+  for (const Stmt &s : alg.body)
+    for (const Annotation &an : s.annotations)
+      if (an.name == "filter_groups") {
+        for (const Arg &a : an.args)
+          if (a.name == "gen_batch") {
+            if (auto v = evalInt(*a.value, "'gen_batch'", 1, 1 << 20))
+              genBatch = *v;
+            break; // a second one is reported with the others
+          }
+        // The statements up to the filter see a round's rows.
+        const int64_t batch = datasetBatch(current);
+        if (genBatch > 0 && batch > 0 && genBatch != batch)
+          for (auto &kv : env)
+            if (kv.second.value.kind == Value::Dataset)
+              kv.second.value.record =
+                  withRows(kv.second.value.record, batch, genBatch);
+        return; // a second filter is an error at its statement
+      }
+}
+
+void Sema::keepFilteredRows(llvm::StringMap<Local> &env) {
+  const int64_t batch = datasetBatch(current);
+  if (!current->filter || genBatch <= 0 || batch <= 0 || genBatch == batch)
+    return;
+  const int node = current->filter->node;
+  for (auto &kv : env) {
+    Value &v = kv.second.value;
+    if (v.kind == Value::Dataset ||
+        (v.kind == Value::Record && v.producer >= 0 && v.producer <= node))
+      v.record = withRows(v.record, genBatch, batch);
+  }
+}
+
 void Sema::readFilterAnnotation(const Annotation &an, int node) {
   if (current->filter) {
     error(an.loc, "an iteration has at most one '@filter_groups'")
@@ -54,6 +105,12 @@ void Sema::readFilterAnnotation(const Annotation &an, int node) {
         f.maxRounds = *v;
       else
         ok = false;
+    } else if (a.name == "gen_batch") {
+      // Read (and reported) before the statements were typed.
+      if (genBatch > 0)
+        f.genBatch = genBatch;
+      else
+        ok = false;
     } else if (a.name == "min_std" || a.name == "expected_rounds") {
       auto v = evalNumber(*a.value, UnitDim::None, "'" + a.name + "'");
       double lo = a.name == "min_std" ? 0.0 : 1.0;
@@ -67,11 +124,12 @@ void Sema::readFilterAnnotation(const Annotation &an, int node) {
       else
         (a.name == "min_std" ? f.minStd : f.expectedRounds) = *v;
     } else {
-      error(a.loc, formatv("unknown '@filter_groups' setting '{0}' (settings "
-                           "are max_rounds, min_std and expected_rounds){1}",
-                           a.name,
-                           didYouMean(a.name, {"max_rounds", "min_std",
-                                               "expected_rounds"})));
+      error(a.loc,
+            formatv("unknown '@filter_groups' setting '{0}' (settings are "
+                    "max_rounds, min_std, expected_rounds and gen_batch){1}",
+                    a.name,
+                    didYouMean(a.name, {"max_rounds", "min_std",
+                                        "expected_rounds", "gen_batch"})));
       ok = false;
     }
   }
@@ -80,6 +138,28 @@ void Sema::readFilterAnnotation(const Annotation &an, int node) {
           formatv("'expected_rounds = {0}' is more than the {1} rounds "
                   "'max_rounds' allows; raise max_rounds or expect fewer",
                   num(f.expectedRounds), f.maxRounds));
+    ok = false;
+  }
+  // A round of gen_batch prompts: enough rounds must be able to fill a
+  // batch, and the planner must price at least as many as that takes.
+  const int64_t batch = datasetBatch(current);
+  const int64_t drawn = f.genBatch > 0 ? f.genBatch : batch;
+  if (ok && batch > 0 && f.maxRounds * drawn < batch) {
+    error(seen.count("max_rounds") ? seen.lookup("max_rounds")->loc
+                                   : seen.lookup("gen_batch")->loc,
+          formatv("{0} rounds (max_rounds) of {1} prompts (gen_batch) cannot "
+                  "fill a batch of {2}; raise max_rounds or gen_batch",
+                  f.maxRounds, drawn, batch));
+    ok = false;
+  }
+  if (ok && batch > 0 && f.expectedRounds * double(drawn) < double(batch)) {
+    error(seen.count("expected_rounds") ? seen.lookup("expected_rounds")->loc
+                                        : seen.lookup("gen_batch")->loc,
+          formatv("'expected_rounds = {0}' rounds of {1} prompts (gen_batch) "
+                  "draw fewer than the {2} a batch keeps, so the plan would "
+                  "price too little; expect at least {3} rounds",
+                  num(f.expectedRounds), drawn, batch,
+                  num(double(batch) / double(drawn))));
     ok = false;
   }
   // A bad setting is reported; the filter is still recorded, so that the
@@ -149,14 +229,13 @@ void Sema::checkFilter(Instance &inst) {
         << "the generate is here";
     return;
   }
-  const int64_t batch = inst.dataset && !inst.dataset->type.fields.empty()
-                            ? inst.dataset->type.fields.front().type.batch()
-                            : 0;
-  if (batch <= 0 || score->type.batch() != batch * n) {
+  const int64_t batch = datasetBatch(&inst);
+  const int64_t drawn = f.genBatch > 0 ? f.genBatch : batch;
+  if (batch <= 0 || score->type.batch() != drawn * n) {
     error(at, formatv("'@filter_groups' keeps whole groups of the {0} prompts "
-                      "of a batch, but the score has {1} rows, not {0} x n = "
-                      "{2}",
-                      batch, score->type.batch(), batch * n));
+                      "a round draws, but the score has {1} rows, not {0} x "
+                      "n = {2}",
+                      drawn, score->type.batch(), drawn * n));
     return;
   }
   f.field = score->name;

@@ -338,8 +338,15 @@ private:
   /// Warns where a function's group_* ops group rows in other sizes than
   /// the samples per prompt of the generate they come from (SemaGroups.cpp).
   void checkGroups(const Instance &inst);
+  /// The `gen_batch` of an algorithm's `@filter_groups`, read before its
+  /// statements are typed: the dataset's rows in `env` become a round's
+  /// (SemaFilter.cpp).
+  void readGenBatch(const AlgorithmDecl &alg, llvm::StringMap<Local> &env);
   /// `@filter_groups` on the statement of node `node` (SemaFilter.cpp).
   void readFilterAnnotation(const Annotation &an, int node);
+  /// After the filtered statement: the dataset and the results so far in
+  /// `env` take the kept rows (a batch's) instead of a round's.
+  void keepFilteredRows(llvm::StringMap<Local> &env);
   /// What a filter needs of the statements before it and of its score;
   /// fills in its score field and group size.
   void checkFilter(Instance &inst);
@@ -401,6 +408,8 @@ private:
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;
   const RunDecl *currentRun = nullptr;
+  /// The gen_batch readGenBatch found for the current instance, else 0.
+  int64_t genBatch = 0;
   /// The algorithm body's names while a run types it, for evalScalar.
   llvm::StringMap<Local> *numberScope = nullptr;
 };

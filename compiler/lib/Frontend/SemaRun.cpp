@@ -289,6 +289,7 @@ void Sema::instantiate(const RunDecl &r) {
   currentRun = &r;
   {
     llvm::SaveAndRestore<llvm::StringMap<Local> *> scope(numberScope, &env);
+    readGenBatch(alg, env);
     for (const Stmt &s : alg.body)
       checkStmt(s, env);
   }
@@ -599,6 +600,8 @@ void Sema::checkStmt(const Stmt &s, llvm::StringMap<Local> &env) {
       env.find(s.target)->second.used = true; // stats are optional
   }
   current->nodes.push_back(std::move(*node));
+  if (filter)
+    keepFilteredRows(env);
 }
 
 void Sema::markUsed(const Expr &e, llvm::StringMap<Local> &env) {

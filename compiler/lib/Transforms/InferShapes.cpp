@@ -102,7 +102,9 @@ struct InferShapes : rlhfc::impl::RLHFInferShapesBase<InferShapes> {
         inferred = t.getInput().getType();
       } else if (auto f = dyn_cast<r::FilterGroupsOp>(op)) {
         for (auto [v, kept] : llvm::zip(f.getValues(), f.getKept()))
-          kept.setType(v.getType());
+          kept.setType(r::keptRowsType(cast<r::RecordType>(v.getType()),
+                                       f.getDrawnPrompts(),
+                                       f.getKeptPrompts()));
         return WalkResult::advance();
       }
       if (inferred && op->getNumResults() == 1)

@@ -367,9 +367,12 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                            op.getAttrOfType<r::StrategyAttr>("strategy"));
       };
       if (auto ld = dyn_cast<r::LoadOp>(op)) {
+        // The rows drawn: a batch, or a round's gen_batch under a filter.
+        auto fields = ld.getBatch().getType().getTypes();
         handle[ld.getResult()] = e.call(
             l, "rlhf_load", e.ptr,
-            {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg});
+            {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg,
+             e.int64(l, fields.empty() ? 0 : fields.front().getDimSize(0))});
       } else if (auto f = dyn_cast<r::FieldOp>(op)) {
         handle[f.getResult()] =
             e.call(l, "rlhf_field", e.ptr,

@@ -23,6 +23,11 @@ JSON object per step). Exits non-zero with a message when a check fails.
       max_rounds (0 at most steps), and some step drew a second batch;
       PLAIN (the program without the filter) has KEY above 0 at some step,
       so the first check could fail
+  metrics.py oversampled OVER BASE --key flat --groups G
+      OVER draws more prompts per round than a batch (gen_batch): KEY
+      times G is filter/filled at every step, as above, and its steps drew
+      fewer rounds on average than BASE's (the same program drawing a batch
+      per round), which drew more than one
 """
 import argparse
 import json
@@ -108,29 +113,53 @@ def steps(a):
           (f", {a.finite} finite" if a.finite else ""))
 
 
+def witnessed(rows, key, groups):
+    """The trained groups that do not vary are those that filled the batch."""
+    for r in rows:
+        for k in (key, "filter/rounds", "filter/varied", "filter/filled"):
+            if k not in r:
+                fail(f"step {r['step']} has no '{k}'")
+        if abs(r[key] * groups - r["filter/filled"]) > 1e-6:
+            fail(f"step {r['step']}: {r[key] * groups:g} of the trained "
+                 f"groups do not vary, but {r['filter/filled']:g} filled the batch")
+
+
+def mean_rounds(rows):
+    return sum(r["filter/rounds"] for r in rows) / len(rows)
+
+
 def filtered(a):
     rows, plain = load(a.filtered), load(a.plain)
     if not rows or not plain:
         fail("a run has no steps")
-    for r in rows:
-        for k in (a.key, "filter/rounds", "filter/varied", "filter/filled"):
-            if k not in r:
-                fail(f"step {r['step']} has no '{k}'")
-        if abs(r[a.key] * a.groups - r["filter/filled"]) > 1e-6:
-            fail(f"step {r['step']}: {r[a.key] * a.groups:g} of the trained "
-                 f"groups do not vary, but {r['filter/filled']:g} filled the batch")
+    witnessed(rows, a.key, a.groups)
     extra = [r for r in rows if r["filter/rounds"] > 1]
     if not extra:
         fail("no step drew a second batch")
     flat = [r for r in plain if r[a.key] > 0]
     if not flat:
         fail(f"without the filter no step has {a.key} above 0")
-    mean = sum(r["filter/rounds"] for r in rows) / len(rows)
+    mean = mean_rounds(rows)
     print(f"OK: {len(extra)} of {len(rows)} steps drew more than one batch "
           f"(mean {mean:.2f}), {sum(r['filter/filled'] for r in rows):.0f} "
           f"groups filled; without the filter {len(flat)} of {len(plain)} "
           f"steps trained on flat groups "
           f"(mean share {sum(r[a.key] for r in plain) / len(plain):.2f})")
+
+
+def oversampled(a):
+    rows, base = load(a.over), load(a.base)
+    if not rows or not base:
+        fail("a run has no steps")
+    witnessed(rows, a.key, a.groups)
+    over, once = mean_rounds(rows), mean_rounds(base)
+    if once <= 1:
+        fail(f"the run drawing a batch per round never drew a second one")
+    if over >= once:
+        fail(f"drawing more per round took {over:.2f} rounds per step, "
+             f"not fewer than the {once:.2f} of a batch per round")
+    print(f"OK: {over:.2f} rounds per step, against {once:.2f} drawing a "
+          f"batch per round")
 
 
 p = argparse.ArgumentParser()
@@ -173,11 +202,13 @@ t.add_argument("file")
 t.add_argument("n", type=int)
 t.add_argument("--finite", default="")
 t.set_defaults(run=steps)
-d = sub.add_parser("filtered")
-d.add_argument("filtered")
-d.add_argument("plain")
-d.add_argument("--key", required=True)
-d.add_argument("--groups", type=int, required=True)
-d.set_defaults(run=filtered)
+for name, run, runs in (("filtered", filtered, ("filtered", "plain")),
+                        ("oversampled", oversampled, ("over", "base"))):
+    d = sub.add_parser(name)
+    for r in runs:
+        d.add_argument(r)
+    d.add_argument("--key", required=True)
+    d.add_argument("--groups", type=int, required=True)
+    d.set_defaults(run=run)
 a = p.parse_args()
 a.run(a)

@@ -152,9 +152,11 @@ struct FilterGroups {
   int node = -1;          ///< the annotated statement's node
   std::string field;      ///< its score field
   int64_t group = 0;      ///< samples per prompt: the generate's n
-  int64_t maxRounds = 8;  ///< batches drawn at most per iteration
+  int64_t maxRounds = 8;  ///< rounds drawn at most per iteration
+  /// Prompts a round draws (gen_batch): the dataset's batch unless given.
+  int64_t genBatch = 0;
   double minStd = 0;      ///< a group varies when its scores' std exceeds it
-  /// Batches the planner prices per iteration (the runtime reports the
+  /// Rounds the planner prices per iteration (the runtime reports the
   /// measured mean).
   double expectedRounds = 1;
 };

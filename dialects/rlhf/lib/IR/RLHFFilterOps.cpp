@@ -14,12 +14,56 @@ using namespace mlir::rlhf;
 // Dynamic sampling
 //===----------------------------------------------------------------------===//
 
-LogicalResult FilterGroupsOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
-    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferred) {
+RecordType mlir::rlhf::keptRowsType(RecordType drawn, int64_t drawnPrompts,
+                                    int64_t keptPrompts) {
+  if (drawnPrompts <= 0 || keptPrompts <= 0)
+    return nullptr;
+  SmallVector<RankedTensorType> types;
+  for (RankedTensorType t : drawn.getTypes()) {
+    const int64_t rows = t.getDimSize(0);
+    if (rows % drawnPrompts)
+      return nullptr;
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] = rows / drawnPrompts * keptPrompts;
+    types.push_back(t.clone(shape));
+  }
+  return RecordType::get(drawn.getContext(), drawn.getNames(), types);
+}
+
+int64_t FilterGroupsOp::getDrawnPrompts() {
+  return cast<RankedTensorType>(getMetric().getType()).getDimSize(0) /
+         int64_t(getGroup());
+}
+
+int64_t FilterGroupsOp::getKeptPrompts() {
+  if (std::optional<uint64_t> kept = getPrompts())
+    return int64_t(*kept);
+  return getDrawnPrompts();
+}
+
+LogicalResult
+FilterGroupsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 ValueRange operands, DictionaryAttr attrs,
+                                 OpaqueProperties props, RegionRange regions,
+                                 SmallVectorImpl<Type> &inferred) {
   // The metric, then the values: each result is its value's kept rows.
-  for (Value v : operands.drop_front())
-    inferred.push_back(v.getType());
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto metric = dyn_cast<RankedTensorType>(adaptor.getMetric().getType());
+  const int64_t group = int64_t(adaptor.getGroup());
+  if (!metric || metric.getRank() != 1 || group <= 0)
+    return emitOptionalError(loc, "'rlhf.filter_groups' op filters by a "
+                                  "score per sequence");
+  const int64_t drawn = metric.getDimSize(0) / group;
+  const int64_t kept =
+      adaptor.getPrompts() ? int64_t(*adaptor.getPrompts()) : drawn;
+  for (Value v : adaptor.getValues()) {
+    RecordType t = keptRowsType(cast<RecordType>(v.getType()), drawn, kept);
+    if (!t)
+      return emitOptionalError(
+          loc, "'rlhf.filter_groups' op keeps rows per prompt (", drawn,
+          ") or per sample (", drawn * group, "), but a value has others");
+    inferred.push_back(t);
+  }
   return success();
 }
 
@@ -50,6 +94,11 @@ LogicalResult FilterGroupsOp::verify() {
                          << " rounds, outside [1, max_rounds = "
                          << getMaxRounds() << "]";
   }
+  // Rounds that cannot keep enough prompts would fill every batch.
+  if (getMaxRounds() * getDrawnPrompts() < getKeptPrompts())
+    return emitOpError() << "keeps " << getKeptPrompts() << " prompts, more "
+                         << "than " << getMaxRounds() << " rounds of "
+                         << getDrawnPrompts() << " draw";
   return success();
 }
 

@@ -328,10 +328,18 @@ LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!ds)
     return emitOpError() << "'" << getDataset()
                          << "' does not name an rlhf.dataset";
-  if (ds.getBatchType() != getBatch().getType())
-    return emitOpError() << "result type " << getBatch().getType()
+  // Dynamic sampling may draw rows other than a batch (gen_batch): the
+  // fields are the batch type's, with as many rows as the load reads.
+  RecordType want = ds.getBatchType(), got = getBatch().getType();
+  const int64_t batch =
+      want.getTypes().empty() ? 0 : want.getTypes().front().getDimSize(0);
+  const int64_t rows =
+      got.getTypes().empty() ? 0 : got.getTypes().front().getDimSize(0);
+  if (got != want &&
+      (batch <= 0 || rows <= 0 || got != keptRowsType(want, batch, rows)))
+    return emitOpError() << "result type " << got
                          << " differs from the batch type of @" << getDataset()
-                         << ", " << ds.getBatchType();
+                         << ", " << want << ", in more than its rows";
   return success();
 }
 

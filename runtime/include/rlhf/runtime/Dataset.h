@@ -47,15 +47,19 @@ public:
   JsonlDataset(const std::string &path, const std::vector<std::string> &fields,
                const PromptTemplate *tmpl = nullptr);
 
-  size_t size() const { return rows.size(); }
-  const Example &operator[](size_t i) const { return rows[i]; }
+  size_t size() const { return examples.size(); }
+  const Example &operator[](size_t i) const { return examples[i]; }
 
   /// The `batch` examples of training step `step`: epochs walk a seeded
   /// permutation, so a resumed run sees exactly the batches it would have.
-  std::vector<Example> batch(int64_t step, int64_t batch, uint64_t seed) const;
+  std::vector<Example> batch(int64_t step, int64_t batch, uint64_t seed) const {
+    return rows(step * batch, batch, seed);
+  }
+  /// The `n` examples from position `start` of that walk.
+  std::vector<Example> rows(int64_t start, int64_t n, uint64_t seed) const;
 
 private:
-  std::vector<Example> rows;
+  std::vector<Example> examples;
 };
 
 } // namespace rlhf

@@ -85,7 +85,10 @@ void rlhf_step_end(rlhf_prog *p, int64_t step);
 /* Prints the memory summary and leaves the job; returns main's exit status. */
 int rlhf_prog_finish(rlhf_prog *p);
 
-rlhf_value *rlhf_load(rlhf_prog *p, int64_t dataset, int64_t step);
+/* Step `step`'s `rows` rows of a dataset: a batch, or a round of dynamic
+ * sampling (gen_batch), which reads on from where the last round stopped. */
+rlhf_value *rlhf_load(rlhf_prog *p, int64_t dataset, int64_t step,
+                      int64_t rows);
 rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
 void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from,
                   const int64_t *to);
@@ -151,10 +154,11 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t model, const char *code,
  * returns 1 once as many groups as a batch has prompts are kept, or after
  * max_rounds rounds (the rest then filled with groups that did not vary),
  * and 0 when the caller should run the round again: rlhf_load then reads
- * `dataset`'s next batch. Per-prompt values keep their kept rows by prompt,
- * per-sample ones by group. rlhf_filter_take returns value i's kept rows
- * after the last round. `expected` is the rounds per iteration the plan
- * priced, for the end-of-run report. */
+ * `dataset`'s next rows. A round draws the metric's rows over `group`
+ * prompts, which may be more or fewer than a batch (gen_batch). Per-prompt
+ * values keep their kept rows by prompt, per-sample ones by group.
+ * rlhf_filter_take returns value i's kept rows after the last round. `expected`
+ * is the rounds per iteration the plan priced, for the end-of-run report. */
 int64_t rlhf_filter_round(rlhf_prog *p, rlhf_value *metric, int64_t nvalues,
                           rlhf_value *const *values, int64_t group,
                           int64_t max_rounds, double min_std, double expected,

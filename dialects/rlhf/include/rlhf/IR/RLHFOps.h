@@ -32,6 +32,12 @@ inline bool isModelCall(Operation *op) {
 /// sampling repeats it), else 1.
 double expectedRounds(Operation *op);
 
+/// `drawn`, a record of rows per prompt or per sample of `drawnPrompts`
+/// prompts, with the rows of `keptPrompts` prompts instead: what
+/// rlhf.filter_groups keeps of it. Null when a field has neither.
+RecordType keptRowsType(RecordType drawn, int64_t drawnPrompts,
+                        int64_t keptPrompts);
+
 /// The bounds of what a .rlhf program declares, which Sema checks and the
 /// verifier keeps for hand-written IR too: the planner sizes per-GPU vectors
 /// by them, and products of layout degrees stay far from overflow.

@@ -437,32 +437,42 @@ def RLHF_FilterGroupsOp : RLHF_Op<"filter_groups", [
     deviation of at most `min_std` carries no signal for group-relative
     advantages: the iteration drops it. The ops that `values` depend on
     (the batch's load, the generate, the scoring) run again on the
-    dataset's next batches until `group`-row groups of as many prompts as
-    a batch holds vary, or `max_rounds` batches were drawn (the rest is
-    then filled with groups that did not vary, with a warning). Each result
-    is its operand's kept rows: rows of a per-prompt value (the batch) by
-    prompt, rows of a per-sample value by group.
+    dataset's next rows until `prompts` groups vary, or `max_rounds`
+    rounds were drawn (the rest is then filled with groups that did not
+    vary, with a warning). Without `prompts` a round keeps as many prompts
+    as it draws; with it, a round draws more (or fewer) than it keeps:
+    verl's `gen_batch_size` beside `train_batch_size`. Each result is its
+    operand's kept rows: rows of a per-prompt value (the batch) by prompt,
+    rows of a per-sample value by group.
 
     The planner prices the ops it repeats `expected_rounds` times per
     iteration (`rlhf::expectedRounds`); the runtime reports the measured
     mean at the end of a run.
 
     ```mlir
-    %b2, %g2, %r2 = rlhf.filter_groups %score group 8 rounds 8 min_std 0.0
-        expect 1.5 keep(%b, %g, %r) : tensor<128xf32, #rlhf.kind<score>>,
+    %b2, %g2, %r2 = rlhf.filter_groups %score group 8 prompts 16 rounds 8
+        min_std 0.0 expect 1.5 keep(%b, %g, %r)
+        : tensor<384xf32, #rlhf.kind<score>>,
         !rlhf.record<...>, !rlhf.record<...>, !rlhf.record<...>
     ```
   }];
   let arguments = (ins RLHF_KindedTensor:$metric,
                        Variadic<RLHF_RecordType>:$values,
                        ConfinedAttr<I64Attr, [IntMinValue<2>]>:$group,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$prompts,
                        ConfinedAttr<I64Attr, [IntPositive]>:$max_rounds,
                        F64Attr:$min_std, F64Attr:$expected_rounds);
   let results = (outs Variadic<RLHF_RecordType>:$kept);
   let assemblyFormat = [{
-    $metric `group` $group `rounds` $max_rounds `min_std` $min_std
-    `expect` $expected_rounds `keep` `(` $values `)` attr-dict `:` type($metric)
-    `,` type($values)
+    $metric `group` $group (`prompts` $prompts^)? `rounds` $max_rounds
+    `min_std` $min_std `expect` $expected_rounds `keep` `(` $values `)`
+    attr-dict `:` type($metric) `,` type($values)
+  }];
+  let extraClassDeclaration = [{
+    /// Prompts a round draws: the metric's rows over `group`.
+    int64_t getDrawnPrompts();
+    /// Prompts the iteration keeps: `prompts`, else as many as drawn.
+    int64_t getKeptPrompts();
   }];
   let hasVerifier = 1;
 }
