@@ -2,11 +2,13 @@
 
 #include "rlhf/IR/RLHFOps.h"
 #include "FnBody.h"
+#include "Verifiers.h"
 
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mlir::rlhf;
+using namespace mlir::rlhf::verifiers;
 
 //===----------------------------------------------------------------------===//
 // Signatures of host functions and losses
@@ -15,16 +17,6 @@ using namespace mlir::rlhf;
 namespace {
 
 using TK = TensorKind;
-
-/// `value` within [lo, hi] (the bounds Sema sets), else an error naming
-/// `what`. ODS's I64Attr getters are unsigned: callers pass them signed.
-LogicalResult checkRange(Operation *op, StringRef what, int64_t value,
-                         int64_t lo, int64_t hi) {
-  if (value < lo || value > hi)
-    return op->emitOpError()
-           << what << " is " << value << "; it must be " << lo << " to " << hi;
-  return success();
-}
 
 /// A batch tensor as the runtime holds it: `rank` static dimensions (rank 2
 /// for token ids: rows x positions), each at least 1.
@@ -84,33 +76,6 @@ int64_t batchOf(Type t) {
 // Placement
 //===----------------------------------------------------------------------===//
 
-/// A mesh and strategy go together, and the strategy fills the mesh.
-LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
-                           StringRef what = "") {
-  if (!mesh && !strategy)
-    return success();
-  if (!mesh || !strategy)
-    return op->emitOpError() << what << "needs both a mesh and a strategy";
-  if (strategy.getNumDevices() != mesh.getSize()) {
-    auto d = op->emitOpError();
-    d << what << "strategy dp*tp*pp";
-    if (strategy.getSp() > 1)
-      d << "*sp";
-    d << " = " << strategy.getDp() << "*" << strategy.getTp() << "*"
-      << strategy.getPp();
-    if (strategy.getSp() > 1)
-      d << "*" << strategy.getSp();
-    return d << " = " << strategy.getNumDevices() << " does not match the "
-             << mesh.getSize() << " devices of its mesh";
-  }
-  if (strategy.getSp() > 1 && isa<GenerateOp>(op))
-    return op->emitOpError()
-           << what << "generates with sp = " << strategy.getSp()
-           << "; generation runs with sp = 1 (its decode steps have one "
-              "token per sequence to split)";
-  return success();
-}
-
 /// A call's `rows` split over its dp groups and then into micro-batches.
 /// (Sequences need not split over sp: the runtime pads them.)
 LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
@@ -135,41 +100,6 @@ LogicalResult verifyMeshOnCluster(Operation *op, ClusterOp cluster,
            << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
            << cluster.getSymName();
   return success();
-}
-
-/// Against the cluster: the mesh fits, and every tensor-parallel group stays
-/// inside one node (ranks are tp-major within the mesh).
-LogicalResult verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
-                                    MeshAttr mesh, StrategyAttr strategy,
-                                    StringRef what = "") {
-  if (!mesh || !strategy || !cluster)
-    return success();
-  if (failed(verifyMeshOnCluster(op, cluster, mesh, what)))
-    return failure();
-  int64_t tp = strategy.getTp();
-  if (int64_t g = tpGroupAcrossNodes(mesh.getFirst(), mesh.getSize(), tp,
-                                     cluster.getGpusPerNode());
-      g >= 0)
-    return op->emitOpError() << what << "tensor-parallel group of " << tp
-                             << " GPUs starting at GPU " << g
-                             << " spans two nodes; tp must stay within a node";
-  return success();
-}
-
-ClusterOp clusterOf(Operation *op, SymbolTableCollection &symbols) {
-  auto alg = op->getParentOfType<AlgorithmOp>();
-  if (!alg)
-    return nullptr;
-  return symbols.lookupNearestSymbolFrom<ClusterOp>(alg, alg.getClusterAttr());
-}
-
-FailureOr<ModelOp> lookupModel(Operation *op, SymbolTableCollection &symbols,
-                               FlatSymbolRefAttr ref) {
-  auto model = symbols.lookupNearestSymbolFrom<ModelOp>(op, ref);
-  if (!model)
-    return op->emitOpError()
-           << "'" << ref.getValue() << "' does not name an rlhf.model";
-  return model;
 }
 
 template <typename CallOp>
@@ -253,6 +183,79 @@ void printEnumKeyword(OpAsmPrinter &printer, Operation *, EnumAttrT attr) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Helpers shared with the other op files (Verifiers.h)
+//===----------------------------------------------------------------------===//
+
+LogicalResult verifiers::checkRange(Operation *op, StringRef what,
+                                    int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    return op->emitOpError()
+           << what << " is " << value << "; it must be " << lo << " to " << hi;
+  return success();
+}
+
+LogicalResult verifiers::verifyLayout(Operation *op, MeshAttr mesh,
+                                      StrategyAttr strategy, StringRef what) {
+  if (!mesh && !strategy)
+    return success();
+  if (!mesh || !strategy)
+    return op->emitOpError() << what << "needs both a mesh and a strategy";
+  if (strategy.getNumDevices() != mesh.getSize()) {
+    auto d = op->emitOpError();
+    d << what << "strategy dp*tp*pp";
+    if (strategy.getSp() > 1)
+      d << "*sp";
+    d << " = " << strategy.getDp() << "*" << strategy.getTp() << "*"
+      << strategy.getPp();
+    if (strategy.getSp() > 1)
+      d << "*" << strategy.getSp();
+    return d << " = " << strategy.getNumDevices() << " does not match the "
+             << mesh.getSize() << " devices of its mesh";
+  }
+  if (strategy.getSp() > 1 && isa<GenerateOp>(op))
+    return op->emitOpError()
+           << what << "generates with sp = " << strategy.getSp()
+           << "; generation runs with sp = 1 (its decode steps have one "
+              "token per sequence to split)";
+  return success();
+}
+
+LogicalResult verifiers::verifyLayoutOnCluster(Operation *op, ClusterOp cluster,
+                                               MeshAttr mesh,
+                                               StrategyAttr strategy,
+                                               StringRef what) {
+  if (!mesh || !strategy || !cluster)
+    return success();
+  if (failed(verifyMeshOnCluster(op, cluster, mesh, what)))
+    return failure();
+  int64_t tp = strategy.getTp();
+  if (int64_t g = tpGroupAcrossNodes(mesh.getFirst(), mesh.getSize(), tp,
+                                     cluster.getGpusPerNode());
+      g >= 0)
+    return op->emitOpError() << what << "tensor-parallel group of " << tp
+                             << " GPUs starting at GPU " << g
+                             << " spans two nodes; tp must stay within a node";
+  return success();
+}
+
+ClusterOp verifiers::clusterOf(Operation *op, SymbolTableCollection &symbols) {
+  auto alg = op->getParentOfType<AlgorithmOp>();
+  if (!alg)
+    return nullptr;
+  return symbols.lookupNearestSymbolFrom<ClusterOp>(alg, alg.getClusterAttr());
+}
+
+FailureOr<ModelOp> verifiers::lookupModel(Operation *op,
+                                          SymbolTableCollection &symbols,
+                                          FlatSymbolRefAttr ref) {
+  auto model = symbols.lookupNearestSymbolFrom<ModelOp>(op, ref);
+  if (!model)
+    return op->emitOpError()
+           << "'" << ref.getValue() << "' does not name an rlhf.model";
+  return model;
+}
 
 //===----------------------------------------------------------------------===//
 // Declarations
@@ -552,133 +555,6 @@ LogicalResult EmaOp::verifySymbolUses(SymbolTableCollection &symbols) {
   double decay = getDecay().convertToDouble();
   if (decay < 0 || decay > 1)
     return emitOpError() << "decay must be in [0, 1]";
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Movement
-//===----------------------------------------------------------------------===//
-
-/// Both layouts of a move of a model's weights (realloc, weight_update) are
-/// well formed on their own.
-template <typename MoveOp> LogicalResult verifyMoveLayouts(MoveOp op) {
-  return failure(
-      failed(verifyLayout(op, op.getFromMesh(), op.getFrom(),
-                          "source layout: ")) ||
-      failed(verifyLayout(op, op.getToMesh(), op.getTo(), "target layout: ")));
-}
-
-/// The source and target of such a move are layouts of one architecture,
-/// and both fit the cluster.
-template <typename MoveOp>
-LogicalResult verifyMoveSymbols(MoveOp op, SymbolTableCollection &symbols,
-                                ModelOp src, ModelOp dst) {
-  if (src.getArch() != dst.getArch())
-    return op.emitOpError() << "source @" << src.getSymName() << " and target @"
-                            << dst.getSymName()
-                            << " are not layouts of the same model: their "
-                               "architectures differ";
-  ClusterOp cluster = clusterOf(op, symbols);
-  return failure(
-      failed(verifyLayoutOnCluster(op, cluster, op.getFromMesh(), op.getFrom(),
-                                   "source layout: ")) ||
-      failed(verifyLayoutOnCluster(op, cluster, op.getToMesh(), op.getTo(),
-                                   "target layout: ")));
-}
-
-LogicalResult ReallocOp::verify() {
-  if (failed(verifyMoveLayouts(*this)))
-    return failure();
-  if (getSource() == getTarget() && getFromMesh() == getToMesh() &&
-      getFrom() == getTo())
-    return emitOpError() << "moves @" << getSource()
-                         << " to the layout it already has";
-  return success();
-}
-
-LogicalResult ReallocOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto src = lookupModel(*this, symbols, getSourceAttr());
-  auto dst = lookupModel(*this, symbols, getTargetAttr());
-  if (failed(src) || failed(dst))
-    return failure();
-  return verifyMoveSymbols(*this, symbols, *src, *dst);
-}
-
-LogicalResult WeightUpdateOp::verify() {
-  if (failed(verifyMoveLayouts(*this)))
-    return failure();
-  if (failed(checkRange(*this, "version_lag", int64_t(getVersionLag()), 1,
-                        kMaxStaleness)))
-    return failure();
-  if (auto alg = (*this)->getParentOfType<AlgorithmOp>();
-      alg && getVersionLag() > alg.getStaleness())
-    return emitOpError() << "lets the generator lag " << getVersionLag()
-                         << " versions, but its algorithm's staleness is "
-                         << alg.getStaleness();
-  if (getFromMesh() == getToMesh() && getFrom().getDp() == getTo().getDp() &&
-      getFrom().getTp() == getTo().getTp() &&
-      getFrom().getPp() == getTo().getPp())
-    return emitOpError() << "copies @" << getSource()
-                         << " into the layout it already has; a generator "
-                            "in the trainer's layout needs no update";
-  return success();
-}
-
-LogicalResult WeightUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto src = lookupModel(*this, symbols, getSourceAttr());
-  auto dst = lookupModel(*this, symbols, getTargetAttr());
-  if (failed(src) || failed(dst))
-    return failure();
-  if (!src->getTrainable())
-    return emitOpError() << "updates from @" << src->getSymName()
-                         << ", which is not trainable; its weights never "
-                            "change";
-  return verifyMoveSymbols(*this, symbols, *src, *dst);
-}
-
-template <typename HostMoveOp>
-LogicalResult verifyHostMove(HostMoveOp op, SymbolTableCollection &symbols) {
-  auto m = lookupModel(op, symbols, op.getModelAttr());
-  if (failed(m))
-    return failure();
-  if (failed(verifyLayout(op, op.getMesh(), op.getStrategy())))
-    return failure();
-  if (!op.getStrategy().getOffload())
-    return op.emitOpError() << "needs a strategy with offload = true";
-  if (m->getTrainable())
-    return op.emitOpError() << "moves @" << m->getSymName()
-                            << ", which is trainable; only frozen models "
-                               "rest in host memory";
-  return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMesh(),
-                               op.getStrategy());
-}
-
-LogicalResult OnloadOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyHostMove(*this, symbols);
-}
-
-LogicalResult OffloadOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyHostMove(*this, symbols);
-}
-
-LogicalResult TransferOp::verify() {
-  for (auto [mesh, dp] :
-       {std::pair(getFrom(), getFromDp()), std::pair(getTo(), getToDp())})
-    if (mesh.getSize() % int64_t(dp))
-      return emitOpError() << "dp " << dp << " does not divide the "
-                           << mesh.getSize() << " GPUs of its mesh";
-  if (getFrom() == getTo() && getFromDp() == getToDp())
-    return emitOpError() << "moves a tensor to the layout it is already in";
-  // The lowering sends the rows to its consumers' layout: they run there.
-  for (Operation *user : getResult().getUsers()) {
-    auto mesh = user->getAttrOfType<MeshAttr>("mesh");
-    auto st = user->getAttrOfType<StrategyAttr>("strategy");
-    if (isModelCall(user) && mesh && st &&
-        (mesh != getTo() || st.getDp() != int64_t(getToDp())))
-      return emitOpError() << "moves rows to " << getTo() << " dp " << getToDp()
-                           << ", but '" << user->getName() << "' reads them on "
-                           << mesh << " dp " << st.getDp();
-  }
   return success();
 }
 
