@@ -45,18 +45,6 @@ GeneratedBatch rlhf::exec::generateRows(rlhf_prog *p, LlamaModel *model,
   if (!g.member)
     return out;
   auto [a, b] = rowSlice(g.dpRank, l.dp, N);
-  std::vector<std::vector<int64_t>> rows;
-  std::vector<uint64_t> seeds;
-  for (int64_t r = a; r < b; ++r) {
-    at::Tensor pr = full->t[r / spec.n];
-    std::vector<int64_t> ids;
-    for (int64_t i = 0; i < pr.size(0); ++i)
-      if (int64_t id = pr[i].item<int64_t>(); id != pad)
-        ids.push_back(id);
-    rows.push_back(std::move(ids));
-    // Per-row streams: samples do not depend on the layout.
-    seeds.push_back(mix(mix(uint64_t(p->seed), uint64_t(step)), uint64_t(r)));
-  }
   GenerateOptions o;
   o.maxNewTokens = spec.maxNew;
   o.greedy = spec.greedy;
@@ -64,26 +52,68 @@ GeneratedBatch rlhf::exec::generateRows(rlhf_prog *p, LlamaModel *model,
   o.topP = spec.topP;
   o.eosToken = p->tokenizer->eos();
   o.padToken = pad;
-  o.rowSeeds = std::move(seeds);
-  Generation gen = model->generate(rows, o);
-  gen.seq = gen.seq.cpu();
-  gen.logprobs = gen.logprobs.cpu();
-  gen.mask = gen.mask.cpu();
-  // Pad the prompt part to the dataset's width so every rank agrees.
-  const int64_t P = full->t.size(1);
-  if (gen.promptLen < P) {
-    int64_t extra = P - gen.promptLen;
-    gen.seq = at::cat({at::full({b - a, extra}, pad, at::kLong), gen.seq}, 1);
-    gen.mask =
-        at::cat({at::zeros({b - a, extra}, gen.mask.options()), gen.mask}, 1);
-    gen.promptLen = P;
+  // Waves of rows, one after another: each holds a KV cache of its own
+  // rows only, so a batch whose cache would not fit at once still runs.
+  // Per-row seeds keep every row's sample what one wave would draw.
+  const int64_t P = full->t.size(1), waves = std::max<int64_t>(1, spec.waves);
+  std::vector<Generation> done;
+  int64_t longest = 0; // generated tokens, over the waves
+  for (int64_t w = 0; w < waves && a < b; ++w) {
+    auto [wa, wb] = rowSlice(w, waves, b - a);
+    std::vector<std::vector<int64_t>> rows;
+    o.rowSeeds.clear();
+    for (int64_t r = a + wa; r < a + wb; ++r) {
+      at::Tensor pr = full->t[r / spec.n];
+      std::vector<int64_t> ids;
+      for (int64_t i = 0; i < pr.size(0); ++i)
+        if (int64_t id = pr[i].item<int64_t>(); id != pad)
+          ids.push_back(id);
+      rows.push_back(std::move(ids));
+      // Per-row streams: samples do not depend on the layout.
+      o.rowSeeds.push_back(
+          mix(mix(uint64_t(p->seed), uint64_t(step)), uint64_t(r)));
+    }
+    if (rows.empty())
+      continue;
+    Generation gen = model->generate(rows, o);
+    gen.seq = gen.seq.cpu();
+    gen.logprobs = gen.logprobs.cpu();
+    gen.mask = gen.mask.cpu();
+    // Pad the prompt part to the dataset's width so every rank agrees.
+    if (gen.promptLen < P) {
+      const int64_t extra = P - gen.promptLen, n = gen.seq.size(0);
+      gen.seq = at::cat({at::full({n, extra}, pad, at::kLong), gen.seq}, 1);
+      gen.mask =
+          at::cat({at::zeros({n, extra}, gen.mask.options()), gen.mask}, 1);
+      gen.promptLen = P;
+    }
+    longest = std::max(longest, gen.seq.size(1) - P);
+    done.push_back(std::move(gen));
   }
-  const int64_t T = gen.seq.size(1), G = T - P;
-  out.seq = gen.seq;
-  out.logprobs = at::zeros({b - a, T - 1}, at::kFloat);
-  out.logprobs.narrow(1, P - 1, G).copy_(gen.logprobs.narrow(1, 0, G));
-  out.mask = at::zeros({b - a, T - 1}, at::kBool);
-  out.mask.narrow(1, P - 1, G).copy_(gen.mask.narrow(1, P, G).to(at::kBool));
+  // A wave whose rows all ended early is padded to the longest, as rows
+  // that end early within a wave are.
+  std::vector<at::Tensor> seqs, logprobs, masks;
+  for (Generation &gen : done) {
+    const int64_t n = gen.seq.size(0), G = gen.seq.size(1) - P;
+    at::Tensor seq = at::full({n, P + longest}, pad, at::kLong);
+    seq.narrow(1, 0, P + G).copy_(gen.seq);
+    at::Tensor lp = at::zeros({n, P + longest - 1}, at::kFloat);
+    lp.narrow(1, P - 1, G).copy_(gen.logprobs.narrow(1, 0, G));
+    at::Tensor mask = at::zeros({n, P + longest - 1}, at::kBool);
+    mask.narrow(1, P - 1, G).copy_(gen.mask.narrow(1, P, G).to(at::kBool));
+    seqs.push_back(seq);
+    logprobs.push_back(lp);
+    masks.push_back(mask);
+  }
+  if (done.empty()) { // no rows on this dp rank
+    out.seq = at::full({0, P + 1}, pad, at::kLong);
+    out.logprobs = at::zeros({0, P}, at::kFloat);
+    out.mask = at::zeros({0, P}, at::kBool);
+  } else {
+    out.seq = at::cat(seqs);
+    out.logprobs = at::cat(logprobs);
+    out.mask = at::cat(masks);
+  }
   out.prompts = full->t.repeat_interleave(spec.n, 0).narrow(0, a, b - a);
   return out;
 }
@@ -249,7 +279,13 @@ rlhf_value *rlhf_generate_stale(rlhf_prog *p, int64_t mi, int64_t dataset,
       gen.staleness = staleness;
       gen.dataset = dataset;
       gen.promptField = field;
-      gen.spec = {maxNew, n, temperature, topP, greedy != 0, label};
+      gen.spec = {maxNew,
+                  n,
+                  temperature,
+                  topP,
+                  greedy != 0,
+                  label,
+                  std::max<int64_t>(1, lay[4])};
       p->groupsOf(l);
       if (p->resumedFrom >= 0)
         loadAhead(p, m);

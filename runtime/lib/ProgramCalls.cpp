@@ -191,7 +191,13 @@ rlhf_value *rlhf_generate(rlhf_prog *p, int64_t mi, rlhf_value *prompt,
   return guarded(p, label, [&] {
     ModelState &m = modelAt(p, mi);
     Layout l = layoutFrom(lay);
-    GenerateSpec spec{maxNew, n, temperature, topP, greedy != 0, label};
+    GenerateSpec spec{maxNew,
+                      n,
+                      temperature,
+                      topP,
+                      greedy != 0,
+                      label,
+                      std::max<int64_t>(1, lay[4])};
     return timed(p, label, {"call", {l}}, [&] {
       std::optional<LlamaModel> model;
       if (callGroups(p, lay).member)

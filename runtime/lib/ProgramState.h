@@ -87,6 +87,9 @@ struct GenerateSpec {
   double temperature = 1.0, topP = 1.0;
   bool greedy = false;
   std::string label;
+  /// A dp rank's rows are generated in this many waves, one after another,
+  /// each with a KV cache of its own rows only (the plan's mbs).
+  int64_t waves = 1;
 };
 
 /// One iteration's samples as a generate call returns them: this rank's

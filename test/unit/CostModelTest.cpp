@@ -112,6 +112,30 @@ TEST(CostModel, Llama2_7bKvCacheByHand) {
   EXPECT_DOUBLE_EQ(g.memory.kvCache, 64.0 * 256 * 2 * 80 * 1 * 128 * 2);
 }
 
+// Generation in waves (mbs > 1): a dp rank's rows run one wave after
+// another, each with a KV cache of its own rows, so the cache divides by
+// the waves; every wave reads the weights at each decode step, so the time
+// grows (here, at 16 rows a wave, 2.8x: the KV reads and prefill's FLOPs do
+// not multiply).
+TEST(CostModel, GenerationWavesDivideTheKvCache) {
+  Estimate one = estimateCall(llama2_7b(), h100(), layout(1, 1, 1, 1),
+                              generate(64, 128, 128));
+  Estimate four = estimateCall(llama2_7b(), h100(), layout(1, 1, 1, 4),
+                               generate(64, 128, 128));
+  EXPECT_DOUBLE_EQ(four.memory.kvCache, one.memory.kvCache / 4);
+  EXPECT_DOUBLE_EQ(four.memory.weights, one.memory.weights);
+  EXPECT_GT(four.time.total(), 2.0 * one.time.total());
+  EXPECT_LT(four.time.total(), 4.0 * one.time.total());
+  // The same FLOPs either way.
+  EXPECT_DOUBLE_EQ(four.flops, one.flops);
+  // With pipeline stages each wave passes every stage in turn.
+  Estimate pp2 = estimateCall(llama2_7b(), h100(), layout(1, 1, 2, 2),
+                              generate(64, 128, 128));
+  Estimate pp1 = estimateCall(llama2_7b(), h100(), layout(1, 1, 1, 2),
+                              generate(64, 128, 128));
+  EXPECT_GT(pp2.time.compute, 0.9 * pp1.time.compute);
+}
+
 TEST(CostModel, RaisingTpCutsMathButAddsCommunication) {
   Estimate t1 = estimateCall(llama2_7b(), h100(), layout(1, 1, 1), train(64, 1024));
   Estimate t2 = estimateCall(llama2_7b(), h100(), layout(1, 2, 1), train(64, 1024));

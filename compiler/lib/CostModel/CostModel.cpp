@@ -352,6 +352,9 @@ static Estimate estimateOnce(const Arch &a, const Hardware &hw,
     break;
   }
   case CallKind::Generate: {
+    // mbs > 1 generates a dp rank's rows in waves, one after another, each
+    // through every stage (the runtime's pipeline runs its stages one after
+    // another) and with a KV cache of its own rows only.
     double seqPerDp = double(c.batch) / dp;
     double mbs = std::max<int64_t>(1, s.microBatches);
     double seqPerMb = seqPerDp / mbs;
@@ -361,7 +364,7 @@ static Estimate estimateOnce(const Arch &a, const Hardware &hw,
     auto [pComp, pTp, pPp] =
         stageTime(seqPerMb * c.promptLen, c.promptLen, 1, prefillHead, 2,
                   /*sharded=*/false);
-    double pSteps = mbs + pp - 1;
+    double pSteps = mbs * pp;
     // Decode: every step reads the stage's weights and the KV cache so far;
     // compute is 2 FLOPs per parameter per sequence plus attention.
     double avgCtx = c.promptLen + (c.genLen + 1) / 2.0;
@@ -378,9 +381,8 @@ static Estimate estimateOnce(const Arch &a, const Hardware &hw,
     double act = seqPerMb * h * kBf16;
     double stepTp = tp > 1 ? stageLayers * 2 * allReduce(act, tp, tpLink) : 0.0;
     double stepPp = pp > 1 ? p2p(act, ppLink) : 0.0;
-    // With pp stages and mbs micro-batches in flight, a token takes
-    // max(mbs, pp) stage times.
-    double dSteps = c.genLen * std::max<double>(mbs, pp);
+    // A token of a wave takes pp stage times.
+    double dSteps = c.genLen * mbs * pp;
     e.time.compute = pSteps * pComp + dSteps * stepComp;
     e.time.tpComm = pSteps * pTp + dSteps * stepTp;
     e.time.ppComm = pSteps * pPp + dSteps * stepPp;
@@ -389,7 +391,8 @@ static Estimate estimateOnce(const Arch &a, const Hardware &hw,
               headGemmFlops(double(c.batch)) +
               2.0 * c.batch * c.genLen *
                   (L * (a.layerParams - 2 * h) + a.headGemmParams);
-    e.memory.kvCache = seqPerDp * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
+    e.memory.kvCache =
+        seqPerMb * (c.promptLen + c.genLen) * kvBytesPerTokenRank;
     // Prefill's working set (one layer's activations, as inference, and
     // the additive mask of left-padded prompts, [B, P, P] in the compute
     // dtype whatever tp), then (its activations freed) the last position's

@@ -210,6 +210,15 @@ std::vector<int64_t> spChoices(const cost::CallShape &c, int64_t gpusLeft) {
   return out;
 }
 
+/// The fewest waves (a divisor of `rows`) a generate's rows run in for
+/// which `fits` holds, else 1 (the call is then reported as not fitting).
+int64_t fewestWaves(int64_t rows, llvm::function_ref<bool(int64_t)> fits) {
+  for (int64_t waves = 1; waves <= rows; ++waves)
+    if (rows % waves == 0 && fits(waves))
+      return waves;
+  return 1;
+}
+
 } // namespace
 
 int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
@@ -250,14 +259,27 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
             int64_t dp = size / tp / sp / pp;
             if (rows % dp)
               continue;
-            // The runtime's generation decodes the whole batch at once (its
-            // stages one after another): one micro-batch, as priced.
+            // Generation decodes a dp rank's rows at once, or, where their
+            // KV cache does not fit, in the fewest waves that do (fewer,
+            // larger waves read the weights fewer times).
             // A pipeline wants at least pp micro-batches: the smallest counts
             // of at least pp, 2pp and 4pp that split the rows evenly.
             // Long sequences may fit only one to a micro-batch.
+            auto strategy = [&](int64_t mbs) {
+              cost::Strategy s;
+              s.firstGpu = first;
+              s.dp = dp;
+              s.sp = sp;
+              s.tp = tp;
+              s.pp = pp;
+              s.microBatches = mbs;
+              return s;
+            };
             std::vector<int64_t> mbsChoices;
             if (gen)
-              mbsChoices = {1};
+              mbsChoices = {fewestWaves(rows / dp, [&](int64_t waves) {
+                return price(strategy(waves)).mem.total() <= p.memoryLimit;
+              })};
             else if (pp == 1 && c.shape.seqLen >= kMinSpTokens && rows / dp > 4)
               mbsChoices = {1, 4, rows / dp};
             else if (pp == 1)
@@ -270,13 +292,7 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
             for (int64_t mbs : mbsChoices) {
               if ((rows / dp) % mbs)
                 continue;
-              cost::Strategy s;
-              s.firstGpu = first;
-              s.dp = dp;
-              s.sp = sp;
-              s.tp = tp;
-              s.pp = pp;
-              s.microBatches = mbs;
+              cost::Strategy s = strategy(mbs);
               Candidate cand = price(s);
               bool fits = cand.mem.total() <= p.memoryLimit;
               if (fits)
