@@ -8,7 +8,8 @@
 #
 # Carried: Gloo's headers (c10d's ProcessGroupGloo.hpp includes them),
 # nlohmann-json, GoogleTest/GoogleMock (headers and static libraries), and
-# examples/*.rlhf compiled with `rlhfc --emit=obj`, and the cost model's
+# examples/*.rlhf compiled with `rlhfc --emit=obj` (and variants: generation
+# in waves, dynamic sampling), and the cost model's
 # predictions for the GPU benchmark's points on each GPU a node may have
 # (predicted.csv, H100_SXM and H200 rows: a GPU node has no LLVM to run the
 # cost model, and the benchmark picks its GPU's). Not carried: sentencepiece
@@ -50,6 +51,23 @@ sed -e 's|minibatches = 2);|minibatches = 2);\n  ref.ema(actor, decay = 0.9);|' 
   -e 's|save_interval = 20|save_interval = 1|' examples/tiny_grpo.rlhf >"$emasrc"
 build/bin/rlhfc "$emasrc" --emit=obj -o "$dir/obj/tiny_grpo_ema.o"
 rm -f "$emasrc"
+# tiny_grpo's generate pinned to pp = 2, at once and in 4 waves
+# (test/E2E/generate-waves.test).
+oncesrc=$(mktemp --suffix=.rlhf -p examples)
+sed -e 's|^  g   = actor.generate|  @place(mesh = local[0:4], dp = 2, tp = 1, pp = 2)\n  g   = actor.generate|' \
+  examples/tiny_grpo.rlhf >"$oncesrc"
+build/bin/rlhfc "$oncesrc" --emit=obj -o "$dir/obj/tiny_grpo_once.o"
+sed -i 's|pp = 2)$|pp = 2, mbs = 4)|' "$oncesrc"
+build/bin/rlhfc "$oncesrc" --emit=obj -o "$dir/obj/tiny_grpo_waves.o"
+rm -f "$oncesrc"
+# Dynamic sampling with its witness, a round drawing a batch and three
+# (test/E2E/dynamic-sampling.test).
+build/bin/rlhfc test/E2E/Inputs/tiny_dapo_flat.rlhf --emit=obj -o "$dir/obj/tiny_dapo_flat.o"
+oversrc=$(mktemp --suffix=.rlhf -p test/E2E/Inputs)
+sed -e 's/@filter_groups(max_rounds = 6, expected_rounds = 2)/@filter_groups(max_rounds = 6, gen_batch = 48)/' \
+  test/E2E/Inputs/tiny_dapo_flat.rlhf >"$oversrc"
+build/bin/rlhfc "$oversrc" --emit=obj -o "$dir/obj/tiny_dapo_over.o"
+rm -f "$oversrc"
 build/bin/rlhf-bench-gpu-runtime --list-points --hardware H100_SXM,H200 \
   >"$dir/points.csv"
 build/bin/rlhf-cost-validate "$dir/points.csv" \

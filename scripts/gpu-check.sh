@@ -10,8 +10,9 @@
 # beside the cost model; reallocation beside a device-to-device copy through
 # CUDA IPC; side by side, the ctest tests labelled `gpu`, tiny_grpo trained
 # from the object rlhfc compiled elsewhere, the .rlhf functions on the GPU
-# against the CPU, asynchronous GRPO, sequence parallelism, and an ema in
-# bf16 with a resumed run; on a GPU that
+# against the CPU, asynchronous GRPO, sequence parallelism, an ema in
+# bf16 with a resumed run, generation in waves, and dynamic sampling; on a
+# GPU that
 # docs/validation has no PyTorch rows for, PyTorch at the runtime
 # benchmark's points (scripts/measure-llama-h100.py --runtime-points); then
 # the diagnostics: the fused Adam step and the fused SwiGLU and rotary
@@ -284,6 +285,36 @@ ema_resume_on_gpu() {
     --rtol 1e-2 --atol 1e-4
 }
 
+# Generation in waves (mbs = 4 on pp = 2: a KV cache per wave, CUDA graphs
+# at the wave's rows) against the same program generating at once, in fp32:
+# the same samples, so the same rewards (test/E2E/generate-waves.test).
+waves_on_gpu() {
+  link tiny_grpo_once || return
+  export RLHF_PRECISION=fp32
+  link tiny_grpo_waves || return
+  on_gpu tiny_grpo_once 3 "$out/once-run" --trace "$out/once-trace.json" || return 1
+  on_gpu tiny_grpo_waves 3 "$out/waves-run" --trace "$out/waves-trace.json" || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/once-run/metrics.jsonl" \
+    "$out/waves-run/metrics.jsonl" --keys reward --rtol 0 --atol 0 || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/once-run/metrics.jsonl" \
+    "$out/waves-run/metrics.jsonl" --keys loss/actor --rtol 1e-3 --atol 1e-5 || return 1
+  "$py" test/E2E/Inputs/span_peaks.py "$out/waves-trace.json" \
+    "$out/once-trace.json" --name "generate @actor" --less-by 0.05
+}
+
+# Dynamic sampling (@filter_groups: rounds gathered, groups kept on every
+# rank) on the GPU, a round drawing a batch and three: the trained groups
+# that do not vary are those that filled the batch, and three batches a
+# round take fewer rounds (test/E2E/dynamic-sampling.test).
+dapo_on_gpu() {
+  link tiny_dapo_flat || return
+  link tiny_dapo_over || return
+  on_gpu tiny_dapo_flat 8 "$out/dapo-flat-run" || return 1
+  on_gpu tiny_dapo_over 8 "$out/dapo-over-run" || return 1
+  "$py" test/E2E/Inputs/metrics.py oversampled "$out/dapo-over-run/metrics.jsonl" \
+    "$out/dapo-flat-run/metrics.jsonl" --key flat --groups 16
+}
+
 # Reallocation between layouts of 4 ranks sharing the GPU, beside a
 # device-to-device copy of the same bytes on every rank at once: through
 # CUDA IPC (one copy per byte), then through host memory (Gloo's staging).
@@ -320,7 +351,8 @@ pytorch_reference() {
     --csv "$out/measured-$tag.csv"
 }
 export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
-  ema_resume_on_gpu realloc_bench realloc_bench_host pytorch_reference
+  ema_resume_on_gpu waves_on_gpu dapo_on_gpu realloc_bench realloc_bench_host \
+  pytorch_reference
 
 # Under a budget, the checks each acceptance point needs come first, each
 # capped so that one slow step cannot starve the rest. Timed steps run alone
@@ -354,6 +386,8 @@ cap=150 step fn-on-gpu fn_on_gpu &
 cap=150 step async-on-gpu async_on_gpu &
 cap=150 step sp-on-gpu sp_on_gpu &
 cap=150 step ema-on-gpu ema_resume_on_gpu &
+cap=120 step waves-on-gpu waves_on_gpu &
+cap=120 step dapo-on-gpu dapo_on_gpu &
 wait
 tarball=$tar_each
 [ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null
