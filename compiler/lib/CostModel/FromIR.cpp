@@ -264,10 +264,17 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
                .str()});
       if (e.memory.total() > usable) {
         ++over;
+        // Generated in waves, the same layout may fit: say in how many.
+        std::string waves;
+        if (shape.kind == CallKind::Generate && s.microBatches <= 1)
+          if (int64_t w = fewestWaves(arch, hw, s, shape, usable); w > 1)
+            waves = llvm::formatv("; in {0} waves (mbs = {0}: a KV cache per "
+                                  "wave) it would",
+                                  w);
         rows.push_back({"", "", "",
                         llvm::formatv("^ does not fit: {0} GB needed per GPU, "
-                                      "{1} GB available",
-                                      gb(e.memory.total()), gb(usable))
+                                      "{1} GB available{2}",
+                                      gb(e.memory.total()), gb(usable), waves)
                             .str(),
                         /*note=*/true});
       }

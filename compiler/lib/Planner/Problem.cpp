@@ -210,15 +210,6 @@ std::vector<int64_t> spChoices(const cost::CallShape &c, int64_t gpusLeft) {
   return out;
 }
 
-/// The fewest waves (a divisor of `rows`) a generate's rows run in for
-/// which `fits` holds, else 1 (the call is then reported as not fitting).
-int64_t fewestWaves(int64_t rows, llvm::function_ref<bool(int64_t)> fits) {
-  for (int64_t waves = 1; waves <= rows; ++waves)
-    if (rows % waves == 0 && fits(waves))
-      return waves;
-  return 1;
-}
-
 } // namespace
 
 int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
@@ -276,10 +267,10 @@ int plan::detail::addCandidates(Problem &p, const ProblemOptions &opts,
               return s;
             };
             std::vector<int64_t> mbsChoices;
-            if (gen)
-              mbsChoices = {fewestWaves(rows / dp, [&](int64_t waves) {
-                return price(strategy(waves)).mem.total() <= p.memoryLimit;
-              })};
+            if (gen) // none fits: reported as not fitting at mbs 1
+              mbsChoices = {std::max<int64_t>(
+                  1, cost::fewestWaves(arch, p.hw, strategy(1), c.shape,
+                                       p.memoryLimit))};
             else if (pp == 1 && c.shape.seqLen >= kMinSpTokens && rows / dp > 4)
               mbsChoices = {1, 4, rows / dp};
             else if (pp == 1)

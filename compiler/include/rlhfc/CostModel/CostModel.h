@@ -179,6 +179,12 @@ double gemmUtilization(double m, double n, double k, const Efficiency &e);
 Estimate estimateCall(const Arch &arch, const Hardware &hw, const Strategy &s,
                       const CallShape &c);
 
+/// The fewest waves (`s.microBatches`, a divisor of the rows per dp rank)
+/// a generate of shape `c` runs in under `s` for its memory per GPU to stay
+/// within `limit` bytes, or 0 when none does (Waves.cpp).
+int64_t fewestWaves(const Arch &arch, const Hardware &hw, Strategy s,
+                    const CallShape &c, double limit);
+
 // ---- collectives (seconds) -------------------------------------------------
 /// The bandwidth a collective over a group of GPUs sees per GPU, and its
 /// per-step latency. `nvlsBw` is the all-reduce bus bandwidth with NVLink
