@@ -162,7 +162,7 @@ private:
     // Under dynamic sampling with gen_batch, a round draws that many rows.
     r::RecordType batchType = recordType(in.dataset->type);
     if (int64_t rows = drawnRows(in))
-      batchType = r::keptRowsType(batchType, datasetRows(in), rows);
+      batchType = r::keptRowsType(batchType, in.dataset->batch, rows);
     batch = b.create<r::LoadOp>(in.loc, batchType, sym(in.dataset->name));
     for (size_t i = 0; i < in.nodes.size(); ++i) {
       const sema::Node &n = in.nodes[i];
@@ -232,17 +232,10 @@ private:
     }
   }
 
-  /// The prompts of a dataset batch.
-  static int64_t datasetRows(const sema::Instance &in) {
-    return in.dataset->type.fields.empty()
-               ? 0
-               : in.dataset->type.fields.front().type.batch();
-  }
-
   /// The rows a filter's round draws where they are not a batch, else 0.
   static int64_t drawnRows(const sema::Instance &in) {
     return in.filter && in.filter->genBatch > 0 &&
-                   in.filter->genBatch != datasetRows(in)
+                   in.filter->genBatch != in.dataset->batch
                ? in.filter->genBatch
                : 0;
   }
@@ -269,8 +262,8 @@ private:
       values.push_back(results[size_t(i)]);
     auto op = b.create<r::FilterGroupsOp>(
         loc, metric, values, i64(f.group),
-        drawnRows(in) ? i64(datasetRows(in)) : IntegerAttr(), i64(f.maxRounds),
-        f64(f.minStd), f64(f.expectedRounds));
+        drawnRows(in) ? i64(in.dataset->batch) : IntegerAttr(),
+        i64(f.maxRounds), f64(f.minStd), f64(f.expectedRounds));
     batch = op.getKept()[0];
     for (auto [k, i] : llvm::enumerate(passed))
       results[size_t(i)] = op.getKept()[k + 1];

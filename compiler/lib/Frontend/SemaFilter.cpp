@@ -25,9 +25,7 @@ static std::string num(double v) {
 
 /// The dataset's batch (its prompts), or 0.
 static int64_t datasetBatch(const Instance *inst) {
-  return inst && inst->dataset && !inst->dataset->type.fields.empty()
-             ? inst->dataset->type.fields.front().type.batch()
-             : 0;
+  return inst && inst->dataset ? inst->dataset->batch : 0;
 }
 
 /// `r` with the rows of `to` prompts where it has those of `from`: rows per
@@ -63,14 +61,16 @@ void Sema::readGenBatch(const AlgorithmDecl &alg, llvm::StringMap<Local> &env) {
 
 void Sema::keepFilteredRows(llvm::StringMap<Local> &env) {
   const int64_t batch = datasetBatch(current);
-  if (!current->filter || genBatch <= 0 || batch <= 0 || genBatch == batch)
+  if (!current->filter)
     return;
-  const int node = current->filter->node;
+  const FilterGroups &f = *current->filter;
+  if (f.genBatch <= 0 || batch <= 0 || f.genBatch == batch)
+    return;
   for (auto &kv : env) {
     Value &v = kv.second.value;
     if (v.kind == Value::Dataset ||
-        (v.kind == Value::Record && v.producer >= 0 && v.producer <= node))
-      v.record = withRows(v.record, genBatch, batch);
+        (v.kind == Value::Record && v.producer >= 0 && v.producer <= f.node))
+      v.record = withRows(v.record, f.genBatch, batch);
   }
 }
 

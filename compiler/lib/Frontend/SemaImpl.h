@@ -408,7 +408,8 @@ private:
   std::vector<std::string> symbolOrder;
   Instance *current = nullptr;
   const RunDecl *currentRun = nullptr;
-  /// The gen_batch readGenBatch found for the current instance, else 0.
+  /// The gen_batch readGenBatch found for the current instance, else 0,
+  /// for readFilterAnnotation to record in the filter.
   int64_t genBatch = 0;
   /// The algorithm body's names while a run types it, for evalScalar.
   llvm::StringMap<Local> *numberScope = nullptr;
