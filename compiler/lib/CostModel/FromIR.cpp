@@ -247,9 +247,11 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
           (op.getName().stripDialect() + " @" + modelRef.getValue()).str() +
           timesLabel(shape.repeats, repeated);
       std::string place = llvm::formatv(
-          "[{0}:{1}] {2}x{3}x{4}{5}{6}", s.firstGpu, s.firstGpu + s.devices(),
-          s.dp, s.tp, s.pp,
+          "[{0}:{1}] {2}x{3}x{4}{5}{6}{7}", s.firstGpu,
+          s.firstGpu + s.devices(), s.dp, s.tp, s.pp,
           s.sp > 1 ? llvm::formatv(" sp{0}", s.sp).str() : std::string(),
+          s.microBatches > 1 ? llvm::formatv(" mbs{0}", s.microBatches).str()
+                             : std::string(),
           pinned ? "" : "*");
       rows.push_back(
           {name, where(op.getLoc()), place,
@@ -297,8 +299,9 @@ LogicalResult rlhfc::cost::printEstimates(ModuleOp module,
     os << llvm::formatv(
         "sum of call times: {0} per iteration (calls run one after "
         "another; placement marked * is the default: all GPUs, "
-        "dp x tp x pp; host functions run on the controller, their memory "
-        "is the controller's)\n",
+        "dp x tp x pp, then sp and micro-batches (mbs: a generate's waves) "
+        "where more than one; host functions run on the controller, their "
+        "memory is the controller's)\n",
         sec(total));
     if (repeated)
       os << "calls marked xN run N times per iteration on average: "
