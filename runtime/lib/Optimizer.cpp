@@ -311,3 +311,29 @@ void Adam::unshard() {
   shapes.clear();
   zeroGroup = nullptr;
 }
+
+double LrSchedule::at(double lr, int64_t step) const {
+  if (warmupSteps > 0 && step < warmupSteps)
+    return lr * double(std::max<int64_t>(step, 0)) / double(warmupSteps);
+  if (kind == Kind::Constant)
+    return lr;
+  // transformers' progress, (step - warmup) / max(1, total - warmup),
+  // held at 1 past the horizon.
+  double progress =
+      std::min(1.0, double(step - warmupSteps) /
+                        double(std::max<int64_t>(1, decaySteps - warmupSteps)));
+  double factor = kind == Kind::Linear
+                      ? 1.0 - progress
+                      : 0.5 * (1.0 + std::cos(M_PI * progress));
+  return minLr + (lr - minLr) * factor;
+}
+
+std::optional<LrSchedule::Kind> LrSchedule::parse(const std::string &name) {
+  if (name == "constant")
+    return Kind::Constant;
+  if (name == "linear")
+    return Kind::Linear;
+  if (name == "cosine")
+    return Kind::Cosine;
+  return std::nullopt;
+}

@@ -216,6 +216,21 @@ void rlhf_prog_set_model_rope(rlhf_prog *p, const char *name, double theta,
     }
 }
 
+void rlhf_prog_set_model_schedule(rlhf_prog *p, const char *name,
+                                  const char *schedule, int64_t warmupSteps,
+                                  int64_t decaySteps, double minLr) {
+  guarded(p, "model", [&] {
+    std::optional<LrSchedule::Kind> kind = LrSchedule::parse(schedule);
+    if (!kind || warmupSteps < 0 || decaySteps < 0 || !(minLr >= 0))
+      throw Error(std::string("the program gives model '") + name +
+                  "' an invalid learning-rate schedule ('" + schedule +
+                  "'); compile it again with this runtime's rlhfc");
+    for (ModelState &m : p->models)
+      if (m.name == name)
+        m.adam.schedule = LrSchedule{*kind, warmupSteps, decaySteps, minLr};
+  });
+}
+
 void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path) {
   p->tokenizerPath = path ? path : "";
 }

@@ -35,6 +35,11 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
   moveMoments(p, m, w);
+  // The iteration's rate, the same for each of its optimizer steps.
+  const bool scheduled = m.adam.schedule.active();
+  const double lr = m.adam.schedule.at(m.adam.lr, p->stepIndex + 1);
+  if (scheduled)
+    m.opt->setLearningRate(lr);
   // The loss's metrics (its outputs after the loss), by name.
   std::vector<double> fnMetrics;
   const size_t numMetrics = loss.outputNames().size() - 1;
@@ -85,6 +90,8 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
                 "saved before this step hold finite weights to --resume "
                 "from");
   p->record("loss/" + m.name, lossValue, member);
+  if (scheduled)
+    p->record("lr/" + m.name, lr, member);
   std::map<std::string, rlhf_value *> fields;
   auto scalar = [&](double v) {
     return tensorValue(p, at::full({}, v, at::kFloat), at::Tensor(), 1,

@@ -429,6 +429,36 @@ rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_he
 
 // -----
 
+// learning-rate schedules are constant, linear or cosine
+// expected-error @+1 {{unknown schedule 'step'; supported: constant, linear, cosine}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0, schedule = "step">
+
+// -----
+
+// a schedule decays from lr down to min_lr
+// expected-error @+1 {{min_lr must not exceed lr}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0, schedule = "cosine", min_lr = 1.0e-2>
+
+// -----
+
+// warmup counts iterations
+// expected-error @+1 {{warmup_steps and decay_steps must be between 0 and 1099511627776}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0, warmup_steps = -1>
+
+// -----
+
+// optimizers are adam or adamw
+// expected-error @+1 {{unknown optimizer 'sgd'; supported: adam, adamw}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "sgd", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0>
+
+// -----
+
+// Adam's betas are below 1
+// expected-error @+1 {{beta1 and beta2 must be below 1}}
+rlhf.model @m <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-3, beta1 = 1.0, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0>
+
+// -----
+
 // architecture sizes are consistent
 // expected-error @+1 {{hidden size 100 is not divisible by 3 heads}}
 rlhf.model @m <name = "x", layers = 1, hidden = 100, heads = 3, kv_heads = 3, ffn = 8, vocab = 8, max_seq = 8, tie_embeddings = false> head lm

@@ -6,6 +6,8 @@ rlhf.cluster @c nodes 2 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops 
 
 // CHECK: rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = {{.*}}, beta1 = 9.000000e-01, beta2 = {{.*}}, eps = 1.000000e-08, weight_decay = 0.000000e+00, grad_clip = 1.000000e+00> checkpoint "ckpt/actor"
 rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adam", lr = 1.0e-6, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0> checkpoint "ckpt/actor"
+// CHECK: rlhf.model @scheduled {{.*}} optimizer <kind = "adamw", lr = 1.000000e-03, beta1 = 9.000000e-01, beta2 = {{.*}}, eps = 1.000000e-08, weight_decay = 0.000000e+00, grad_clip = 1.000000e+00, schedule = "cosine", warmup_steps = 10, decay_steps = 100, min_lr = 1.000000e-04>{{$}}
+rlhf.model @scheduled <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable optimizer <kind = "adamw", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.0, grad_clip = 1.0, schedule = "cosine", warmup_steps = 10, decay_steps = 100, min_lr = 1.0e-4>
 // CHECK: rlhf.model @critic {{.*}} head value trainable
 rlhf.model @critic <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head value trainable
 // CHECK: rlhf.model @ref <name = "llama2_7b", {{.*}}> head lm{{$}}

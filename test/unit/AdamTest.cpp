@@ -96,4 +96,56 @@ INSTANTIATE_TEST_SUITE_P(
              (i.param.fused ? "Fused" : "SeparateOps");
     });
 
+/// The rate per iteration, worked out by hand from #rlhf.optimizer's
+/// description (lr/check of E2E/lr-schedule.test compares it with
+/// transformers' schedulers).
+TEST(LrSchedule, WarmsUpThenDecaysAndHoldsTheFloor) {
+  LrSchedule constant{LrSchedule::Kind::Constant, 4, 0, 0.0};
+  EXPECT_TRUE(constant.active());
+  EXPECT_DOUBLE_EQ(constant.at(2.0, 1), 0.5);
+  EXPECT_DOUBLE_EQ(constant.at(2.0, 3), 1.5);
+  EXPECT_DOUBLE_EQ(constant.at(2.0, 4), 2.0);
+  EXPECT_DOUBLE_EQ(constant.at(2.0, 1000), 2.0);
+  EXPECT_FALSE(LrSchedule{}.active());
+  EXPECT_DOUBLE_EQ(LrSchedule{}.at(2.0, 1), 2.0);
+
+  LrSchedule linear{LrSchedule::Kind::Linear, 2, 6, 0.1};
+  EXPECT_DOUBLE_EQ(linear.at(1.0, 1), 0.5);
+  EXPECT_DOUBLE_EQ(linear.at(1.0, 2), 1.0);
+  EXPECT_DOUBLE_EQ(linear.at(1.0, 4), 0.55); // halfway: 0.1 + 0.9 / 2
+  EXPECT_DOUBLE_EQ(linear.at(1.0, 6), 0.1);
+  EXPECT_DOUBLE_EQ(linear.at(1.0, 9), 0.1); // held past the horizon
+
+  LrSchedule cosine{LrSchedule::Kind::Cosine, 0, 5, 0.0};
+  EXPECT_DOUBLE_EQ(cosine.at(1.0, 1), 0.5 * (1 + std::cos(M_PI / 5)));
+  EXPECT_NEAR(cosine.at(1.0, 5), 0.0, 1e-15);
+  EXPECT_NEAR(cosine.at(1.0, 7), 0.0, 1e-15);
+  // A cosine falls slowly first, then fast: its first fifth drops less
+  // than a line's.
+  EXPECT_GT(cosine.at(1.0, 1), 1.0 - 1.0 / 5);
+
+  EXPECT_EQ(LrSchedule::parse("cosine"), LrSchedule::Kind::Cosine);
+  EXPECT_EQ(LrSchedule::parse("step"), std::nullopt);
+}
+
+/// setLearningRate reaches the update: an optimizer built at rate 1 and
+/// set to 0.25 steps exactly as one built at 0.25.
+TEST(LrSchedule, AdamStepsAtTheRateSet) {
+  at::manual_seed(5);
+  at::Tensor w0 = at::randn({32, 16}), grad = at::randn({32, 16}) * 1e-2;
+  auto stepped = [&](double built, std::optional<double> set) {
+    AdamSettings s;
+    s.lr = built;
+    Adam opt(s);
+    if (set)
+      opt.setLearningRate(*set);
+    ParamMap params{{"w", w0.clone()}};
+    opt.step(params, {{"w", grad.clone()}});
+    return params["w"];
+  };
+  at::Tensor want = stepped(0.25, std::nullopt);
+  EXPECT_TRUE(at::equal(stepped(1.0, 0.25), want));
+  EXPECT_FALSE(at::equal(stepped(1.0, std::nullopt), want));
+}
+
 } // namespace

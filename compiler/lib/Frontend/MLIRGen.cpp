@@ -93,9 +93,10 @@ private:
     r::OptimizerAttr opt;
     if (m.trainable) {
       const sema::Optimizer &o = m.optimizer;
-      opt = r::OptimizerAttr::get(&ctx, o.kind, APFloat(o.lr), APFloat(o.beta1),
-                                  APFloat(o.beta2), APFloat(o.eps),
-                                  APFloat(o.weightDecay), APFloat(o.gradClip));
+      opt = r::OptimizerAttr::get(
+          &ctx, o.kind, APFloat(o.lr), APFloat(o.beta1), APFloat(o.beta2),
+          APFloat(o.eps), APFloat(o.weightDecay), APFloat(o.gradClip),
+          o.schedule, o.warmupSteps, o.decaySteps, APFloat(o.minLr));
     }
     auto head = r::HeadAttr::get(
         &ctx, m.head == sema::Head::Value ? r::Head::value : r::Head::lm);

@@ -525,50 +525,27 @@ void Sema::parseRopeScaling(const Expr &e, rlhf::RopeScaling &r) {
   r.originalMaxPositions = int64_t(original);
 }
 
-void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
-  if (e.kind != Expr::Kind::Call || e.base->kind != Expr::Kind::Name) {
-    error(e.loc, "optimizer must be a call such as 'adam(lr = 1e-6)'");
-    return;
-  }
-  if (e.base->text != "adam" && e.base->text != "adamw") {
-    error(e.base->loc,
-          "unknown optimizer '" + e.base->text + "'; supported: adam, adamw");
-    return;
-  }
-  o.kind = e.base->text;
-  readNamedNumbers(e,
-                   {{"lr", &o.lr},
-                    {"beta1", &o.beta1},
-                    {"beta2", &o.beta2},
-                    {"eps", &o.eps},
-                    {"weight_decay", &o.weightDecay},
-                    {"grad_clip", &o.gradClip}},
-                   "optimizer", "lr = 1e-6", /*zeroAllowed=*/true);
-  // Adam's moments average with weight beta: at 1 or more they never
-  // forget, or grow without bound (torch.optim.Adam's check too).
-  for (const Arg &a : e.args)
-    if (a.name == "beta1" || a.name == "beta2")
-      if (double b = a.name == "beta1" ? o.beta1 : o.beta2; b >= 1)
-        error(a.value->loc, formatv("'{0}' must be below 1, as in {1}", a.name,
-                                    a.name == "beta1" ? "0.9" : "0.95"));
-}
-
 void Sema::readNamedNumbers(
     const Expr &call,
     llvm::ArrayRef<std::pair<llvm::StringRef, double *>> slots,
-    llvm::StringRef noun, llvm::StringRef example, bool zeroAllowed) {
+    llvm::StringRef noun, llvm::StringRef example, bool zeroAllowed,
+    llvm::ArrayRef<llvm::StringRef> others) {
   for (const Arg &a : call.args) {
     if (a.name.empty()) {
       error(a.loc,
             formatv("{0} settings are named: write '{1}'", noun, example));
       continue;
     }
+    if (llvm::is_contained(others, a.name))
+      continue;
     auto slot =
         llvm::find_if(slots, [&](const auto &s) { return s.first == a.name; });
     if (slot == slots.end()) {
       std::vector<std::string> keys;
       for (const auto &s : slots)
         keys.push_back(s.first.str());
+      for (StringRef o : others)
+        keys.push_back(o.str());
       error(a.loc, formatv("unknown {0} setting '{1}'{2}", noun, a.name,
                            didYouMean(a.name, keys)));
       continue;

@@ -267,12 +267,18 @@ private:
   /// The named number arguments of `call` into `slots` ("lr" -> &o.lr):
   /// unnamed, unknown and out-of-range (negative, or not positive unless
   /// `zeroAllowed`) ones are errors that say "{noun} setting" and show
-  /// `example`.
-  void readNamedNumbers(
-      const Expr &call,
-      llvm::ArrayRef<std::pair<llvm::StringRef, double *>> slots,
-      llvm::StringRef noun, llvm::StringRef example, bool zeroAllowed);
+  /// `example`. Arguments named in `others` are the caller's to read.
+  void
+  readNamedNumbers(const Expr &call,
+                   llvm::ArrayRef<std::pair<llvm::StringRef, double *>> slots,
+                   llvm::StringRef noun, llvm::StringRef example,
+                   bool zeroAllowed,
+                   llvm::ArrayRef<llvm::StringRef> others = {});
+  /// `adam(...)` or `adamw(...)`, with its learning-rate schedule
+  /// (SemaOptimizer.cpp).
   void parseOptimizer(const Expr &e, Optimizer &o);
+  /// Each trained model's schedule against the run's steps.
+  void checkSchedules(const Instance &inst);
 
   void resolveDataset(const EntityDecl &d);
 

@@ -298,6 +298,7 @@ void Sema::instantiate(const RunDecl &r) {
   checkStaleness(inst);
   checkGroups(inst);
   checkFilter(inst);
+  checkSchedules(inst);
   // Unused results, in source order.
   std::vector<const Local *> unused;
   for (auto &kv : env)

@@ -96,9 +96,15 @@ void modelHover(const sema::Model &m, llvm::raw_ostream &os) {
   os << "\n\n"
      << (m.trainable ? "trainable" : "frozen") << ", "
      << (m.head == sema::Head::Value ? "value" : "lm") << " head";
-  if (m.trainable)
-    os << ", " << m.optimizer.kind << " (lr " << formatNumber(m.optimizer.lr)
-       << ")";
+  if (m.trainable) {
+    const sema::Optimizer &o = m.optimizer;
+    os << ", " << o.kind << " (lr " << formatNumber(o.lr);
+    if (o.warmupSteps > 0)
+      os << ", " << o.warmupSteps << " warmup steps";
+    if (o.schedule != "constant")
+      os << ", " << o.schedule << " to " << formatNumber(o.minLr);
+    os << ")";
+  }
   if (!m.checkpoint.empty())
     os << ", checkpoint `" << m.checkpoint << "`";
   if (!m.tokenizer.empty())

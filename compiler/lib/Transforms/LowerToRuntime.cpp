@@ -252,6 +252,18 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
               e.float64(mloc, a.getRopeLowFreqFactor().convertToDouble()),
               e.float64(mloc, a.getRopeHighFreqFactor().convertToDouble()),
               e.int64(mloc, a.getRopeOriginalMaxSeq())});
+      // The decay's horizon is the program's steps, not --steps: a run
+      // stopped early and resumed follows the same rates.
+      if (auto o = m.getOptimizerAttr();
+          o && m.getTrainable() &&
+          (o.getSchedule() != "constant" || o.getWarmupSteps() > 0))
+        e.call(mloc, "rlhf_prog_set_model_schedule", e.voidTy,
+               {prog, e.string(mloc, m.getSymName()),
+                e.string(mloc, o.getSchedule()),
+                e.int64(mloc, o.getWarmupSteps()),
+                e.int64(mloc,
+                        o.getDecaySteps() ? o.getDecaySteps() : alg.getSteps()),
+                e.float64(mloc, o.getMinLr().convertToDouble())});
     }
     for (r::DatasetOp d : datasets) {
       Location dloc = d.getLoc();

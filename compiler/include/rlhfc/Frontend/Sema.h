@@ -66,6 +66,14 @@ struct Optimizer {
   std::string kind = "adam";
   double lr = 1e-6, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0,
          gradClip = 1.0;
+  /// The learning rate per iteration: `warmupSteps` iterations rising
+  /// linearly to `lr`, then `schedule` (constant, linear or cosine) down to
+  /// `minLr` at iteration `decaySteps` (0: the run's steps).
+  std::string schedule = "constant";
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0.0;
+  mlir::LocationAttr loc; ///< the `adam(...)` call
+  bool scheduled() const { return warmupSteps > 0 || schedule != "constant"; }
 };
 
 struct Model {

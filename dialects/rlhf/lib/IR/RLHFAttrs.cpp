@@ -85,6 +85,33 @@ LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      StringRef kind, APFloat lr, APFloat beta1, APFloat beta2,
+                      APFloat eps, APFloat weightDecay, APFloat gradClip,
+                      StringRef schedule, int64_t warmupSteps,
+                      int64_t decaySteps, APFloat minLr) {
+  if (kind != "adam" && kind != "adamw")
+    return emitError() << "unknown optimizer '" << kind
+                       << "'; supported: adam, adamw";
+  for (const APFloat &v : {lr, beta1, beta2, eps, weightDecay, gradClip, minLr})
+    if (!(v.convertToDouble() >= 0) || v.isInfinity())
+      return emitError() << "optimizer settings must be non-negative and "
+                            "finite";
+  if (!(beta1.convertToDouble() < 1) || !(beta2.convertToDouble() < 1))
+    return emitError() << "beta1 and beta2 must be below 1";
+  if (schedule != "constant" && schedule != "linear" && schedule != "cosine")
+    return emitError() << "unknown schedule '" << schedule
+                       << "'; supported: constant, linear, cosine";
+  if (warmupSteps < 0 || decaySteps < 0 || warmupSteps > kMaxSteps ||
+      decaySteps > kMaxSteps)
+    return emitError() << "warmup_steps and decay_steps must be between 0 and "
+                       << kMaxSteps;
+  if (minLr.convertToDouble() > lr.convertToDouble())
+    return emitError() << "min_lr must not exceed lr";
+  return success();
+}
+
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t first, int64_t size) {
   if (first < 0 || size <= 0 || first > kMaxGpus || size > kMaxGpus)

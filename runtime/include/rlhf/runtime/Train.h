@@ -32,9 +32,30 @@ struct TrainBatch {
   std::vector<at::Tensor> inputs, masks;
 };
 
+/// The learning rate per iteration, as #rlhf.optimizer describes it:
+/// `warmupSteps` iterations rising linearly to the peak (Megatron's
+/// warmup: iteration i at lr * i / warmupSteps), then constant, or falling
+/// in a line or half a cosine to `minLr` at iteration `decaySteps`, and
+/// `minLr` after. For 1 <= i <= decaySteps it equals transformers'
+/// get_{constant,linear,cosine_with_min_lr}_schedule_with_warmup at step i
+/// (linear with minLr 0).
+struct LrSchedule {
+  enum class Kind { Constant, Linear, Cosine } kind = Kind::Constant;
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0.0;
+  /// Whether the rate ever differs from the peak.
+  bool active() const { return warmupSteps > 0 || kind != Kind::Constant; }
+  /// The rate at iteration `step` (1-based) for the peak rate `lr`.
+  double at(double lr, int64_t step) const;
+  /// "constant", "linear" or "cosine"; nullopt for another name.
+  static std::optional<Kind> parse(const std::string &name);
+};
+
 struct AdamSettings {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0,
          gradClip = 1.0;
+  /// The rate per iteration; `lr` is its peak.
+  LrSchedule schedule;
   /// ATen's fused multi-tensor AdamW kernel, as torch.optim's `fused=True`;
   /// false runs the same update as separate ops per parameter
   /// (rlhf-bench-adam compares the two).
@@ -61,6 +82,8 @@ public:
   /// before moving or saving the moments.
   void unshard();
   const AdamSettings &settings() const { return s; }
+  /// The rate the following steps use (a schedule's, per iteration).
+  void setLearningRate(double lr) { s.lr = lr; }
   std::map<std::string, at::Tensor> &moments1() { return m; }
   std::map<std::string, at::Tensor> &moments2() { return v; }
   /// fp32 master copies of low-precision (bf16) weights; empty for fp32 ones,

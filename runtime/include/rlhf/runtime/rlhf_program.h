@@ -59,6 +59,12 @@ void rlhf_prog_set_model_rope(rlhf_prog *p, const char *name, double theta,
                               double norm_eps, double factor,
                               double low_freq_factor, double high_freq_factor,
                               int64_t original_max_seq);
+/* The learning-rate schedule of model `name` (added before): "constant",
+   "linear" or "cosine", warming up over `warmup_steps` iterations and
+   decaying to `min_lr` at iteration `decay_steps` (#rlhf.optimizer). */
+void rlhf_prog_set_model_schedule(rlhf_prog *p, const char *name,
+                                  const char *schedule, int64_t warmup_steps,
+                                  int64_t decay_steps, double min_lr);
 /* fields: comma-separated column names, e.g. "prompt,answer". */
 void rlhf_prog_add_dataset(rlhf_prog *p, const char *name, const char *path,
                            int64_t batch, int64_t max_prompt_len,

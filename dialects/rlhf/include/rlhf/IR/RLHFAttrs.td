@@ -78,15 +78,30 @@ def RLHF_HardwareAttr : RLHF_Attr<"Hardware", "hardware"> {
 def RLHF_OptimizerAttr : RLHF_Attr<"Optimizer", "optimizer"> {
   let summary = "optimizer settings of a trainable model";
   let description = [{
+    Adam's settings and the learning rate per iteration (1-based, as the
+    run counts its steps): `warmup_steps` iterations rise linearly to `lr`
+    (iteration i of them at lr * i / warmup_steps, as Megatron warms up),
+    then `schedule` runs from `lr` to `min_lr` at iteration `decay_steps`
+    (0: the run's steps) and stays there: `constant` keeps `lr`, `linear`
+    falls in a line, `cosine` along half a cosine. Every optimizer step of
+    an iteration (one per minibatch and epoch) uses that iteration's rate.
+    The schedule's settings are left out when they are the defaults.
+
     ```mlir
     #rlhf.optimizer<kind = "adam", lr = 1.0e-06, beta1 = 0.9, beta2 = 0.95,
-                    eps = 1.0e-08, weight_decay = 0.0, grad_clip = 1.0>
+                    eps = 1.0e-08, weight_decay = 0.0, grad_clip = 1.0,
+                    schedule = "cosine", warmup_steps = 10, min_lr = 1.0e-07>
     ```
   }];
   let parameters = (ins StringRefParameter<"adam or adamw">:$kind, APFloatParameter<"">:$lr,
     APFloatParameter<"">:$beta1, APFloatParameter<"">:$beta2, APFloatParameter<"">:$eps, APFloatParameter<"">:$weight_decay,
-    APFloatParameter<"">:$grad_clip);
+    APFloatParameter<"">:$grad_clip,
+    StringRefParameter<"constant, linear or cosine", [{"constant"}]>:$schedule,
+    DefaultValuedParameter<"int64_t", "0">:$warmup_steps,
+    DefaultValuedParameter<"int64_t", "0">:$decay_steps,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(0.0)">:$min_lr);
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def RLHF_MeshAttr : RLHF_Attr<"Mesh", "mesh"> {

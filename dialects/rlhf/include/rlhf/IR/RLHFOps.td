@@ -137,7 +137,19 @@ def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
 }
 
 def RLHF_LoadOp : RLHF_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "reads this iteration's batch from a dataset";
+  let summary = "reads this iteration's rows from a dataset";
+  let description = [{
+    Reads the rows of the result's type from the dataset's seeded walk: the
+    dataset's batch, or under `@filter_groups(gen_batch = N)` a round's N
+    prompts, the walk going on from where the last round stopped. The
+    fields and their lengths are the dataset's batch type's; only the row
+    count may differ.
+
+    ```mlir
+    %b = rlhf.load @sums : !rlhf.record<prompt: tensor<48x5xi32, #rlhf.kind<tokens>>,
+                                        answer: tensor<48x1xi32, #rlhf.kind<tokens>>>
+    ```
+  }];
   let arguments = (ins FlatSymbolRefAttr:$dataset);
   let results = (outs RLHF_RecordType:$batch);
   let assemblyFormat = "$dataset attr-dict `:` type($batch)";

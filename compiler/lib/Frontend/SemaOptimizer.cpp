@@ -1,0 +1,130 @@
+//===- SemaOptimizer.cpp - optimizer settings and learning-rate schedules -===//
+//
+// `optimizer = adam(lr = 1e-6, warmup_steps = 10, schedule = cosine,
+// min_lr = 1e-7)`: Adam's settings, and the learning rate per iteration as
+// Megatron's and verl's schedulers give it. Whether a schedule fits the run
+// is checked per run, since the run sets the steps it decays over.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+#include "rlhfc/Frontend/Units.h"
+
+#include "rlhf/IR/RLHFOps.h"
+
+#include <cmath>
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+namespace {
+constexpr llvm::StringLiteral kSchedules[] = {"constant", "linear", "cosine"};
+} // namespace
+
+void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
+  if (e.kind != Expr::Kind::Call || e.base->kind != Expr::Kind::Name) {
+    error(e.loc, "optimizer must be a call such as 'adam(lr = 1e-6)'");
+    return;
+  }
+  if (e.base->text != "adam" && e.base->text != "adamw") {
+    error(e.base->loc,
+          "unknown optimizer '" + e.base->text + "'; supported: adam, adamw");
+    return;
+  }
+  o.kind = e.base->text;
+  o.loc = e.loc;
+  double warmup = 0, decay = 0;
+  readNamedNumbers(e,
+                   {{"lr", &o.lr},
+                    {"beta1", &o.beta1},
+                    {"beta2", &o.beta2},
+                    {"eps", &o.eps},
+                    {"weight_decay", &o.weightDecay},
+                    {"grad_clip", &o.gradClip},
+                    {"warmup_steps", &warmup},
+                    {"decay_steps", &decay},
+                    {"min_lr", &o.minLr}},
+                   "optimizer", "lr = 1e-6", /*zeroAllowed=*/true,
+                   /*others=*/{"schedule"});
+  const Arg *minLrArg = nullptr, *decayArg = nullptr;
+  for (const Arg &a : e.args) {
+    // Adam's moments average with weight beta: at 1 or more they never
+    // forget, or grow without bound (torch.optim.Adam's check too).
+    if (a.name == "beta1" || a.name == "beta2")
+      if (double b = a.name == "beta1" ? o.beta1 : o.beta2; b >= 1)
+        error(a.value->loc, formatv("'{0}' must be below 1, as in {1}", a.name,
+                                    a.name == "beta1" ? "0.9" : "0.95"));
+    if (a.name == "warmup_steps" || a.name == "decay_steps") {
+      double v = a.name == "warmup_steps" ? warmup : decay;
+      if (v != std::floor(v) || v > double(mlir::rlhf::kMaxSteps))
+        error(a.value->loc,
+              formatv("'{0}' counts iterations: a whole number up to {1}",
+                      a.name, mlir::rlhf::kMaxSteps));
+      else if (a.name == "decay_steps" && v < 1)
+        error(a.value->loc, "'decay_steps' must be at least 1; leave it out "
+                            "to decay over the run's steps");
+      (a.name == "warmup_steps" ? o.warmupSteps : o.decaySteps) = int64_t(v);
+    }
+    if (a.name == "min_lr")
+      minLrArg = &a;
+    if (a.name == "decay_steps")
+      decayArg = &a;
+    if (a.name != "schedule")
+      continue;
+    std::optional<std::string> name = evalName(*a.value, "'schedule'");
+    if (!name)
+      continue;
+    if (!llvm::is_contained(kSchedules, *name)) {
+      std::vector<std::string> known(std::begin(kSchedules),
+                                     std::end(kSchedules));
+      error(a.value->loc,
+            formatv("unknown schedule '{0}'; supported: constant, linear, "
+                    "cosine{1}",
+                    *name, didYouMean(*name, known)));
+      continue;
+    }
+    o.schedule = *name;
+  }
+  if (minLrArg && o.minLr > o.lr)
+    error(minLrArg->value->loc,
+          formatv("'min_lr' ({0}) is above 'lr' ({1}): the schedule decays "
+                  "from lr down to min_lr",
+                  formatNumber(o.minLr), formatNumber(o.lr)));
+  // A constant rate never decays: the settings of a decay would be unused.
+  if (o.schedule == "constant")
+    for (const Arg *a : {minLrArg, decayArg})
+      if (a)
+        warning(a->loc, "'" + a->name +
+                            "' is unused with the constant schedule; add "
+                            "'schedule = cosine' (or linear) to decay");
+}
+
+void Sema::checkSchedules(const Instance &inst) {
+  const int64_t steps = inst.settings.steps;
+  for (const Model *m : inst.models) {
+    const Optimizer &o = m->optimizer;
+    if (!m->trainable || !o.scheduled() || !o.loc)
+      continue;
+    if (o.schedule == "constant") {
+      if (o.warmupSteps > steps)
+        warning(mlir::Location(o.loc),
+                formatv("'{0}' warms up over {1} iterations, but the run of "
+                        "'{2}' has {3}: its learning rate never reaches lr",
+                        m->name, o.warmupSteps, inst.algorithm, steps));
+      continue;
+    }
+    int64_t decay = o.decaySteps ? o.decaySteps : steps;
+    if (o.warmupSteps >= decay)
+      error(mlir::Location(o.loc),
+            formatv("'{0}' warms up over {1} iterations, which leaves none "
+                    "of the {2} its {3} schedule decays over ({4}); lower "
+                    "'warmup_steps' or raise '{5}'",
+                    m->name, o.warmupSteps, decay, o.schedule,
+                    o.decaySteps ? "'decay_steps'" : "the run's steps",
+                    o.decaySteps ? "decay_steps" : "steps"))
+              .attachNote(mlir::Location(inst.loc))
+          << "the run is here";
+  }
+}
