@@ -42,6 +42,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     m.opt->setLearningRate(lr);
   // The loss's metrics (its outputs after the loss), by name.
   std::vector<double> fnMetrics;
+  double gradNorm = 0;
   const size_t numMetrics = loss.outputNames().size() - 1;
   double lossValue = timed(p, label, {"call", {l}}, [&] {
     std::vector<at::Tensor> x(static_cast<size_t>(nin)),
@@ -66,6 +67,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
     for (int64_t e = 0; e < epochs; ++e) {
       TrainStats st = trainStep(model, *m.opt, b, o);
       total += st.loss;
+      gradNorm += st.gradNormMean / double(std::max<int64_t>(1, epochs));
       fnMetrics.resize(st.metrics.size(), 0.0);
       for (size_t k = 0; k < st.metrics.size(); ++k)
         fnMetrics[k] += st.metrics[k] / double(std::max<int64_t>(1, epochs));
@@ -90,6 +92,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
                 "saved before this step hold finite weights to --resume "
                 "from");
   p->record("loss/" + m.name, lossValue, member);
+  p->record("grad_norm/" + m.name, gradNorm, member);
   if (scheduled)
     p->record("lr/" + m.name, lr, member);
   std::map<std::string, rlhf_value *> fields;

@@ -334,6 +334,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       stats.metrics[k] +=
           l[int64_t(k + 1)].item<double>() / double(o.minibatches);
     stats.gradNorm = norm;
+    stats.gradNormMean += norm / double(o.minibatches);
   }
   if (!o.keepGradients)
     for (auto &[n, p] : model.params())

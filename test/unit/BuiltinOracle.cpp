@@ -169,6 +169,7 @@ TrainStats oracle::train(LlamaModel &model, Adam &opt, Loss k, const Batch &b,
     opt.step(model.params(), grads);
     stats.loss += l.item<double>() / double(minibatches);
     stats.gradNorm = norm;
+    stats.gradNormMean += norm / double(minibatches);
   }
   return stats;
 }

@@ -176,6 +176,8 @@ void expectSameTraining(oracle::Loss builtin, const std::string &code,
     expectNear(got.stats.gradNorm, want.stats.gradNorm, what + ": grad norm",
                rel);
     ASSERT_GT(want.stats.gradNorm, 0) << what;
+    expectNear(got.stats.gradNormMean, want.stats.gradNormMean,
+               what + ": mean grad norm", rel);
     for (auto &[n, gr] : want.grads) {
       ASSERT_TRUE(gr.defined()) << what << ": " << n;
       expectClose(got.grads.at(n), gr, what + ": grad of " + n, rel);

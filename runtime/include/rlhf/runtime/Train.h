@@ -172,6 +172,10 @@ struct TrainOptions {
 struct TrainStats {
   double loss = 0;     ///< mean over minibatches
   double gradNorm = 0; ///< of the last minibatch, before clipping
+  /// The global gradient norm before clipping, mean over minibatches (as
+  /// verl logs actor/grad_norm): above the optimizer's grad_clip, steps
+  /// were clipped.
+  double gradNormMean = 0;
   /// The loss's metrics (its outputs after the loss), means over
   /// minibatches like `loss`.
   std::vector<double> metrics;
