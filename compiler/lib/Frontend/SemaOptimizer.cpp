@@ -58,6 +58,8 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
                                     a.name == "beta1" ? "0.9" : "0.95"));
     if (a.name == "warmup_steps" || a.name == "decay_steps") {
       double v = a.name == "warmup_steps" ? warmup : decay;
+      // Negative ones readNamedNumbers reported; converting one past
+      // int64's range would be undefined.
       if (v != std::floor(v) || v > double(mlir::rlhf::kMaxSteps))
         error(a.value->loc,
               formatv("'{0}' counts iterations: a whole number up to {1}",
@@ -65,7 +67,8 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
       else if (a.name == "decay_steps" && v < 1)
         error(a.value->loc, "'decay_steps' must be at least 1; leave it out "
                             "to decay over the run's steps");
-      (a.name == "warmup_steps" ? o.warmupSteps : o.decaySteps) = int64_t(v);
+      else if (v >= 0)
+        (a.name == "warmup_steps" ? o.warmupSteps : o.decaySteps) = int64_t(v);
     }
     if (a.name == "min_lr")
       minLrArg = &a;
@@ -103,6 +106,8 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
 
 void Sema::checkSchedules(const Instance &inst) {
   const int64_t steps = inst.settings.steps;
+  if (steps < 1) // the run's own error says why
+    return;
   for (const Model *m : inst.models) {
     const Optimizer &o = m->optimizer;
     if (!m->trainable || !o.scheduled() || !o.loc)
