@@ -172,6 +172,29 @@ struct FnProgram::Eval {
                   shapeStr(seq));
     return out;
   }
+  /// Whether an entropy of token input `k` reaches the loss (output 0) of
+  /// a loss; else it feeds only metrics (verl's actor/entropy) and needs no
+  /// gradient.
+  bool entropyReachesLoss(int64_t k) const {
+    if (f.fnMode != Mode::Loss || f.outValues.empty())
+      return false; // host functions run without gradients
+    std::vector<char> live(f.code.size(), 0);
+    std::vector<int> work{f.outValues[0]};
+    while (!work.empty()) {
+      int v = work.back();
+      work.pop_back();
+      if (v < 0 || live[size_t(v)])
+        continue;
+      live[size_t(v)] = 1;
+      for (int a : f.code[size_t(v)].args)
+        work.push_back(a);
+    }
+    for (size_t v = 0; v < f.code.size(); ++v)
+      if (live[v] && f.code[v].op == Op::Entropy && inputOf(f.code[v]) == k)
+        return true;
+    return false;
+  }
+
   /// tokenStat's log-probs or entropies for the token value of `i`. The
   /// first asks for every statistic the program reads of that input.
   at::Tensor stat(const Instr &i, bool entropy) {
@@ -182,7 +205,8 @@ struct FnProgram::Eval {
       for (const Instr &j : f.code)
         if ((j.op == Op::Logprobs || j.op == Op::Entropy) && inputOf(j) == k)
           reads[j.op == Op::Entropy] = true;
-      auto [lp, h] = (*tokenStat)(k, x[size_t(k)], reads[0], reads[1]);
+      auto [lp, h] = (*tokenStat)(k, x[size_t(k)], reads[0], reads[1],
+                                  reads[1] && entropyReachesLoss(k));
       stats[{k, false}] = lp;
       stats[{k, true}] = h;
       it = stats.find({k, entropy});

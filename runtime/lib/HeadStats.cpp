@@ -41,7 +41,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
   static at::Tensor forward(AutogradContext *ctx, at::Tensor x, at::Tensor w,
                             at::Tensor next, bool logprobs, bool entropy,
                             int64_t chunkBytes, int64_t comm, int64_t offset,
-                            double scale) {
+                            double scale, bool entropyGrad) {
     auto *cm = reinterpret_cast<Communicator *>(comm);
     const int64_t N = x.size(0), width = w.size(0),
                   rows = logitRowsPerChunk(width, chunkBytes);
@@ -89,6 +89,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     }
     ctx->saved_data["logprobs"] = logprobs;
     ctx->saved_data["entropy"] = entropy;
+    ctx->saved_data["entropyGrad"] = entropyGrad;
     ctx->saved_data["chunk"] = chunkBytes;
     ctx->saved_data["offset"] = offset;
     ctx->saved_data["scale"] = scale;
@@ -102,7 +103,8 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
     const at::Tensor &x = saved[0], &w = saved[1], &next = saved[2],
                      &lse = saved[3], &h = saved[4];
     const bool logprobs = ctx->saved_data["logprobs"].toBool(),
-               entropy = ctx->saved_data["entropy"].toBool();
+               entropy = ctx->saved_data["entropy"].toBool(),
+               entropyGrad = ctx->saved_data["entropyGrad"].toBool();
     const bool needX = ctx->needs_input_grad(0),
                needW = ctx->needs_input_grad(1);
     const int64_t N = x.size(0), width = w.size(0),
@@ -128,13 +130,15 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
         gz = p.neg().mul_(gl.unsqueeze(1));
         gz.scatter_add_(1, idx, gl.mul(owned.to(at::kFloat)).unsqueeze(1));
       }
-      if (entropy) {
+      if (entropy && entropyGrad) {
         // dH/dz_k = -p_k (log p_k + H)
         at::Tensor ge = grad.select(1, col).narrow(0, lo, n).unsqueeze(1);
         at::Tensor t =
             logp.add_(h.narrow(0, lo, n).unsqueeze(1)).mul_(p).mul_(ge.neg());
         gz = gz.defined() ? gz.add_(t) : t;
       }
+      if (!gz.defined()) // only a metric's entropy: no gradient through it
+        gz = at::zeros_like(p);
       p.reset();
       logp.reset();
       if (scale != 1.0) // z = scale * (x w^T)
@@ -159,7 +163,7 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
             at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(),
-            at::Tensor()};
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -168,7 +172,9 @@ struct HeadStatsFn : torch::autograd::Function<HeadStatsFn> {
 at::Tensor rlhf::fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                                 const at::Tensor &next, bool logprobs,
                                 bool entropy, Communicator *tp, int64_t offset,
-                                int64_t chunkBytes, double scale) {
+                                int64_t chunkBytes, double scale,
+                                bool entropyGrad) {
   return HeadStatsFn::apply(x, w, next, logprobs, entropy, chunkBytes,
-                            reinterpret_cast<int64_t>(tp), offset, scale);
+                            reinterpret_cast<int64_t>(tp), offset, scale,
+                            entropyGrad);
 }

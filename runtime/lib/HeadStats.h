@@ -40,11 +40,14 @@ int64_t logitRowsPerChunk(int64_t vocab, int64_t chunkBytes = 0);
 /// holds global ids, and every rank gets the same statistics; `x`'s
 /// gradient is this shard's part (pass `x` through parallel::copyToGroup).
 /// `scale` multiplies the logits first: 1/T gives the statistics of the
-/// distribution that sampling at temperature T draws from.
+/// distribution that sampling at temperature T draws from. Without
+/// `entropyGrad` the entropy is a metric: backward takes no gradient
+/// through it (three passes over each chunk's logits fewer).
 at::Tensor fusedHeadStats(const at::Tensor &x, const at::Tensor &w,
                           const at::Tensor &next, bool logprobs, bool entropy,
                           Communicator *tp = nullptr, int64_t offset = 0,
-                          int64_t chunkBytes = 0, double scale = 1.0);
+                          int64_t chunkBytes = 0, double scale = 1.0,
+                          bool entropyGrad = true);
 
 } // namespace rlhf
 

@@ -144,7 +144,8 @@ TokenStats dropLast(TokenStats r) {
 } // namespace
 
 TokenStats LlamaModel::fusedStats(const at::Tensor &x, const at::Tensor &next,
-                                  bool logprobs, bool entropy) {
+                                  bool logprobs, bool entropy,
+                                  bool entropyGrad) {
   // The head and its statistics run fused over chunks of positions
   // (HeadStats.h): no [B, S, V] logits, with gradients or without, and
   // under tp no rank holds more than a chunk of its vocabulary shard.
@@ -155,7 +156,8 @@ TokenStats LlamaModel::fusedStats(const at::Tensor &x, const at::Tensor &next,
   at::Tensor s = fusedHeadStats(
       sharded ? parallel::copyToGroup(flat, tp.comm) : flat, headWeight(),
       next.reshape({-1}), logprobs, entropy, sharded ? tp.comm : nullptr,
-      tp.rank * (cfg.shape.vocab / tp.size), /*chunkBytes=*/0, invTemperature);
+      tp.rank * (cfg.shape.vocab / tp.size), /*chunkBytes=*/0, invTemperature,
+      entropyGrad);
   TokenStats r;
   int64_t col = 0;
   if (logprobs)
@@ -167,13 +169,13 @@ TokenStats LlamaModel::fusedStats(const at::Tensor &x, const at::Tensor &next,
 
 TokenStats LlamaModel::headStats(const at::Tensor &hidden,
                                  const at::Tensor &tokens, bool logprobs,
-                                 bool entropy) {
-  return dropLast(
-      fusedStats(hidden, nextTokens(tokens.to(device_)), logprobs, entropy));
+                                 bool entropy, bool entropyGrad) {
+  return dropLast(fusedStats(hidden, nextTokens(tokens.to(device_)), logprobs,
+                             entropy, entropyGrad));
 }
 
 TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
-                                  bool entropy) {
+                                  bool entropy, bool entropyGrad) {
   const at::Tensor tokens = tokensIn.to(device_);
   const int64_t B = tokens.size(0), S = tokens.size(1);
   checkLength(cfg, S);
@@ -185,24 +187,29 @@ TokenStats LlamaModel::tokenStats(const at::Tensor &tokensIn, bool logprobs,
       r.logprobs = lp.gather(-1, nextTokens(tokens).unsqueeze(-1)).squeeze(-1);
     if (entropy)
       r.entropy = -(lp.exp() * lp).sum(-1);
+    if (entropy && !entropyGrad)
+      r.entropy = r.entropy.detach();
     return dropLast(r);
   }
   // Every stage runs its layers; the last one the fused head.
   if (pp.stages > 1) {
     StageActivations a = stageForward(tokens, /*head=*/false);
-    return lastStage() ? headStats(a.output, tokens, logprobs, entropy)
-                       : TokenStats{};
+    return lastStage()
+               ? headStats(a.output, tokens, logprobs, entropy, entropyGrad)
+               : TokenStats{};
   }
   at::Tensor positions =
       at::arange(S, on(at::kLong)).unsqueeze(0).expand({B, S});
   if (sp.size <= 1)
-    return headStats(wholeHidden(tokens, positions), tokens, logprobs, entropy);
+    return headStats(wholeHidden(tokens, positions), tokens, logprobs, entropy,
+                     entropyGrad);
   // Under sp each rank computes its positions' columns; only those are
   // gathered.
   const SpSplit split(sp, S, shardsSequence() ? tp.size : 1);
   at::Tensor x = hidden(split.local(tokens), split.local(positions),
                         /*mask: causal=*/at::Tensor(), nullptr);
-  return each(fusedStats(x, split.local(nextTokens(tokens)), logprobs, entropy),
+  return each(fusedStats(x, split.local(nextTokens(tokens)), logprobs, entropy,
+                         entropyGrad),
               [&](at::Tensor t) {
                 return split.inOrder(parallel::gatherDim(t, sp.comm, 1), S - 1);
               });

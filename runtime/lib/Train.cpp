@@ -93,10 +93,11 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
   // the fused head unsharded and on a pipeline's last stage, the sharded
   // vocabulary under tp, gathered statistics under sp.
   FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool logprobs,
-                         bool entropy) {
-    TokenStats r = stageOut
-                       ? model.headStats(*stageOut, tokens, logprobs, entropy)
-                       : model.tokenStats(tokens, logprobs, entropy);
+                         bool entropy, bool entropyGrad) {
+    TokenStats r =
+        stageOut
+            ? model.headStats(*stageOut, tokens, logprobs, entropy, entropyGrad)
+            : model.tokenStats(tokens, logprobs, entropy, entropyGrad);
     return std::pair(r.logprobs, r.entropy);
   };
   std::vector<at::Tensor> v = o.loss->evaluate(

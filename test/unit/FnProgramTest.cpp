@@ -660,10 +660,10 @@ TEST(FnLoss, TokenStatsAskedOncePerInput) {
   const int64_t N = 2, S = 4;
   at::Tensor a = at::ones({N, S}, at::kLong), b = a + 1;
   at::Tensor mask = at::ones({N, S - 1});
-  std::vector<std::tuple<int64_t, bool, bool>> asked;
+  std::vector<std::tuple<int64_t, bool, bool, bool>> asked;
   FnTokenStat stat = [&](int64_t input, const at::Tensor &tokens, bool logprobs,
-                         bool entropy) {
-    asked.emplace_back(input, logprobs, entropy);
+                         bool entropy, bool entropyGrad) {
+    asked.emplace_back(input, logprobs, entropy, entropyGrad);
     at::Tensor base = tokens.narrow(1, 0, S - 1).to(at::kFloat);
     return std::pair(logprobs ? -base : at::Tensor(),
                      entropy ? base * 10 : at::Tensor());
@@ -676,8 +676,21 @@ TEST(FnLoss, TokenStatsAskedOncePerInput) {
   // -1 and 10 per token of a, -2 per token of b, over N (S-1) tokens.
   EXPECT_FLOAT_EQ(loss.item<float>(), (-1 + 10 - 2) * N * (S - 1));
   ASSERT_EQ(asked.size(), 2u);
-  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true));
-  EXPECT_EQ(asked[1], std::make_tuple(int64_t(1), true, false));
+  // The entropy is in the loss: it needs its gradient.
+  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true, true));
+  EXPECT_EQ(asked[1], std::make_tuple(int64_t(1), true, false, false));
+
+  // An entropy that only a metric reads is asked for without a gradient.
+  FnProgram metric = FnProgram::parse(program(
+      "loss", {"%0 = input 0 tok", "%1 = logprobs %0", "%2 = entropy %0",
+               "%3 = mask_of %0", "%4 = token_sum %1 %3",
+               "%5 = token_mean %2 %3", "out loss %4", "out entropy %5"}));
+  asked.clear();
+  std::vector<at::Tensor> out =
+      metric.evaluate({{a}, {mask}, 0}, &none, nullptr, &stat);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true, false));
+  EXPECT_FLOAT_EQ(out[1].item<float>(), 10);
 }
 
 } // namespace

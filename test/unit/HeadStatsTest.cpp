@@ -99,6 +99,27 @@ TEST(HeadStats, TemperatureScalesTheLogits) {
   compare(at::kFloat, true, true, 1e-5, 2.5);
 }
 
+// An entropy asked for as a metric (entropyGrad false) has the same value,
+// and the gradients are those of the log-probs alone, bit for bit, whatever
+// weight the entropy column gets.
+TEST(HeadStats, MetricEntropyTakesNoGradient) {
+  const int64_t chunkBytes = 8 * 50 * 4;
+  Inputs both = inputs(37, 16, 50, at::kFloat),
+         alone = inputs(37, 16, 50, at::kFloat);
+  at::Tensor s = fusedHeadStats(both.x, both.w, both.next, true, true, nullptr,
+                                0, chunkBytes, 1.0, /*entropyGrad=*/false);
+  at::Tensor lp = fusedHeadStats(alone.x, alone.w, alone.next, true, false,
+                                 nullptr, 0, chunkBytes);
+  EXPECT_TRUE(at::equal(s.select(1, 0), lp.select(1, 0)));
+  EXPECT_TRUE(at::allclose(s.select(1, 1),
+                           plain(alone, false, true).select(1, 0), 1e-5, 1e-5));
+  at::Tensor weights = at::linspace(-1, 2, 37);
+  (s.select(1, 0) * weights + s.select(1, 1) * 3).sum().backward();
+  (lp.select(1, 0) * weights).sum().backward();
+  EXPECT_TRUE(at::equal(both.x.grad(), alone.x.grad()));
+  EXPECT_TRUE(at::equal(both.w.grad(), alone.w.grad()));
+}
+
 // A frozen head (the reference model's, a LoRA run's) gets no gradient and
 // the hidden states still do.
 TEST(HeadStats, FrozenWeightGetsNoGradient) {

@@ -123,9 +123,11 @@ using FnModel =
 /// whole logits (LlamaModel::tokenStats, or headStats on a pipeline's last
 /// stage). Asked once per input, for every statistic the program
 /// reads of it, so both come from one forward pass. Without it they come
-/// from FnModel's logits.
+/// from FnModel's logits. `entropyGrad` is false where the entropy reaches
+/// only metrics, not the loss: no gradient need flow through it.
 using FnTokenStat = std::function<std::pair<at::Tensor, at::Tensor>(
-    int64_t input, const at::Tensor &tokens, bool logprobs, bool entropy)>;
+    int64_t input, const at::Tensor &tokens, bool logprobs, bool entropy,
+    bool entropyGrad)>;
 
 /// A parsed and verified fn program (see the file comment).
 class FnProgram {

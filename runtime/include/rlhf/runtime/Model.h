@@ -214,8 +214,10 @@ public:
                      const c10::optional<at::Tensor> &positions = c10::nullopt);
 
   /// Both of tokenStat's statistics from one forward pass, each only if
-  /// asked for (else undefined).
-  TokenStats tokenStats(const at::Tensor &tokens, bool logprobs, bool entropy);
+  /// asked for (else undefined). Without `entropyGrad` the entropy is a
+  /// metric, and backward takes no gradient through it.
+  TokenStats tokenStats(const at::Tensor &tokens, bool logprobs, bool entropy,
+                        bool entropyGrad = true);
 
   /// What an lm head predicts at each position of `tokens`, [B, S-1]
   /// (column j for token j+1): the log-prob of the next token, or with
@@ -241,7 +243,7 @@ public:
   /// tokenStats from the last stage's hidden states [B, S, h] (stageForward
   /// without its head) of `tokens`: the fused head, sharded under tp.
   TokenStats headStats(const at::Tensor &hidden, const at::Tensor &tokens,
-                       bool logprobs, bool entropy);
+                       bool logprobs, bool entropy, bool entropyGrad = true);
   /// The whole output (logits gathered over tp, or values) of hidden
   /// states from stageForward without its head.
   at::Tensor headOf(const at::Tensor &hidden) { return head(hidden); }
@@ -310,7 +312,7 @@ private:
   /// The fused head's statistics of hidden states `x` [B, S', h] for the
   /// next tokens `next` [B, S'], each [B, S'] (no column dropped).
   TokenStats fusedStats(const at::Tensor &x, const at::Tensor &next,
-                        bool logprobs, bool entropy);
+                        bool logprobs, bool entropy, bool entropyGrad = true);
   /// This tp rank's vocabulary shard of the logits, in fp32.
   at::Tensor logitsShard(const at::Tensor &x);
   /// The lm head's weight (this rank's vocabulary rows): lm_head.weight, or
