@@ -33,8 +33,8 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "[options]\n\n"
       "options:\n"
       "  --steps N        train for N steps (default %lld, from the program)\n"
-      "  --out DIR        metrics.jsonl and checkpoints go here (default "
-      "%s-run)\n"
+      "  --out DIR        metrics.jsonl, eval.jsonl and checkpoints go here\n"
+      "                   (default %s-run)\n"
       "  --resume         continue from the last checkpoint in --out\n"
       "  --overwrite      start afresh in an --out that holds an earlier run,\n"
       "                   deleting its checkpoints and metrics (without it\n"
@@ -394,6 +394,11 @@ void rlhf_step_begin(rlhf_prog *p, int64_t step) {
   p->stepStart = Clock::now();
   p->metricCursor = 0;
   p->filter.rounds.clear();
+  // Before the run's first step; later ones run at the end of a step.
+  guarded(p, "eval", [&] {
+    evaluateIfDue(p, step);
+    return 0;
+  });
 }
 
 void rlhf_step_end(rlhf_prog *p, int64_t step) {
@@ -459,6 +464,7 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
         ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
       saveAll(p, step);
     p->values.clear();
+    evaluateIfDue(p, step + 1);
     return 0;
   });
 }
@@ -488,6 +494,8 @@ int rlhf_prog_finish(rlhf_prog *p) {
                   ran, ran == 1 ? "" : "s", wall, p->predictedIteration,
                   planned.c_str(), ranOn.c_str());
       if (std::string f = filterReport(p); !f.empty())
+        std::printf("%s\n", f.c_str());
+      if (std::string f = evalReport(p); !f.empty())
         std::printf("%s\n", f.c_str());
       std::printf("memory per worker: planned peak (model state and "
                   "activations on its GPU) vs measured peak %s\n",

@@ -292,26 +292,32 @@ void rlhf::exec::openRun(rlhf_prog *p) {
     std::error_code ec;
     fs::remove_all(ckpts, ec);
     fs::remove(metricsFile, ec);
+    fs::remove(fs::path(p->outDir) / "eval.jsonl", ec);
   }
 
   if (p->rank == 0) {
     makeDir("--out", fs::path(p->outDir) / "checkpoints");
-    // A resumed run keeps the metrics up to its checkpoint and drops the
-    // rest, so no step appears twice.
-    fs::path metrics = fs::path(p->outDir) / "metrics.jsonl";
-    std::vector<std::string> keep;
-    if (resumed >= 0) {
-      std::ifstream in(metrics);
-      for (std::string line; std::getline(in, line);) {
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.value("step", int64_t(0)) <= resumed + 1)
-          keep.push_back(line);
+    // A resumed run keeps the metrics and evaluations up to its checkpoint
+    // and drops the rest, so no step appears twice.
+    for (const char *file : {"metrics.jsonl", "eval.jsonl"}) {
+      fs::path path = fs::path(p->outDir) / file;
+      std::string kept;
+      if (resumed >= 0) {
+        std::ifstream in(path);
+        for (std::string line; std::getline(in, line);) {
+          auto j = nlohmann::json::parse(line, nullptr, false);
+          int64_t step = j.is_discarded() ? -1 : j.value("step", int64_t(-1));
+          if (step < 0 || step > resumed + 1)
+            continue;
+          kept += line + "\n";
+          if (std::string(file) == "eval.jsonl")
+            p->eval.logged.insert(step);
+        }
       }
+      if (resumed >= 0 || std::string(file) == "metrics.jsonl" ||
+          fs::exists(path))
+        writeTextFile(path.string(), kept);
     }
-    std::string kept;
-    for (const std::string &l : keep)
-      kept += l + "\n";
-    writeTextFile(metrics.string(), kept);
     const std::string steps =
         p->firstStep < p->steps
             ? "steps " + std::to_string(p->firstStep + 1) + ".." +
@@ -329,4 +335,11 @@ void rlhf::exec::openRun(rlhf_prog *p) {
                              : "");
     std::fflush(stdout);
   }
+  // Whether the evaluation after the checkpoint's step was written before
+  // the run stopped: every rank must agree to run it again or not.
+  at::Tensor logged =
+      at::tensor({double(p->eval.logged.count(p->firstStep))}, at::kDouble);
+  p->world->broadcast(logged, 0);
+  if (logged.item<double>() > 0)
+    p->eval.logged.insert(p->firstStep);
 }

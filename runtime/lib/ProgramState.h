@@ -168,6 +168,28 @@ struct FilterState {
   bool warnedFill = false;
 };
 
+/// Held-out evaluation (ProgramEval.cpp): the compiled eval function runs
+/// the iteration's scoring ops on each batch of a dataset, and the runtime
+/// averages each score over the dataset's rows.
+struct EvalState {
+  int64_t dataset = -1, interval = 0;
+  void (*body)(rlhf_prog *, int64_t) = nullptr;
+  double predictedBatch = 0; ///< the plan's seconds per batch
+  /// This run's evaluations: how many, their batches and seconds.
+  int64_t passes = 0, batches = 0;
+  double seconds = 0;
+  int64_t realRows = 0; ///< of the batch running (the rest wrap around)
+  struct Score {
+    std::string label;
+    double sum = 0;
+    int64_t rows = 0;
+  };
+  std::vector<Score> scores; ///< by their order in the eval function
+  size_t cursor = 0;
+  /// Steps whose evaluation eval.jsonl already holds (a resumed run).
+  std::set<int64_t> logged;
+};
+
 /// One number of the progress line and metrics file. Every rank records
 /// the same slots in the same order (the program is the same everywhere).
 struct Metric {
@@ -338,6 +360,7 @@ struct rlhf_prog {
 
   std::deque<rlhf_value> values; ///< this step's values
   FilterState filter;
+  EvalState eval;
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
   Clock::time_point stepStart, runStart;
@@ -423,6 +446,11 @@ std::pair<int64_t, int64_t> rowSlice(int64_t d, int64_t dp, int64_t rows);
 /// `v`'s tensor (and mask) moved to `to`: ranks of `to` end up holding their
 /// data-parallel rows (all rows when `to` is the replicated layout).
 rlhf_value *relayout(rlhf_prog *p, rlhf_value *v, const Layout &to);
+
+/// A record of `examples` (a batch's rows) of dataset `d`, tokenized into
+/// its fields; `where` names them in warnings ("at step 3").
+rlhf_value *loadRows(rlhf_prog *p, DatasetState &d,
+                     std::vector<Example> examples, const std::string &where);
 
 rlhf_value *tensorValue(rlhf_prog *p, at::Tensor t, at::Tensor mask,
                         int64_t rows, std::optional<Layout> layout);
@@ -536,6 +564,14 @@ const nlohmann::json &tokenizerIdentity(rlhf_prog *p);
 /// checkpoint loaded into the plan's layouts (ProgramResume.cpp). Sets
 /// firstStep and resumedFrom.
 void openRun(rlhf_prog *p);
+
+/// Evaluates on the held-out dataset when it is due after `done` steps:
+/// before the first step, every eval_interval steps and after the last.
+void evaluateIfDue(rlhf_prog *p, int64_t done);
+
+/// "evaluation: N passes, B batches in S s (plan predicted ...)", or "" when
+/// none ran.
+std::string evalReport(const rlhf_prog *p);
 
 /// Writes the samples that asynchronous generators made ahead of `step`
 /// into checkpoint folder `dir`, and reads them back on resume.

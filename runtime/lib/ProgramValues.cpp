@@ -231,7 +231,8 @@ struct Cuts {
 };
 
 void reportCuts(rlhf_prog *p, DatasetState &d, const std::string &f,
-                const Cuts &c, int64_t width, bool completion, int64_t step) {
+                const Cuts &c, int64_t width, bool completion,
+                const std::string &where) {
   if (!c.rows || p->rank != 0 || !d.warnedCut.insert(f).second)
     return;
   std::string what, kept, fix;
@@ -246,25 +247,96 @@ void reportCuts(rlhf_prog *p, DatasetState &d, const std::string &f,
     fix = "max_response_len by " + std::to_string(c.longest - width);
   }
   std::fprintf(stderr,
-               "warning: dataset '%s' ('%s'): %lld of the %lld %s at step "
-               "%lld are longer than the %lld tokens the dataset holds (the "
+               "warning: dataset '%s' ('%s'): %lld of the %lld %s %s "
+               "are longer than the %lld tokens the dataset holds (the "
                "longest: %lld) and %s; raise %s to keep them whole (said "
                "once per field)\n",
                d.name.c_str(), d.path.c_str(), (long long)c.rows,
-               (long long)d.batch, what.c_str(), (long long)step + 1,
+               (long long)d.batch, what.c_str(), where.c_str(),
                (long long)width, (long long)c.longest, kept.c_str(),
                fix.c_str());
 }
 
 } // namespace
 
-extern "C" {
-
 // A dataset's sequence fields (chosen, rejected, text) are whole sequences,
 // trained on at every real token, unless the dataset also has `prompt`:
 // then a row's column is the completion of its prompt (TRL's
 // prompt-completion rows), the sequence is the prompt followed by it, and
 // its mask covers the completion only.
+rlhf_value *rlhf::exec::loadRows(rlhf_prog *p, DatasetState &d,
+                                 std::vector<Example> examples,
+                                 const std::string &where) {
+  auto rows = std::make_shared<const std::vector<Example>>(std::move(examples));
+  const int64_t B = int64_t(rows->size()), pad = p->tokenizer->pad();
+  const TextTokenizer &tok = *p->tokenizer;
+  const bool hasPrompt =
+      std::find(d.fields.begin(), d.fields.end(), "prompt") != d.fields.end();
+  // Each row's prompt, its last max_prompt_len tokens.
+  std::vector<std::vector<int64_t>> prompts;
+  Cuts promptCuts;
+  if (hasPrompt)
+    for (const Example &row : *rows) {
+      std::vector<int64_t> ids = tok.encode(row.at("prompt"), true);
+      promptCuts.add(ids.size(), d.promptLen);
+      if (int64_t(ids.size()) > d.promptLen)
+        ids.erase(ids.begin(), ids.end() - d.promptLen);
+      prompts.push_back(std::move(ids));
+    }
+  std::map<std::string, rlhf_value *> fields;
+  for (const std::string &f : d.fields) {
+    const bool answer = f == "answer", prompt = f == "prompt";
+    const bool completion = hasPrompt && !prompt && !answer;
+    const int64_t width = prompt   ? d.promptLen
+                          : answer ? std::max<int64_t>(d.responseLen, 1)
+                                   : d.promptLen + d.responseLen;
+    at::Tensor t = at::full({B, width}, pad, at::kLong);
+    // Where each row's completion starts (prompt-completion rows).
+    at::Tensor start = at::zeros({B, 1}, at::kLong);
+    Cuts cuts;
+    for (int64_t b = 0; b < B; ++b) {
+      const Example &row = (*rows)[size_t(b)];
+      std::vector<int64_t> ids;
+      if (prompt) {
+        ids = prompts[size_t(b)];
+      } else if (completion) {
+        ids = prompts[size_t(b)];
+        start[b][0] = int64_t(ids.size());
+        std::vector<int64_t> c = tok.encode(row.at(f), false);
+        c.push_back(tok.eos());
+        ids.insert(ids.end(), c.begin(), c.end());
+      } else {
+        ids = tok.encode(row.at(f), !answer);
+        if (!answer)
+          ids.push_back(tok.eos());
+      }
+      // Answers are checked at start: none is wider than its field.
+      if (!prompt)
+        cuts.add(ids.size(), width);
+      if (int64_t(ids.size()) > width)
+        ids.resize(size_t(width));
+      // Prompts are left-padded, so that generation continues them.
+      const int64_t off = prompt ? width - int64_t(ids.size()) : 0;
+      t[b].narrow(0, off, int64_t(ids.size()))
+          .copy_(at::tensor(ids, at::kLong));
+    }
+    reportCuts(p, d, f, prompt ? promptCuts : cuts, width, completion, where);
+    at::Tensor mask;
+    if (!prompt && !answer) {
+      // Whole sequences: every real token is predicted and trained on;
+      // completions: the tokens after the prompt.
+      mask = predictedTokens(t, pad);
+      if (completion)
+        mask = mask & (at::arange(1, width, at::kLong).unsqueeze(0) >= start);
+    }
+    fields[f] = tensorValue(p, t, mask, B, std::nullopt);
+    fields[f]->examples = rows; // script_reward sends the text
+  }
+  return recordValue(p, std::move(fields));
+}
+
+extern "C" {
+
 rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step, int64_t n) {
   return guarded(p, "load", [&] {
     if (di < 0 || di >= int64_t(p->datasets.size()))
@@ -272,73 +344,9 @@ rlhf_value *rlhf_load(rlhf_prog *p, int64_t di, int64_t step, int64_t n) {
     DatasetState &d = p->datasets[size_t(di)];
     if (n <= 0)
       throw Error("load of " + std::to_string(n) + " rows");
-    auto rows = std::make_shared<const std::vector<Example>>(
-        d.data->rows(step * d.batch + d.skipped, n, uint64_t(p->seed)));
-    const int64_t B = n, pad = p->tokenizer->pad();
-    const TextTokenizer &tok = *p->tokenizer;
-    const bool hasPrompt =
-        std::find(d.fields.begin(), d.fields.end(), "prompt") != d.fields.end();
-    // Each row's prompt, its last max_prompt_len tokens.
-    std::vector<std::vector<int64_t>> prompts;
-    Cuts promptCuts;
-    if (hasPrompt)
-      for (const Example &row : *rows) {
-        std::vector<int64_t> ids = tok.encode(row.at("prompt"), true);
-        promptCuts.add(ids.size(), d.promptLen);
-        if (int64_t(ids.size()) > d.promptLen)
-          ids.erase(ids.begin(), ids.end() - d.promptLen);
-        prompts.push_back(std::move(ids));
-      }
-    std::map<std::string, rlhf_value *> fields;
-    for (const std::string &f : d.fields) {
-      const bool answer = f == "answer", prompt = f == "prompt";
-      const bool completion = hasPrompt && !prompt && !answer;
-      const int64_t width = prompt   ? d.promptLen
-                            : answer ? std::max<int64_t>(d.responseLen, 1)
-                                     : d.promptLen + d.responseLen;
-      at::Tensor t = at::full({B, width}, pad, at::kLong);
-      // Where each row's completion starts (prompt-completion rows).
-      at::Tensor start = at::zeros({B, 1}, at::kLong);
-      Cuts cuts;
-      for (int64_t b = 0; b < B; ++b) {
-        const Example &row = (*rows)[size_t(b)];
-        std::vector<int64_t> ids;
-        if (prompt) {
-          ids = prompts[size_t(b)];
-        } else if (completion) {
-          ids = prompts[size_t(b)];
-          start[b][0] = int64_t(ids.size());
-          std::vector<int64_t> c = tok.encode(row.at(f), false);
-          c.push_back(tok.eos());
-          ids.insert(ids.end(), c.begin(), c.end());
-        } else {
-          ids = tok.encode(row.at(f), !answer);
-          if (!answer)
-            ids.push_back(tok.eos());
-        }
-        // Answers are checked at start: none is wider than its field.
-        if (!prompt)
-          cuts.add(ids.size(), width);
-        if (int64_t(ids.size()) > width)
-          ids.resize(size_t(width));
-        // Prompts are left-padded, so that generation continues them.
-        const int64_t off = prompt ? width - int64_t(ids.size()) : 0;
-        t[b].narrow(0, off, int64_t(ids.size()))
-            .copy_(at::tensor(ids, at::kLong));
-      }
-      reportCuts(p, d, f, prompt ? promptCuts : cuts, width, completion, step);
-      at::Tensor mask;
-      if (!prompt && !answer) {
-        // Whole sequences: every real token is predicted and trained on;
-        // completions: the tokens after the prompt.
-        mask = predictedTokens(t, pad);
-        if (completion)
-          mask = mask & (at::arange(1, width, at::kLong).unsqueeze(0) >= start);
-      }
-      fields[f] = tensorValue(p, t, mask, B, std::nullopt);
-      fields[f]->examples = rows; // script_reward sends the text
-    }
-    return recordValue(p, std::move(fields));
+    return loadRows(
+        p, d, d.data->rows(step * d.batch + d.skipped, n, uint64_t(p->seed)),
+        "at step " + std::to_string(step + 1));
   });
 }
 

@@ -671,3 +671,53 @@ rlhf.algorithm @a cluster @c steps 1 seed 1 save_interval 0 {
   // expected-error @+1 {{keeps 80 prompts, more than 4 rounds of 16 draw}}
   %k:1 = rlhf.filter_groups %s group 2 prompts 80 rounds 4 min_std 0.0 expect 1.0 keep (%b) : tensor<32xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
 }
+
+// -----
+
+// an eval interval needs an eval dataset
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+// expected-error @+1 {{'rlhf.algorithm' op has an eval_interval but no eval dataset}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 attributes {eval_interval = 5 : i64} {
+}
+
+// -----
+
+// the eval dataset resolves
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+// expected-error @+1 {{'rlhf.algorithm' op eval 'nowhere' does not name an rlhf.dataset}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @nowhere every 5 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+}
+
+// -----
+
+// evaluation replaces a load
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+// expected-error @+1 {{'rlhf.algorithm' op evaluates on @d in place of the dataset the iteration loads, but it loads none}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @d every 5 {
+}
+
+// -----
+
+// the eval dataset has every field of the loaded one
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+rlhf.dataset @held "held.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{'rlhf.algorithm' op eval dataset @held lacks field 'answer' as 'tensor<16x2xi32, #rlhf.kind<answer>>' of @d}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @held every 5 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+}
+
+// -----
+
+// none of the eval dataset's fields is wider, nor its batch larger
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+rlhf.dataset @held "held.jsonl" : !rlhf.record<prompt: tensor<16x9xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+// expected-error @+1 {{'rlhf.algorithm' op eval dataset @held's field 'prompt' ('tensor<16x9xi32, #rlhf.kind<tokens>>') exceeds @d's ('tensor<16x8xi32, #rlhf.kind<tokens>>'), which the plan is priced for}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @held every 5 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>
+}

@@ -92,3 +92,12 @@ rlhf.algorithm @async cluster @c steps 1 seed 1 save_interval 0 staleness 2 {
   // CHECK: rlhf.weight_update @actor version_lag 2 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1> cost <time = 2.500000e-01, memory = 0.000000e+00>
   rlhf.weight_update @actor version_lag 2 on <0, 8> as <dp = 8, tp = 1, pp = 1, mbs = 1> to @actor on <8, 8> as <dp = 2, tp = 4, pp = 1, mbs = 1> cost <time = 0.25, memory = 0.0>
 }
+
+// Held-out evaluation on a dataset like the one loaded, narrower and in
+// smaller batches.
+rlhf.dataset @held "held.jsonl" : !rlhf.record<prompt: tensor<8x6xi32, #rlhf.kind<tokens>>>
+// CHECK-LABEL: rlhf.algorithm @evaluated
+// CHECK-SAME: eval @held every 10 {
+rlhf.algorithm @evaluated cluster @c steps 100 seed 1 save_interval 0 eval @held every 10 {
+  %b = rlhf.load @d16 : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}

@@ -92,6 +92,9 @@ public:
        << " save_interval=" << in.settings.saveInterval;
     if (in.settings.staleness)
       os << " staleness=" << in.settings.staleness;
+    if (in.settings.evalDataset)
+      os << " eval=" << in.settings.evalDataset->name
+         << " eval_interval=" << in.settings.evalInterval;
     os << "\n";
     for (const sema::Model *m : in.models)
       line(1) << "Model " << m->name << " arch=" << m->arch.name

@@ -148,7 +148,10 @@ private:
     auto alg = b.create<r::AlgorithmOp>(
         in.loc, b.getStringAttr(name), sym(in.cluster->name),
         i64(in.settings.steps), i64(in.settings.seed),
-        i64(in.settings.saveInterval), i64(in.settings.staleness));
+        i64(in.settings.saveInterval), i64(in.settings.staleness),
+        in.settings.evalDataset ? sym(in.settings.evalDataset->name)
+                                : FlatSymbolRefAttr(),
+        i64(in.settings.evalInterval));
     // The models this iteration trains: their generations may lag.
     llvm::SmallPtrSet<const sema::Model *, 4> trained;
     for (const sema::Node &n : in.nodes)

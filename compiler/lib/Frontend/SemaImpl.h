@@ -152,11 +152,10 @@ inline const PropSpec kDatasetProps[] = {
     {"template", PropType::String, false},
 };
 inline const PropSpec kRunProps[] = {
-    {"steps", PropType::Int, true},
-    {"seed", PropType::Int, false},
-    {"save_interval", PropType::Int, false},
-    {"cluster", PropType::Name, false},
-    {"staleness", PropType::Int, false},
+    {"steps", PropType::Int, true},          {"seed", PropType::Int, false},
+    {"save_interval", PropType::Int, false}, {"cluster", PropType::Name, false},
+    {"staleness", PropType::Int, false},     {"eval", PropType::Name, false},
+    {"eval_interval", PropType::Int, false},
 };
 
 /// A scalar with a unit dimension after folding constants.
@@ -279,6 +278,11 @@ private:
   void parseOptimizer(const Expr &e, Optimizer &o);
   /// Each trained model's schedule against the run's steps.
   void checkSchedules(const Instance &inst);
+  /// `eval` and `eval_interval` of a run block (SemaEval.cpp).
+  void readEval(const PropMap &m, Instance &inst);
+  /// What evaluation needs of the typed iteration: a dataset like the one
+  /// it loads, and a score of generated samples.
+  void checkEval(const Instance &inst);
 
   void resolveDataset(const EntityDecl &d);
 

@@ -168,6 +168,7 @@ void Sema::instantiate(const RunDecl &r) {
   setInt(m, "save_interval", inst.settings.saveInterval, 0,
          mlir::rlhf::kMaxSteps);
   setInt(m, "staleness", inst.settings.staleness, 0, mlir::rlhf::kMaxStaleness);
+  readEval(m, inst);
   if (auto *c = m.lookup("cluster"); c && checkHasValue(*c)) {
     if (auto name = evalName(*c->value, "'cluster'"))
       if (lookupEntity(*name, EntityKind::Cluster, c->value->loc, "cluster"))
@@ -299,6 +300,7 @@ void Sema::instantiate(const RunDecl &r) {
   checkGroups(inst);
   checkFilter(inst);
   checkSchedules(inst);
+  checkEval(inst);
   // Unused results, in source order.
   std::vector<const Local *> unused;
   for (auto &kv : env)

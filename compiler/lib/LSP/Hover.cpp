@@ -353,9 +353,14 @@ void runHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
     return;
   }
   os << formatv(
-      ": predicted iteration time **{0}**\n\n",
+      ": predicted iteration time **{0}**",
       seconds(
           plan->report.getNumber("predicted_iteration_time_s").value_or(0)));
+  if (auto t = plan->report.getNumber("predicted_eval_batch_time_s"))
+    os << formatv("; evaluation on `{0}` **{1}** per batch",
+                  plan->report.getString("eval_dataset").value_or(""),
+                  seconds(*t));
+  os << "\n\n";
   os << "| call | source | mesh | dp | tp | pp | mbs | time | memory per GPU "
         "|\n"
      << "|---|---:|---|---:|---:|---:|---:|---:|---:|\n";

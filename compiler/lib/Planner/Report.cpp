@@ -132,7 +132,7 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
   Array peak;
   for (double b : sim.peakMemory)
     peak.push_back(b);
-  return Object{
+  Object report{
       {"algorithm", alg.getSymName().str()},
       {"cluster", Object{{"name", alg.getCluster().str()},
                          {"hardware", p.hw.name},
@@ -148,4 +148,11 @@ llvm::json::Value plan::planToJson(r::AlgorithmOp alg, const Problem &p,
       {"emas", std::move(emas)},
       {"peak_memory_per_gpu_bytes", std::move(peak)},
   };
+  // Held-out evaluation, priced by rlhf-schedule: one batch of its dataset.
+  if (auto t = alg->getAttrOfType<mlir::FloatAttr>("eval_batch_time")) {
+    report["eval_dataset"] = alg.getEval()->str();
+    report["eval_interval"] = alg.getEvalInterval();
+    report["predicted_eval_batch_time_s"] = t.getValueAsDouble();
+  }
+  return report;
 }

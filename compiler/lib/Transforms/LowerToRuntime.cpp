@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EvalSlice.h"
 #include "FilterLoop.h"
 #include "PassUtils.h"
 #include "RuntimeEmitter.h"
@@ -156,29 +157,19 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         return up.emitError() << "the plan updates a generator of @" << model
                               << ", but no generate of it runs ahead";
 
-    // A model's layout when an iteration starts: where its first realloc
-    // takes it from, or where its first call runs.
+    // A model's layout when an iteration starts.
+    for (Operation &op : alg.getBodyBlock())
+      if (r::isModelCall(&op) && !isPlaced(&op) &&
+          !(isa<r::GenerateOp>(op) &&
+            aheadOf.count(
+                op.getAttrOfType<FlatSymbolRefAttr>("model").getValue())))
+        return op.emitError(
+            "call is not placed; run the planning pipeline before "
+            "rlhf-lower-to-runtime");
     llvm::StringMap<SmallVector<int64_t>> initial;
-    for (Operation &op : alg.getBodyBlock()) {
-      if (auto re = dyn_cast<r::ReallocOp>(op)) {
-        initial.try_emplace(
-            re.getSource(),
-            layoutFor(re.getSource(), re.getFromMesh(), re.getFrom()));
-      } else if (r::isModelCall(&op)) {
-        // A generator that runs ahead has its own layout and copy.
-        if (auto g = dyn_cast<r::GenerateOp>(op);
-            g && aheadOf.count(g.getModel()))
-          continue;
-        if (!isPlaced(&op))
-          return op.emitError(
-              "call is not placed; run the planning pipeline before "
-              "rlhf-lower-to-runtime");
-        auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
-        initial.try_emplace(
-            model, layoutFor(model, op.getAttrOfType<r::MeshAttr>("mesh"),
-                             op.getAttrOfType<r::StrategyAttr>("strategy")));
-      }
-    }
+    for (const auto &kv : initialPlacements(alg))
+      initial[kv.getKey()] =
+          layoutFor(kv.getKey(), kv.getValue().mesh, kv.getValue().strategy);
 
     // Predicted per-GPU peak memory, printed beside measured RSS at the end.
     auto sim = simulatePlaced(alg, cost::Calibration{}, /*record=*/false);
@@ -208,102 +199,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
          e.string(loc, alg.getSymName()), e.int64(loc, alg.getSteps()),
          e.int64(loc, alg.getSeed()), e.int64(loc, alg.getSaveInterval()),
          e.int64(loc, gpus), e.float64(loc, iteration)});
-    for (r::ModelOp m : models) {
-      Location mloc = m.getLoc();
-      r::ArchAttr a = m.getArch();
-      Value arch = e.array(
-          mloc, (m.getSymName() + "_arch").str(),
-          ArrayRef<int64_t>{a.getLayers(), a.getHidden(), a.getHeads(),
-                            a.getKvHeads(), a.getFfn(), a.getVocab(),
-                            a.getMaxSeq(), m.getHead() == r::Head::value,
-                            a.getTieEmbeddings(), a.getQkvBias()});
-      // Adam settings; lr 0 marks a frozen model.
-      SmallVector<double> adam = {0.0, 0.9, 0.95, 1e-8, 0.0, 1.0};
-      if (m.getTrainable()) {
-        adam[0] = 1e-5;
-        if (auto o = m.getOptimizerAttr())
-          adam = {o.getLr().convertToDouble(),
-                  o.getBeta1().convertToDouble(),
-                  o.getBeta2().convertToDouble(),
-                  o.getEps().convertToDouble(),
-                  o.getWeightDecay().convertToDouble(),
-                  o.getGradClip().convertToDouble()};
-      }
-      // Relative to the file that declares the model, as a dataset's path.
-      Value ckpt = m.getCheckpoint()
-                       ? e.string(mloc, resolveFrom(mloc, *m.getCheckpoint()))
-                       : e.null(mloc);
-      SmallVector<int64_t> lay = {0, 1, 1, 1, 1, 1, 1};
-      if (auto it = initial.find(m.getSymName()); it != initial.end())
-        lay = it->second;
-      Value layout = e.array(mloc, (m.getSymName() + "_layout").str(),
-                             ArrayRef<int64_t>(lay));
-      SmallVector<Value> args = {prog, e.string(mloc, m.getSymName()), arch,
-                                 e.int64(mloc, m.getTrainable())};
-      for (double x : adam)
-        args.push_back(e.float64(mloc, x));
-      args.append({ckpt, layout});
-      e.call(mloc, "rlhf_prog_add_model", e.voidTy, args);
-      e.call(mloc, "rlhf_prog_set_model_rope", e.voidTy,
-             {prog, e.string(mloc, m.getSymName()),
-              e.float64(mloc, a.getRopeTheta().convertToDouble()),
-              e.float64(mloc, a.getNormEps().convertToDouble()),
-              e.float64(mloc, a.getRopeFactor().convertToDouble()),
-              e.float64(mloc, a.getRopeLowFreqFactor().convertToDouble()),
-              e.float64(mloc, a.getRopeHighFreqFactor().convertToDouble()),
-              e.int64(mloc, a.getRopeOriginalMaxSeq())});
-      // The decay's horizon is the program's steps, not --steps: a run
-      // stopped early and resumed follows the same rates.
-      if (auto o = m.getOptimizerAttr();
-          o && m.getTrainable() &&
-          (o.getSchedule() != "constant" || o.getWarmupSteps() > 0))
-        e.call(mloc, "rlhf_prog_set_model_schedule", e.voidTy,
-               {prog, e.string(mloc, m.getSymName()),
-                e.string(mloc, o.getSchedule()),
-                e.int64(mloc, o.getWarmupSteps()),
-                e.int64(mloc,
-                        o.getDecaySteps() ? o.getDecaySteps() : alg.getSteps()),
-                e.float64(mloc, o.getMinLr().convertToDouble())});
-    }
-    for (r::DatasetOp d : datasets) {
-      Location dloc = d.getLoc();
-      auto rec = cast<r::RecordType>(d.getBatchType());
-      int64_t batch = 0, promptLen = 0, seqLen = 0, answerLen = 0;
-      std::string fields;
-      for (auto [name, type] : llvm::zip(rec.getNames(), rec.getTypes())) {
-        auto t = cast<RankedTensorType>(type);
-        batch = t.getDimSize(0);
-        StringRef n = name.getValue();
-        if (n == "prompt")
-          promptLen = t.getDimSize(1);
-        else if (n == "answer")
-          answerLen = t.getDimSize(1);
-        else
-          seqLen = t.getDimSize(1);
-        fields += (fields.empty() ? "" : ",") + n.str();
-      }
-      // max_response_len: whole sequences are P + R; answers are R wide.
-      int64_t responseLen =
-          seqLen && promptLen ? seqLen - promptLen : answerLen;
-      if (!promptLen && seqLen)
-        promptLen = seqLen - responseLen;
-      std::string path = resolveFrom(dloc, d.getPath());
-      e.call(dloc, "rlhf_prog_add_dataset", e.voidTy,
-             {prog, e.string(dloc, d.getSymName()), e.string(dloc, path),
-              e.int64(dloc, batch), e.int64(dloc, promptLen),
-              e.int64(dloc, responseLen), e.string(dloc, fields)});
-      if (auto tmpl = d.getPromptTemplate())
-        e.call(dloc, "rlhf_prog_set_dataset_template", e.voidTy,
-               {prog, e.string(dloc, d.getSymName()), e.string(dloc, *tmpl)});
-    }
-    // One tokenizer serves the program (the front end checks that models
-    // naming one agree).
-    for (r::ModelOp m : models)
-      if (auto tok = m.getTokenizer()) {
-        e.call(m.getLoc(), "rlhf_prog_set_tokenizer", e.voidTy,
-               {prog, e.string(m.getLoc(), resolveFrom(m.getLoc(), *tok))});
-        break;
-      }
+    emitDeclarations(e, alg, prog, models, datasets, initial);
     e.call(loc, "rlhf_prog_set_hardware", e.voidTy,
            {prog, e.string(loc, cluster.getHardware().getName())});
     for (auto [gpu, bytes] : llvm::enumerate(peak))
@@ -320,6 +216,36 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                       ArrayRef<int64_t>(layoutFor(op.getModel(), op.getMesh(),
                                                   op.getStrategy())))});
     };
+    // Held-out evaluation: the runtime calls the eval function (filled in
+    // below) over the eval dataset's batches when an evaluation is due.
+    LLVM::LLVMFuncOp evalFn;
+    std::optional<EvalSlice> es;
+    double evalBatch = 0; // the plan's seconds per eval batch
+    if (alg.getEval()) {
+      FailureOr<EvalSlice> slice = evalSlice(alg);
+      if (failed(slice))
+        return failure();
+      es = std::move(*slice);
+      if (auto t = alg->getAttrOfType<FloatAttr>("eval_batch_time")) {
+        evalBatch = t.getValueAsDouble();
+      } else {
+        FailureOr<double> priced = evalBatchTime(alg, *es, {});
+        if (failed(priced))
+          return failure();
+        evalBatch = *priced;
+      }
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToEnd(module.getBody());
+      evalFn = b.create<LLVM::LLVMFuncOp>(
+          loc, ("__rlhf_eval_" + alg.getSymName()).str(),
+          LLVM::LLVMFunctionType::get(e.voidTy, {e.ptr, e.i64}),
+          LLVM::Linkage::Internal);
+    }
+    if (evalFn)
+      e.call(loc, "rlhf_prog_set_eval", e.voidTy,
+             {prog, e.int64(loc, datasetIndex.lookup(*alg.getEval())),
+              e.int64(loc, alg.getEvalInterval()), e.float64(loc, evalBatch),
+              b.create<LLVM::AddressOfOp>(loc, evalFn)});
     Value first = e.call(loc, "rlhf_prog_start", e.i64, {prog});
     // Offloaded models rest in host memory from the start.
     for (auto off : alg.getBodyBlock().getOps<r::OffloadOp>())
@@ -367,6 +293,34 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     if (failed(fl))
       return failure();
     Block *loopBlock = nullptr;
+    // In the eval function: loads read the eval dataset's batch `stepArg`,
+    // and generation samples once per prompt, greedily.
+    bool evalMode = false;
+    auto evalGenerate = [&](r::GenerateOp g, Value layout) {
+      Location l = g.getLoc();
+      return e.call(l, "rlhf_generate", e.ptr,
+                    {p, e.int64(l, modelIndex.lookup(g.getModel())),
+                     handle.lookup(g.getPrompt()), layout,
+                     e.int64(l, g.getMaxNewTokens()), e.int64(l, 1),
+                     e.float64(l, 1.0), e.float64(l, 1.0), e.int64(l, 1),
+                     e.string(l, ("eval generate " + g.getModel()).str())});
+    };
+    // Undoes model moves, last first.
+    auto undoMoves = [&](Location l, ArrayRef<Operation *> moves) {
+      for (Operation *move : llvm::reverse(moves)) {
+        if (auto re = dyn_cast<r::ReallocOp>(move))
+          e.call(l, "rlhf_realloc", e.voidTy,
+                 {p, e.int64(l, modelIndex.lookup(re.getSource())),
+                  layoutConst(l, (re.getSource() + "_realloc_to").str(),
+                              re.getSource(), re.getToMesh(), re.getTo()),
+                  layoutConst(l, (re.getSource() + "_realloc_from").str(),
+                              re.getSource(), re.getFromMesh(), re.getFrom())});
+        else if (auto on = dyn_cast<r::OnloadOp>(move))
+          hostMove(on, "rlhf_offload", "offload", p);
+        else if (auto off = dyn_cast<r::OffloadOp>(move))
+          hostMove(off, "rlhf_onload", "onload", p);
+      }
+    };
     auto emitOp = [&](Operation &op) -> LogicalResult {
       Location l = op.getLoc();
       auto modelIdx = [&](StringRef name) {
@@ -381,6 +335,12 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       if (auto ld = dyn_cast<r::LoadOp>(op)) {
         // The rows drawn: a batch, or a round's gen_batch under a filter.
         auto fields = ld.getBatch().getType().getTypes();
+        if (evalMode) {
+          handle[ld.getResult()] = e.call(
+              l, "rlhf_eval_load", e.ptr,
+              {p, e.int64(l, datasetIndex.lookup(*alg.getEval())), stepArg});
+          return success();
+        }
         handle[ld.getResult()] = e.call(
             l, "rlhf_load", e.ptr,
             {p, e.int64(l, datasetIndex.lookup(ld.getDataset())), stepArg,
@@ -422,6 +382,15 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
             e.call(l, "rlhf_transfer", e.ptr,
                    {p, handle.lookup(t.getInput()),
                     layoutConst(l, "transfer_to", consumer, t.getTo(), st)});
+      } else if (auto g = dyn_cast<r::GenerateOp>(op); g && evalMode) {
+        // A generator that runs ahead samples with older weights: evaluate
+        // the trainer's, where the iteration starts with them.
+        handle[g.getResult()] =
+            aheadOf.count(g.getModel())
+                ? evalGenerate(
+                      g, e.array(l, (g.getModel() + "_eval").str(),
+                                 ArrayRef<int64_t>(initial[g.getModel()])))
+                : evalGenerate(g, placed("generate"));
       } else if (auto g = dyn_cast<r::GenerateOp>(op);
                  g && aheadOf.count(g.getModel())) {
         auto field = g.getPrompt().getDefiningOp<r::FieldOp>();
@@ -455,12 +424,12 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                     e.int64(l, g.getGreedy()),
                     e.string(l, ("generate " + g.getModel()).str())});
       } else if (auto in = dyn_cast<r::InferenceOp>(op)) {
-        handle[in.getResult()] =
-            e.call(l, "rlhf_inference", e.ptr,
-                   {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
-                    placed("inference"),
-                    e.float64(l, samplingTemperature(in.getSeq())),
-                    e.string(l, ("inference " + in.getModel()).str())});
+        handle[in.getResult()] = e.call(
+            l, "rlhf_inference", e.ptr,
+            {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
+             placed("inference"),
+             e.float64(l, evalMode ? 1.0 : samplingTemperature(in.getSeq())),
+             e.string(l, ("inference " + in.getModel()).str())});
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
         std::string settings = settingsString(ts.getSettings());
@@ -536,20 +505,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         fnBody.push_back(exit);
         b.create<cf::CondBranchOp>(l, isDone, exit, again);
         b.setInsertionPointToStart(again);
-        for (Operation *move : llvm::reverse(fl->moves)) {
-          if (auto re = dyn_cast<r::ReallocOp>(move))
-            e.call(
-                l, "rlhf_realloc", e.voidTy,
-                {p, modelIdx(re.getSource()),
-                 layoutConst(l, (re.getSource() + "_realloc_to").str(),
-                             re.getSource(), re.getToMesh(), re.getTo()),
-                 layoutConst(l, (re.getSource() + "_realloc_from").str(),
-                             re.getSource(), re.getFromMesh(), re.getFrom())});
-          else if (auto on = dyn_cast<r::OnloadOp>(move))
-            hostMove(on, "rlhf_offload", "offload", p);
-          else if (auto off = dyn_cast<r::OffloadOp>(move))
-            hostMove(off, "rlhf_onload", "onload", p);
-        }
+        undoMoves(l, fl->moves);
         b.create<cf::BranchOp>(l, loopBlock);
         b.setInsertionPointToStart(exit);
         for (auto [i, kept] : llvm::enumerate(f.getKept()))
@@ -572,6 +528,32 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         return failure();
     }
     b.create<func::ReturnOp>(loc);
+    if (!evalFn)
+      return success();
+
+    // The eval function: batch `stepArg` of the eval dataset through the
+    // ops that score samples, each score reported, the moves undone.
+    Block *evalBody = evalFn.addEntryBlock(b);
+    b.setInsertionPointToStart(evalBody);
+    p = evalBody->getArgument(0);
+    stepArg = evalBody->getArgument(1);
+    evalMode = true;
+    handle.clear();
+    for (Operation *op : es->order) {
+      if (failed(emitOp(*op)))
+        return failure();
+      for (const EvalScore &s : es->scores)
+        if (s.op == op) {
+          Location l = op->getLoc();
+          Value score = e.call(
+              l, "rlhf_field", e.ptr,
+              {p, handle.lookup(op->getResult(0)), e.string(l, s.field)});
+          e.call(l, "rlhf_eval_score", e.voidTy,
+                 {p, score, e.string(l, s.label)});
+        }
+    }
+    undoMoves(loc, es->moves);
+    b.create<LLVM::ReturnOp>(loc, ValueRange{});
     return success();
   }
 };

@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstdio>
@@ -204,6 +205,14 @@ inline std::string settingsString(DictionaryAttr d) {
   }
   return s;
 }
+
+/// Main's calls that declare `models` (with each one's layout when an
+/// iteration starts, from `initial`), `datasets` and the tokenizer to the
+/// program `prog` (EmitDeclarations.cpp).
+void emitDeclarations(Emitter &e, r::AlgorithmOp alg, Value prog,
+                      ArrayRef<r::ModelOp> models,
+                      ArrayRef<r::DatasetOp> datasets,
+                      const llvm::StringMap<SmallVector<int64_t>> &initial);
 
 } // namespace rlhfc::lowering
 

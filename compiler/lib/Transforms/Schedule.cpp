@@ -1,5 +1,6 @@
 //===- Schedule.cpp - rlhf-schedule ---------------------------------------===//
 
+#include "EvalSlice.h"
 #include "PassUtils.h"
 #include "rlhfc/Planner/Timeline.h"
 #include "rlhfc/Transforms/Passes.h"
@@ -65,6 +66,17 @@ struct Schedule : rlhfc::impl::RLHFScheduleBase<Schedule> {
       }
       if (p.staleness > 0)
         alg->setAttr("peak_memory", b.getF64FloatAttr(peak));
+      // Held-out evaluation: the price of one batch, printed beside the
+      // runtime's measured time.
+      if (alg.getEval()) {
+        FailureOr<lowering::EvalSlice> es = lowering::evalSlice(alg);
+        if (failed(es))
+          return signalPassFailure();
+        FailureOr<double> t = lowering::evalBatchTime(alg, *es, *cal);
+        if (failed(t))
+          return signalPassFailure();
+        alg->setAttr("eval_batch_time", b.getF64FloatAttr(*t));
+      }
       if (!trace.empty()) {
         std::error_code ec;
         llvm::raw_fd_ostream os(trace, ec);

@@ -13,9 +13,9 @@ JSON object per step). Exits non-zero with a message when a check fails.
       the mean of KEY over the last W steps is at least X (at most Y)
   metrics.py near FILE --step S --keys k1,k2 --atol T
       at step S each key is within T of 0 (and present)
-  metrics.py steps FILE N [--finite k1,k2]
-      steps 1..N each appear exactly once, in order (and the keys are
-      present and finite at every step)
+  metrics.py steps FILE N [--finite k1,k2] [--at 0,2,4]
+      steps 1..N (or those given) each appear exactly once, in order (and
+      the keys are present and finite at every step)
   metrics.py filtered FILTERED PLAIN --key flat --groups G
       dynamic sampling (@filter_groups) in FILTERED: at every step KEY (the
       trained batch's share of groups that do not vary) times G (the groups
@@ -103,13 +103,15 @@ def near(a):
 
 def steps(a):
     got = [r["step"] for r in load(a.file)]
-    if got != list(range(1, a.n + 1)):
-        fail(f"steps {got} are not 1..{a.n} once each")
+    want = ([int(x) for x in a.at.split(",")] if a.at
+            else list(range(1, a.n + 1)))
+    if got != want:
+        fail(f"steps {got} are not {a.at or f'1..{a.n}'} once each")
     for r in load(a.file):
         for k in filter(None, a.finite.split(",")):
             if k not in r or not math.isfinite(r[k]):
                 fail(f"step {r['step']}: {k} is {r.get(k)!r}, not a finite number")
-    print(f"OK: steps 1..{a.n} once each" +
+    print(f"OK: steps {a.at or f'1..{a.n}'} once each" +
           (f", {a.finite} finite" if a.finite else ""))
 
 
@@ -201,6 +203,8 @@ t = sub.add_parser("steps")
 t.add_argument("file")
 t.add_argument("n", type=int)
 t.add_argument("--finite", default="")
+t.add_argument("--at", default="",
+               help="the steps expected instead of 1..N, e.g. 0,2,4 (eval.jsonl)")
 t.set_defaults(run=steps)
 for name, run, runs in (("filtered", filtered, ("filtered", "plain")),
                         ("oversampled", oversampled, ("over", "base"))):

@@ -149,6 +149,12 @@ struct RunSettings {
   int64_t steps = 1, seed = 1, saveInterval = 0;
   /// Versions generation may run ahead of training (0: synchronous).
   int64_t staleness = 0;
+  /// `eval = DATASET`: held-out prompts the policy's samples are scored on
+  /// before the first step, every `evalInterval` steps and after the last
+  /// (SemaEval.cpp).
+  const Dataset *evalDataset = nullptr;
+  int64_t evalInterval = 0;
+  mlir::LocationAttr evalLoc;
 };
 
 /// `@filter_groups(...)` on a statement: DAPO's dynamic sampling. The

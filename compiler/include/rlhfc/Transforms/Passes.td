@@ -150,6 +150,11 @@ def RLHFSchedule : Pass<"rlhf-schedule", "mlir::ModuleOp"> {
     `peak_memory` (bytes on the fullest GPU). `trace=FILE` writes the
     simulated iterations as Chrome trace JSON, where an asynchronous plan's
     iterations overlap.
+
+    An algorithm with `eval @d` gets `eval_batch_time`: the seconds of one
+    batch of `@d` through the ops that score samples, at its batch with one
+    greedy sample per prompt, in the plan's layouts, with the reallocations
+    before them made and undone.
   }];
   let options = [
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
@@ -175,6 +180,13 @@ def RLHFLowerToRuntime : Pass<"rlhf-lower-to-runtime", "mlir::ModuleOp"> {
     (`rlhf_filter_round` asks for another batch); reallocations and
     offloads between them are undone before each further round, and those
     before its first call are hoisted out of the loop.
+
+    An algorithm with `eval @d` also gets an eval function,
+    `__rlhf_eval_<algorithm>(prog, batch)`, registered with
+    `rlhf_prog_set_eval`: the ops its first-order rewards depend on, with
+    the load reading batch `batch` of `@d`, generates sampling once,
+    greedily, each reward passed to `rlhf_eval_score`, and the reallocations
+    before them undone at the end.
 
     Relative dataset paths are resolved against the directory of the
     `.rlhf` file that declares them.

@@ -90,18 +90,6 @@ LogicalResult verifyRowsSplit(Operation *op, int64_t rows,
   return success();
 }
 
-/// The mesh lies within the cluster's GPUs.
-LogicalResult verifyMeshOnCluster(Operation *op, ClusterOp cluster,
-                                  MeshAttr mesh, StringRef what = "") {
-  // MeshAttr bounds both by kMaxGpus, so the sum cannot overflow.
-  if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
-    return op->emitOpError()
-           << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
-           << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
-           << cluster.getSymName();
-  return success();
-}
-
 template <typename CallOp>
 LogicalResult verifyCallSymbols(CallOp op, SymbolTableCollection &symbols,
                                 ModelOp &model) {
@@ -127,38 +115,6 @@ LogicalResult verifyCallSymbols(CallOp op, SymbolTableCollection &symbols,
            << " layers of @" << model.getSymName();
   return verifyLayoutOnCluster(op, clusterOf(op, symbols), op.getMeshAttr(),
                                st);
-}
-
-/// An offloaded model rests in host memory in its call's layout, so it has
-/// exactly that one call and nothing else (an EMA) writes it.
-LogicalResult verifyOffloadedModels(AlgorithmOp alg) {
-  llvm::StringMap<int> calls, offloaded, written;
-  for (Operation &op : alg.getBodyBlock()) {
-    if (auto ema = dyn_cast<EmaOp>(op))
-      if (ema.getTargetAttr())
-        ++written[ema.getTarget()];
-    auto model = op.getAttrOfType<FlatSymbolRefAttr>("model");
-    // Nested ops are verified after this: one without its model fails then.
-    if (!isModelCall(&op) || !model)
-      continue;
-    StringRef m = model.getValue();
-    ++calls[m];
-    auto st = op.getAttrOfType<StrategyAttr>("strategy");
-    if (st && st.getOffload())
-      ++offloaded[m];
-  }
-  for (auto &[m, n] : offloaded) {
-    if (calls[m] != 1)
-      return alg.emitOpError()
-             << "offloads @" << m << ", which has " << calls[m]
-             << " calls; only a model with one call can "
-                "rest in host memory";
-    if (written.count(m))
-      return alg.emitOpError() << "offloads @" << m
-                               << ", which an rlhf.ema updates; its host copy "
-                                  "would go stale";
-  }
-  return success();
 }
 
 /// Enum attributes print as a bare keyword: `head lm`, `gae(...)`.
@@ -193,6 +149,17 @@ LogicalResult verifiers::checkRange(Operation *op, StringRef what,
   if (value < lo || value > hi)
     return op->emitOpError()
            << what << " is " << value << "; it must be " << lo << " to " << hi;
+  return success();
+}
+
+LogicalResult verifiers::verifyMeshOnCluster(Operation *op, ClusterOp cluster,
+                                             MeshAttr mesh, StringRef what) {
+  // MeshAttr bounds both by kMaxGpus, so the sum cannot overflow.
+  if (mesh.getFirst() + mesh.getSize() > cluster.getNumGpus())
+    return op->emitOpError()
+           << what << "mesh <" << mesh.getFirst() << ", " << mesh.getSize()
+           << "> exceeds the " << cluster.getNumGpus() << " GPUs of cluster @"
+           << cluster.getSymName();
   return success();
 }
 
@@ -272,39 +239,6 @@ LogicalResult ClusterOp::verify() {
 LogicalResult ModelOp::verify() {
   if (getOptimizerAttr() && !getTrainable())
     return emitOpError() << "has optimizer settings but is not trainable";
-  return success();
-}
-
-LogicalResult AlgorithmOp::verify() {
-  if (failed(checkRange(*this, "steps", int64_t(getSteps()), 1, kMaxSteps)) ||
-      failed(checkRange(*this, "seed", int64_t(getSeed()), 0, kMaxSteps)) ||
-      failed(checkRange(*this, "save_interval", int64_t(getSaveInterval()), 0,
-                        kMaxSteps)) ||
-      failed(checkRange(*this, "staleness", int64_t(getStaleness()), 0,
-                        kMaxStaleness)))
-    return failure();
-  if (getBodyBlock().getNumArguments())
-    return emitOpError() << "body takes no arguments; an iteration starts "
-                            "from its loads";
-  return verifyOffloadedModels(*this);
-}
-
-ClusterOp AlgorithmOp::getClusterOp() {
-  return SymbolTable::lookupNearestSymbolFrom<ClusterOp>(*this,
-                                                         getClusterAttr());
-}
-
-LogicalResult AlgorithmOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto cluster =
-      symbols.lookupNearestSymbolFrom<ClusterOp>(*this, getClusterAttr());
-  if (!cluster)
-    return emitOpError() << "'" << getCluster()
-                         << "' does not name an rlhf.cluster";
-  // Transfers name no symbol to check their meshes from.
-  for (auto t : getBodyBlock().getOps<TransferOp>())
-    for (MeshAttr mesh : {t.getFrom(), t.getTo()})
-      if (failed(verifyMeshOnCluster(t, cluster, mesh)))
-        return failure();
   return success();
 }
 

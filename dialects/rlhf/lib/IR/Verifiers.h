@@ -1,7 +1,8 @@
 //===- Verifiers.h - verifier helpers the op files share -------*- C++ -*-===//
 //
 // Checks of layouts and symbols that the verifiers of several op files
-// (RLHFOps.cpp, RLHFMoveOps.cpp) make alike. Internal to the dialect.
+// (RLHFOps.cpp, RLHFMoveOps.cpp, RLHFAlgorithmOp.cpp) make alike. Internal to
+// the dialect.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,10 @@ LogicalResult checkRange(Operation *op, StringRef what, int64_t value,
 /// A mesh and strategy go together, and the strategy fills the mesh.
 LogicalResult verifyLayout(Operation *op, MeshAttr mesh, StrategyAttr strategy,
                            StringRef what = "");
+
+/// The mesh lies within the cluster's GPUs.
+LogicalResult verifyMeshOnCluster(Operation *op, ClusterOp cluster,
+                                  MeshAttr mesh, StringRef what = "");
 
 /// Against the cluster: the mesh fits, and every tensor-parallel group stays
 /// inside one node (ranks are tp-major within the mesh).

@@ -81,6 +81,16 @@ void rlhf_prog_set_tokenizer(rlhf_prog *p, const char *path);
 void rlhf_prog_set_hardware(rlhf_prog *p, const char *name);
 /* The plan's predicted peak bytes on `gpu`, printed beside measured RSS. */
 void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
+/* Held-out evaluation (#rlhf.algorithm's eval): `body(p, b)` runs the
+ * iteration's scoring ops on batch b of `dataset`, read with rlhf_eval_load,
+ * and reports each reward with rlhf_eval_score. The runtime runs it over
+ * every row of the dataset before the first step, every `interval` steps
+ * (0: never between) and after the last, and writes the means to
+ * OUT/eval.jsonl as val/<label>. `batch_seconds` is the plan's time for
+ * one batch, printed beside the measured time. */
+void rlhf_prog_set_eval(rlhf_prog *p, int64_t dataset, int64_t interval,
+                        double batch_seconds,
+                        void (*body)(rlhf_prog *, int64_t));
 /* Joins the job, builds the models (or resumes) and returns the first step. */
 int64_t rlhf_prog_start(rlhf_prog *p);
 int64_t rlhf_prog_steps(const rlhf_prog *p);
@@ -96,6 +106,11 @@ int rlhf_prog_finish(rlhf_prog *p);
 rlhf_value *rlhf_load(rlhf_prog *p, int64_t dataset, int64_t step,
                       int64_t rows);
 rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
+/* Batch b of an eval dataset in file order: `batch` rows, a last short one
+ * filled from the start (rlhf_eval_score counts only the real rows). */
+rlhf_value *rlhf_eval_load(rlhf_prog *p, int64_t dataset, int64_t b);
+/* Adds a score tensor's real rows to the evaluation's mean `label`. */
+void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label);
 void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from,
                   const int64_t *to);
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to);

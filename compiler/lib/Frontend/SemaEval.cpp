@@ -1,0 +1,134 @@
+//===- SemaEval.cpp - held-out evaluation of a run ------------------------===//
+//
+// `eval = held_out; eval_interval = 20;` in a run block: before the first
+// step, every 20 steps and after the last, the statements that score the
+// policy's samples run on every prompt of `held_out`, one greedy sample
+// each (verl's validation). The dataset stands in for the run's: the plan's
+// layouts and memory must hold for it, so it has the run dataset's fields,
+// none wider, and batches no larger.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+#include "rlhf/IR/RLHFOps.h"
+
+using namespace rlhfc;
+using namespace rlhfc::sema;
+using namespace rlhfc::sema::detail;
+
+void Sema::readEval(const PropMap &m, Instance &inst) {
+  RunSettings &s = inst.settings;
+  setInt(m, "eval_interval", s.evalInterval, 0, mlir::rlhf::kMaxSteps);
+  const Property *e = m.lookup("eval");
+  if (!e) {
+    if (const Property *iv = m.lookup("eval_interval"))
+      error(iv->loc, "'eval_interval' sets how often the run evaluates, but "
+                     "it has no 'eval'; add 'eval = DATASET;' naming the "
+                     "held-out prompts");
+    return;
+  }
+  if (!checkHasValue(*e))
+    return;
+  s.evalLoc = e->value->loc;
+  auto name = evalName(*e->value, "'eval'");
+  if (!name ||
+      !lookupEntity(*name, EntityKind::Dataset, e->value->loc, "eval dataset"))
+    return;
+  if (auto it = p.datasets.find(*name); it != p.datasets.end())
+    s.evalDataset = &it->second;
+}
+
+/// Whether node `i` reads, directly or through other nodes, what a generate
+/// made.
+static bool fromGenerate(const Instance &inst, int i) {
+  llvm::SmallVector<int> work = {i};
+  llvm::DenseSet<int> seen;
+  while (!work.empty()) {
+    int n = work.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (inst.nodes[size_t(n)].kind == Node::Kind::Generate)
+      return true;
+    for (const Node::Input &in : inst.nodes[size_t(n)].inputs)
+      if (in.producer >= 0)
+        work.push_back(in.producer);
+  }
+  return false;
+}
+
+/// A reward of generated samples: a score that a host function or a frozen
+/// (reward) model computes from them, not from another score. A critic's
+/// values and a penalty added to a reward are not.
+static bool isSampleScore(const Instance &inst, int i) {
+  const Node &n = inst.nodes[size_t(i)];
+  if (n.kind != Node::Kind::Host &&
+      !(n.kind == Node::Kind::Inference && n.model && !n.model->trainable))
+    return false;
+  if (!llvm::any_of(n.result.fields, [](const Field &f) {
+        return f.type.kind == TensorKind::Score;
+      }))
+    return false;
+  if (llvm::any_of(n.inputs, [](const Node::Input &in) {
+        return in.type.kind == TensorKind::Score;
+      }))
+    return false;
+  return fromGenerate(inst, i);
+}
+
+void Sema::checkEval(const Instance &inst) {
+  const RunSettings &s = inst.settings;
+  if (!s.evalDataset)
+    return;
+  mlir::Location at(s.evalLoc);
+  const Dataset &ev = *s.evalDataset;
+  if (!inst.dataset) {
+    error(at, formatv("'{0}' reads no dataset, so there is none for '{1}' to "
+                      "stand in for; evaluation scores the policy's samples "
+                      "of a dataset's prompts",
+                      inst.algorithm, ev.name));
+    return;
+  }
+  const Dataset &train = *inst.dataset;
+  bool ok = true;
+  for (const Field &f : train.type.fields) {
+    const Field *g = ev.type.find(f.name);
+    if (!g || g->type.kind != f.type.kind || g->type.dtype != f.type.dtype ||
+        g->type.shape.size() != f.type.shape.size()) {
+      error(at, formatv("eval dataset '{0}' has no field '{1}' like '{2}''s "
+                        "({3}); list it in its 'fields'",
+                        ev.name, f.name, train.name, f.type.str()))
+              .attachNote(ev.loc)
+          << "'" << ev.name << "' is declared here";
+      ok = false;
+      continue;
+    }
+    if (g->type.shape.size() > 1 && g->type.shape[1] > f.type.shape[1]) {
+      error(at, formatv("eval dataset '{0}' holds '{1}' {2} tokens wide, but "
+                        "'{3}' holds {4}, which the plan is priced for; lower "
+                        "its max_prompt_len or max_response_len",
+                        ev.name, f.name, g->type.shape[1], train.name,
+                        f.type.shape[1]))
+              .attachNote(ev.loc)
+          << "'" << ev.name << "' is declared here";
+      ok = false;
+    }
+  }
+  if (ok && ev.batch > train.batch)
+    error(at, formatv("eval dataset '{0}' has batch = {1}, more than the {2} "
+                      "of '{3}' that the plan's memory is priced for; lower "
+                      "its batch (evaluation covers every row whatever the "
+                      "batch)",
+                      ev.name, ev.batch, train.batch, train.name))
+            .attachNote(ev.loc)
+        << "'" << ev.name << "' is declared here";
+  for (size_t i = 0; i < inst.nodes.size(); ++i)
+    if (isSampleScore(inst, int(i)))
+      return;
+  error(at, formatv("'{0}' scores no generated samples, so evaluation has "
+                    "nothing to report; eval runs an algorithm's generate and "
+                    "the reward of its samples (a reward model's inference, "
+                    "exact_match, script_reward or a function's score) on "
+                    "held-out prompts",
+                    inst.algorithm));
+}

@@ -1,0 +1,149 @@
+//===- ProgramEval.cpp - held-out evaluation ------------------------------===//
+//
+// A program compiled with `eval = DATASET` registers an eval function that
+// runs the iteration's scoring ops (generate one greedy sample per prompt,
+// then the rewards) on one batch of the held-out dataset. Before the first
+// step, every eval_interval steps and after the last, the runtime runs it
+// over every row of the dataset in file order and writes each reward's mean
+// to OUT/eval.jsonl, as verl's validation does. A last short batch is filled
+// with rows from the start, so that every call sees the rows the plan
+// priced, and only the real rows count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+#include "rlhf/runtime/Files.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool due(const rlhf_prog *p, int64_t done) {
+  const EvalState &ev = p->eval;
+  if (!ev.body || ev.logged.count(done))
+    return false;
+  return done == 0 || done == p->steps ||
+         (ev.interval > 0 && done % ev.interval == 0);
+}
+
+} // namespace
+
+void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
+  if (!due(p, done))
+    return;
+  EvalState &ev = p->eval;
+  DatasetState &d = p->datasets[size_t(ev.dataset)];
+  const int64_t rows = int64_t(d.data->size());
+  const int64_t batches = (rows + d.batch - 1) / d.batch;
+  if (p->rank == 0 && !p->quiet) {
+    std::printf("evaluating on the %lld prompts of '%s' (%lld batch%s)...\n",
+                (long long)rows, d.name.c_str(), (long long)batches,
+                batches == 1 ? "" : "es");
+    std::fflush(stdout);
+  }
+  auto start = Clock::now();
+  ev.scores.clear();
+  for (int64_t b = 0; b < batches; ++b) {
+    ev.realRows = std::min(d.batch, rows - b * d.batch);
+    ev.cursor = 0;
+    ev.body(p, b);
+    // The calls' own metrics (times, training's reward) belong to no step.
+    p->metricCursor = 0;
+    p->values.clear();
+  }
+  ev.logged.insert(done);
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ++ev.passes;
+  ev.batches += batches;
+  ev.seconds += seconds;
+  if (p->rank != 0)
+    return;
+  nlohmann::ordered_json row;
+  row["step"] = done;
+  std::string line = "eval after step " + std::to_string(done) + ":";
+  for (const EvalState::Score &s : ev.scores) {
+    std::string key = "val/" + s.label;
+    for (int k = 2; row.contains(key); ++k)
+      key = "val/" + s.label + "#" + std::to_string(k);
+    double mean = s.rows ? s.sum / double(s.rows) : 0.0;
+    row[key] = mean;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.4g", mean);
+    line += " " + key + buf;
+  }
+  row["time/eval"] = seconds;
+  writeTextFile((fs::path(p->outDir) / "eval.jsonl").string(),
+                row.dump() + "\n", std::ios::app);
+  if (!p->quiet) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " | %.2f s (plan %.3g s)", seconds,
+                  ev.predictedBatch * double(batches));
+    std::printf("%s%s\n", line.c_str(), buf);
+    std::fflush(stdout);
+  }
+}
+
+std::string rlhf::exec::evalReport(const rlhf_prog *p) {
+  const EvalState &ev = p->eval;
+  if (!ev.passes)
+    return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "evaluation: %lld pass%s, %lld batches in %.1f s (plan "
+                "predicted %.3g s/batch, measured %.3g)",
+                (long long)ev.passes, ev.passes == 1 ? "" : "es",
+                (long long)ev.batches, ev.seconds, ev.predictedBatch,
+                ev.seconds / double(ev.batches));
+  return buf;
+}
+
+extern "C" {
+
+void rlhf_prog_set_eval(rlhf_prog *p, int64_t dataset, int64_t interval,
+                        double batch_seconds,
+                        void (*body)(rlhf_prog *, int64_t)) {
+  guarded(p, "eval", [&] {
+    if (dataset < 0 || dataset >= int64_t(p->datasets.size()))
+      throw Error("eval dataset index out of range");
+    p->eval.dataset = dataset;
+    p->eval.interval = interval;
+    p->eval.predictedBatch = batch_seconds;
+    p->eval.body = body;
+    return 0;
+  });
+}
+
+rlhf_value *rlhf_eval_load(rlhf_prog *p, int64_t di, int64_t batch) {
+  return guarded(p, "eval load", [&] {
+    if (di < 0 || di >= int64_t(p->datasets.size()))
+      throw Error("dataset index out of range");
+    DatasetState &d = p->datasets[size_t(di)];
+    const int64_t n = int64_t(d.data->size());
+    if (n == 0)
+      throw Error("eval dataset '" + d.name + "' ('" + d.path +
+                  "') has no rows");
+    std::vector<Example> rows;
+    for (int64_t i = 0; i < d.batch; ++i)
+      rows.push_back((*d.data)[size_t((batch * d.batch + i) % n)]);
+    return loadRows(p, d, std::move(rows), "in evaluation");
+  });
+}
+
+void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
+  guarded(p, std::string("eval ") + label, [&] {
+    at::Tensor t = gathered(p, score)->t;
+    EvalState &ev = p->eval;
+    if (ev.cursor == ev.scores.size())
+      ev.scores.push_back({label});
+    EvalState::Score &s = ev.scores[ev.cursor++];
+    const int64_t real = std::min<int64_t>(ev.realRows, t.size(0));
+    s.sum += t.narrow(0, 0, real).to(at::kDouble).sum().item<double>();
+    s.rows += real;
+    return 0;
+  });
+}
+
+} // extern "C"
