@@ -2,12 +2,13 @@
 //
 // A program compiled with `eval = DATASET` registers an eval function that
 // runs the iteration's scoring ops (generate one greedy sample per prompt,
-// then the rewards) on one batch of the held-out dataset. Before the first
-// step, every eval_interval steps and after the last, the runtime runs it
-// over every row of the dataset in file order and writes each reward's mean
-// to OUT/eval.jsonl, as verl's validation does. A last short batch is filled
-// with rows from the start, so that every call sees the rows the plan
-// priced, and only the real rows count.
+// or eval_samples sampled ones, then the rewards) on one batch of the
+// held-out dataset. Before the first step, every eval_interval steps and
+// after the last, the runtime runs it over every row of the dataset in
+// file order and writes each reward's mean to OUT/eval.jsonl, as verl's
+// validation does. A last short batch is filled with rows from the start,
+// so that every call sees the rows the plan priced, and only the real rows
+// count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,7 +50,11 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
   for (int64_t b = 0; b < batches; ++b) {
     ev.realRows = std::min(d.batch, rows - b * d.batch);
     ev.cursor = 0;
+    // Samples drawn apart from every training step's (those seed by steps
+    // >= 0), and the same for this evaluation in a resumed run.
+    ev.seedStep = -1 - (done * batches + b);
     ev.body(p, b);
+    ev.seedStep.reset();
     // The calls' own metrics (times, training's reward) belong to no step.
     p->metricCursor = 0;
     p->values.clear();
@@ -73,6 +78,14 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " %.4g", mean);
     line += " " + key + buf;
+    if (ev.samples > 1) {
+      // pass@k where the score is 1 for a right answer and 0 otherwise.
+      std::string bestKey = key + "/best@" + std::to_string(ev.samples);
+      double best = s.prompts ? s.best / double(s.prompts) : 0.0;
+      row[bestKey] = best;
+      std::snprintf(buf, sizeof buf, " %.4g", best);
+      line += " " + bestKey + buf;
+    }
   }
   row["time/eval"] = seconds;
   writeTextFile((fs::path(p->outDir) / "eval.jsonl").string(),
@@ -103,13 +116,16 @@ std::string rlhf::exec::evalReport(const rlhf_prog *p) {
 extern "C" {
 
 void rlhf_prog_set_eval(rlhf_prog *p, int64_t dataset, int64_t interval,
-                        double batch_seconds,
+                        int64_t samples, double batch_seconds,
                         void (*body)(rlhf_prog *, int64_t)) {
   guarded(p, "eval", [&] {
     if (dataset < 0 || dataset >= int64_t(p->datasets.size()))
       throw Error("eval dataset index out of range");
     p->eval.dataset = dataset;
     p->eval.interval = interval;
+    if (samples < 1)
+      throw Error("eval samples " + std::to_string(samples));
+    p->eval.samples = samples;
     p->eval.predictedBatch = batch_seconds;
     p->eval.body = body;
     return 0;
@@ -139,9 +155,14 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
     if (ev.cursor == ev.scores.size())
       ev.scores.push_back({label});
     EvalState::Score &s = ev.scores[ev.cursor++];
-    const int64_t real = std::min<int64_t>(ev.realRows, t.size(0));
-    s.sum += t.narrow(0, 0, real).to(at::kDouble).sum().item<double>();
-    s.rows += real;
+    // Rows are prompt-major: a prompt's samples side by side.
+    const int64_t k = t.size(0) % ev.samples == 0 ? ev.samples : 1;
+    const int64_t real = std::min<int64_t>(ev.realRows, t.size(0) / k);
+    at::Tensor x = t.narrow(0, 0, real * k).to(at::kDouble).reshape({real, -1});
+    s.sum += x.sum().item<double>();
+    s.rows += x.numel();
+    s.best += std::get<0>(x.max(1)).sum().item<double>();
+    s.prompts += real;
     return 0;
   });
 }

@@ -174,15 +174,18 @@ struct FilterState {
 struct EvalState {
   int64_t dataset = -1, interval = 0;
   void (*body)(rlhf_prog *, int64_t) = nullptr;
+  int64_t samples = 1;       ///< per prompt
   double predictedBatch = 0; ///< the plan's seconds per batch
+  /// While a batch runs: what its generates are seeded by (samplingStep).
+  std::optional<int64_t> seedStep;
   /// This run's evaluations: how many, their batches and seconds.
   int64_t passes = 0, batches = 0;
   double seconds = 0;
   int64_t realRows = 0; ///< of the batch running (the rest wrap around)
   struct Score {
     std::string label;
-    double sum = 0;
-    int64_t rows = 0;
+    double sum = 0, best = 0; ///< over samples; of each prompt's best
+    int64_t rows = 0, prompts = 0;
   };
   std::vector<Score> scores; ///< by their order in the eval function
   size_t cursor = 0;
@@ -519,6 +522,8 @@ auto timed(rlhf_prog *p, const std::string &label, const TraceOn &on, F &&f) {
 /// The iteration a generate's samples are seeded by: the step, told apart
 /// from dynamic sampling's further rounds (steps stay below 2^40).
 inline int64_t samplingStep(const rlhf_prog *p) {
+  if (p->eval.seedStep)
+    return *p->eval.seedStep;
   return p->stepIndex + (int64_t(p->filter.rounds.size()) << 40);
 }
 

@@ -683,6 +683,23 @@ rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 attributes {eval_in
 
 // -----
 
+// eval samples need an eval dataset, and are at least one
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+// expected-error @+1 {{'rlhf.algorithm' op has eval samples but no eval dataset}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 samples 4 {
+}
+
+// -----
+
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{'rlhf.algorithm' op eval_samples is 0}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @d every 5 samples 0 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}
+
+// -----
+
 // the eval dataset resolves
 rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>

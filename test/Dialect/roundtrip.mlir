@@ -101,3 +101,9 @@ rlhf.dataset @held "held.jsonl" : !rlhf.record<prompt: tensor<8x6xi32, #rlhf.kin
 rlhf.algorithm @evaluated cluster @c steps 100 seed 1 save_interval 0 eval @held every 10 {
   %b = rlhf.load @d16 : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
 }
+// Two samples of each held-out prompt.
+// CHECK-LABEL: rlhf.algorithm @sampled
+// CHECK-SAME: eval @held every 10 samples 2 {
+rlhf.algorithm @sampled cluster @c steps 100 seed 1 save_interval 0 eval @held every 10 samples 2 {
+  %b = rlhf.load @d16 : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+}

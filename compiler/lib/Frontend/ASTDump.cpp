@@ -94,7 +94,8 @@ public:
       os << " staleness=" << in.settings.staleness;
     if (in.settings.evalDataset)
       os << " eval=" << in.settings.evalDataset->name
-         << " eval_interval=" << in.settings.evalInterval;
+         << " eval_interval=" << in.settings.evalInterval
+         << " eval_samples=" << in.settings.evalSamples;
     os << "\n";
     for (const sema::Model *m : in.models)
       line(1) << "Model " << m->name << " arch=" << m->arch.name

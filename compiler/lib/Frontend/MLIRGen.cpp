@@ -151,7 +151,7 @@ private:
         i64(in.settings.saveInterval), i64(in.settings.staleness),
         in.settings.evalDataset ? sym(in.settings.evalDataset->name)
                                 : FlatSymbolRefAttr(),
-        i64(in.settings.evalInterval));
+        i64(in.settings.evalInterval), i64(in.settings.evalSamples));
     // The models this iteration trains: their generations may lag.
     llvm::SmallPtrSet<const sema::Model *, 4> trained;
     for (const sema::Node &n : in.nodes)

@@ -3,9 +3,10 @@
 // `eval = held_out; eval_interval = 20;` in a run block: before the first
 // step, every 20 steps and after the last, the statements that score the
 // policy's samples run on every prompt of `held_out`, one greedy sample
-// each (verl's validation). The dataset stands in for the run's: the plan's
-// layouts and memory must hold for it, so it has the run dataset's fields,
-// none wider, and batches no larger.
+// each (verl's validation; `eval_samples = k` draws k as the generate draws
+// its samples). The dataset stands in for the run's: the plan's layouts and
+// memory must hold for it, so it has the run dataset's fields, none wider,
+// and batches no larger, k samples of each no more than a generate makes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,12 +21,17 @@ using namespace rlhfc::sema::detail;
 void Sema::readEval(const PropMap &m, Instance &inst) {
   RunSettings &s = inst.settings;
   setInt(m, "eval_interval", s.evalInterval, 0, mlir::rlhf::kMaxSteps);
+  setInt(m, "eval_samples", s.evalSamples, 1, mlir::rlhf::kMaxSamples);
+  if (const Property *k = m.lookup("eval_samples"))
+    s.evalSamplesLoc = k->loc;
   const Property *e = m.lookup("eval");
   if (!e) {
-    if (const Property *iv = m.lookup("eval_interval"))
-      error(iv->loc, "'eval_interval' sets how often the run evaluates, but "
-                     "it has no 'eval'; add 'eval = DATASET;' naming the "
-                     "held-out prompts");
+    for (StringRef key : {"eval_interval", "eval_samples"})
+      if (const Property *prop = m.lookup(key))
+        error(prop->loc, formatv("'{0}' sets how the run evaluates, but it "
+                                 "has no 'eval'; add 'eval = DATASET;' "
+                                 "naming the held-out prompts",
+                                 key));
     return;
   }
   if (!checkHasValue(*e))
@@ -122,6 +128,27 @@ void Sema::checkEval(const Instance &inst) {
                       ev.name, ev.batch, train.batch, train.name))
             .attachNote(ev.loc)
         << "'" << ev.name << "' is declared here";
+  // k samples of each prompt of an eval batch must fit where the plan
+  // priced a generate's rows.
+  if (ok && ev.batch <= train.batch)
+    for (const Node &n : inst.nodes) {
+      if (n.kind != Node::Kind::Generate || n.result.fields.empty() ||
+          n.result.fields.front().type.shape.empty())
+        continue;
+      const int64_t rows = n.result.fields.front().type.shape[0];
+      if (ev.batch * s.evalSamples <= rows)
+        continue;
+      error(s.evalSamplesLoc ? mlir::Location(s.evalSamplesLoc) : at,
+            formatv("evaluation draws {0} sample{1} of each of the {2} "
+                    "prompts in a batch of '{3}', {4} in all, but the plan "
+                    "prices this generate for {5}; lower eval_samples or "
+                    "'{3}''s batch",
+                    s.evalSamples, s.evalSamples == 1 ? "" : "s", ev.batch,
+                    ev.name, ev.batch * s.evalSamples, rows))
+              .attachNote(n.loc)
+          << "the generate";
+      break;
+    }
   for (size_t i = 0; i < inst.nodes.size(); ++i)
     if (isSampleScore(inst, int(i)))
       return;

@@ -152,10 +152,14 @@ inline const PropSpec kDatasetProps[] = {
     {"template", PropType::String, false},
 };
 inline const PropSpec kRunProps[] = {
-    {"steps", PropType::Int, true},          {"seed", PropType::Int, false},
-    {"save_interval", PropType::Int, false}, {"cluster", PropType::Name, false},
-    {"staleness", PropType::Int, false},     {"eval", PropType::Name, false},
+    {"steps", PropType::Int, true},
+    {"seed", PropType::Int, false},
+    {"save_interval", PropType::Int, false},
+    {"cluster", PropType::Name, false},
+    {"staleness", PropType::Int, false},
+    {"eval", PropType::Name, false},
     {"eval_interval", PropType::Int, false},
+    {"eval_samples", PropType::Int, false},
 };
 
 /// A scalar with a unit dimension after folding constants.

@@ -1,11 +1,11 @@
 //===- EvalCost.cpp - the plan's price of one eval batch ------------------===//
 //
 // Evaluation runs the eval slice once per batch of the held-out dataset:
-// its calls at that batch, one greedy sample per prompt, where the plan
-// placed them (a generator that runs ahead: its trainer's layout), and its
-// model moves there and back. The price is the slice's calls simulated as
-// one iteration of their own, plus the moves, which the runtime makes
-// before the calls and undoes after them (EvalSlice.h).
+// its calls at that batch, one greedy sample per prompt (or eval_samples
+// sampled ones), where the plan placed them (a generator that runs ahead:
+// its trainer's layout), and its model moves there and back. The price is the
+// slice's calls simulated as one iteration of their own, plus the moves, which
+// the runtime makes before the calls and undoes after them (EvalSlice.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +41,7 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
       cast<RankedTensorType>(
           cast<r::RecordType>(ds.getBatchType()).getTypes().front())
           .getDimSize(0);
+  const int64_t samples = alg.getEvalSamples();
   auto full = plan::buildProblem(alg, cal);
   if (failed(full))
     return failure();
@@ -63,7 +64,7 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
       continue;
     plan::Call e = call;
     const double rows = double(rowsOf(call.op));
-    const double scale = rows > 0 ? double(batch) / rows : 1.0;
+    const double scale = rows > 0 ? double(batch * samples) / rows : 1.0;
     e.deps.clear();
     e.depValues.clear();
     for (auto [i, dep] : llvm::enumerate(call.deps))
@@ -78,10 +79,10 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
       // Host time is linear in the rows; evaluation scores once per batch.
       e.hostTime *= scale / std::max(1.0, r::expectedRounds(call.op));
     } else {
-      e.shape.batch = batch;
+      e.shape.batch = batch * samples;
       e.shape.repeats = 1;
       if (isa<r::GenerateOp>(call.op))
-        e.shape.greedy = true;
+        e.shape.greedy = samples == 1 || e.shape.greedy;
       cost::Strategy s = p.cands[c].front().s;
       auto g = dyn_cast<r::GenerateOp>(call.op);
       if (g && call.stale > 0) {

@@ -244,7 +244,8 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     if (evalFn)
       e.call(loc, "rlhf_prog_set_eval", e.voidTy,
              {prog, e.int64(loc, datasetIndex.lookup(*alg.getEval())),
-              e.int64(loc, alg.getEvalInterval()), e.float64(loc, evalBatch),
+              e.int64(loc, alg.getEvalInterval()),
+              e.int64(loc, alg.getEvalSamples()), e.float64(loc, evalBatch),
               b.create<LLVM::AddressOfOp>(loc, evalFn)});
     Value first = e.call(loc, "rlhf_prog_start", e.i64, {prog});
     // Offloaded models rest in host memory from the start.
@@ -296,14 +297,20 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
     // In the eval function: loads read the eval dataset's batch `stepArg`,
     // and generation samples once per prompt, greedily.
     bool evalMode = false;
+    // One greedy sample per prompt, or eval_samples drawn as `g` draws.
+    const int64_t evalSamples = alg.getEvalSamples();
     auto evalGenerate = [&](r::GenerateOp g, Value layout) {
       Location l = g.getLoc();
-      return e.call(l, "rlhf_generate", e.ptr,
-                    {p, e.int64(l, modelIndex.lookup(g.getModel())),
-                     handle.lookup(g.getPrompt()), layout,
-                     e.int64(l, g.getMaxNewTokens()), e.int64(l, 1),
-                     e.float64(l, 1.0), e.float64(l, 1.0), e.int64(l, 1),
-                     e.string(l, ("eval generate " + g.getModel()).str())});
+      const bool greedy = evalSamples == 1;
+      return e.call(
+          l, "rlhf_generate", e.ptr,
+          {p, e.int64(l, modelIndex.lookup(g.getModel())),
+           handle.lookup(g.getPrompt()), layout,
+           e.int64(l, g.getMaxNewTokens()), e.int64(l, evalSamples),
+           e.float64(l, greedy ? 1.0 : g.getTemperature().convertToDouble()),
+           e.float64(l, greedy ? 1.0 : g.getTopP().convertToDouble()),
+           e.int64(l, greedy ? 1 : int64_t(g.getGreedy())),
+           e.string(l, ("eval generate " + g.getModel()).str())});
     };
     // Undoes model moves, last first.
     auto undoMoves = [&](Location l, ArrayRef<Operation *> moves) {
@@ -424,12 +431,14 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
                     e.int64(l, g.getGreedy()),
                     e.string(l, ("generate " + g.getModel()).str())});
       } else if (auto in = dyn_cast<r::InferenceOp>(op)) {
-        handle[in.getResult()] = e.call(
-            l, "rlhf_inference", e.ptr,
-            {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
-             placed("inference"),
-             e.float64(l, evalMode ? 1.0 : samplingTemperature(in.getSeq())),
-             e.string(l, ("inference " + in.getModel()).str())});
+        handle[in.getResult()] =
+            e.call(l, "rlhf_inference", e.ptr,
+                   {p, modelIdx(in.getModel()), handle.lookup(in.getSeq()),
+                    placed("inference"),
+                    e.float64(l, evalMode && evalSamples == 1
+                                     ? 1.0
+                                     : samplingTemperature(in.getSeq())),
+                    e.string(l, ("inference " + in.getModel()).str())});
       } else if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
         auto [n, arr] = inputs(l, ts.getInputs());
         std::string settings = settingsString(ts.getSettings());

@@ -154,7 +154,11 @@ struct RunSettings {
   /// (SemaEval.cpp).
   const Dataset *evalDataset = nullptr;
   int64_t evalInterval = 0;
-  mlir::LocationAttr evalLoc;
+  /// `eval_samples = k`: samples per held-out prompt, drawn as the
+  /// generate draws them when k > 1 (mean@k and best@k); one greedy one
+  /// when 1.
+  int64_t evalSamples = 1;
+  mlir::LocationAttr evalLoc, evalSamplesLoc;
 };
 
 /// `@filter_groups(...)` on a statement: DAPO's dynamic sampling. The

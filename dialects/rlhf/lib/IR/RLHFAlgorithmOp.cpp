@@ -103,10 +103,14 @@ LogicalResult AlgorithmOp::verify() {
       failed(checkRange(*this, "staleness", int64_t(getStaleness()), 0,
                         kMaxStaleness)) ||
       failed(checkRange(*this, "eval_interval", int64_t(getEvalInterval()), 0,
-                        kMaxSteps)))
+                        kMaxSteps)) ||
+      failed(checkRange(*this, "eval_samples", int64_t(getEvalSamples()), 1,
+                        kMaxSamples)))
     return failure();
   if (!getEval() && getEvalInterval())
     return emitOpError() << "has an eval_interval but no eval dataset";
+  if (!getEval() && getEvalSamples() != 1)
+    return emitOpError() << "has eval samples but no eval dataset";
   if (getBodyBlock().getNumArguments())
     return emitOpError() << "body takes no arguments; an iteration starts "
                             "from its loads";

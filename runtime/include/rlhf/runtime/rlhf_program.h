@@ -86,10 +86,13 @@ void rlhf_prog_set_predicted_memory(rlhf_prog *p, int64_t gpu, double bytes);
  * and reports each reward with rlhf_eval_score. The runtime runs it over
  * every row of the dataset before the first step, every `interval` steps
  * (0: never between) and after the last, and writes the means to
- * OUT/eval.jsonl as val/<label>. `batch_seconds` is the plan's time for
- * one batch, printed beside the measured time. */
+ * OUT/eval.jsonl as val/<label>. With `samples` k > 1 the generates draw
+ * k samples of each prompt (seeded apart from training's), and each score
+ * also gets val/<label>/best@k, the mean of each prompt's best.
+ * `batch_seconds` is the plan's time for one batch, printed beside the
+ * measured time. */
 void rlhf_prog_set_eval(rlhf_prog *p, int64_t dataset, int64_t interval,
-                        double batch_seconds,
+                        int64_t samples, double batch_seconds,
                         void (*body)(rlhf_prog *, int64_t));
 /* Joins the job, builds the models (or resumes) and returns the first step. */
 int64_t rlhf_prog_start(rlhf_prog *p);

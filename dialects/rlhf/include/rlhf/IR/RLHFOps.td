@@ -123,20 +123,23 @@ def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
     the first step, every N steps (0: only then and at the end) and after
     the last, the ops the iteration's first scores depend on (the rewards
     of its generated samples) run over every row of dataset `@d` in batches,
-    generating one greedy sample per prompt. `@d` has the fields of the
-    dataset the iteration loads, none wider and no more rows per batch, so
-    the plan's layouts and memory hold for it.
+    generating one greedy sample per prompt, or with `samples k` k samples
+    drawn as the generate draws them (the means over all and of each
+    prompt's best). `@d` has the fields of the dataset the iteration loads,
+    none wider and no more rows per batch, so the plan's layouts and memory
+    hold for it.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$cluster,
                        I64Attr:$steps, I64Attr:$seed, I64Attr:$save_interval,
                        DefaultValuedAttr<I64Attr, "0">:$staleness,
                        OptionalAttr<FlatSymbolRefAttr>:$eval,
-                       DefaultValuedAttr<I64Attr, "0">:$eval_interval);
+                       DefaultValuedAttr<I64Attr, "0">:$eval_interval,
+                       DefaultValuedAttr<I64Attr, "1">:$eval_samples);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `cluster` $cluster `steps` $steps `seed` $seed
     `save_interval` $save_interval (`staleness` $staleness^)?
-    (`eval` $eval^ `every` $eval_interval)?
+    (`eval` $eval^ `every` $eval_interval)? (`samples` $eval_samples^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
