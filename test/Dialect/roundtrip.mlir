@@ -42,6 +42,10 @@ rlhf.algorithm @all cluster @c steps 3 seed 7 save_interval 1 {
   // rows are 4 prompts' and 8 samples'.
   // CHECK: %{{.*}}:2 = rlhf.filter_groups %{{.*}} group 2 prompts 4 rounds 4 min_std 0.000000e+00 expect 1.000000e+00 keep(%[[B]], %[[G]]) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32
   %fewer:2 = rlhf.filter_groups %s group 2 prompts 4 rounds 4 min_std 0.0 expect 1.0 keep (%b, %g) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>, !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
+  // max_rounds times the draw past 2^64 is no overflow to a bound below
+  // the prompts kept.
+  // CHECK: rlhf.filter_groups %{{.*}} group 2 prompts 4 rounds 4611686018427387904
+  %many:2 = rlhf.filter_groups %s group 2 prompts 4 rounds 4611686018427387904 min_std 0.0 expect 1.0 keep (%b, %g) : tensor<16xf32, #rlhf.kind<score>>, !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, answer: tensor<8x2xi32, #rlhf.kind<answer>>>, !rlhf.record<prompt: tensor<16x4xi32, #rlhf.kind<tokens>>, seq: tensor<16x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<16x8xf32, #rlhf.kind<logprobs>>, mask: tensor<16x8xi8, #rlhf.kind<mask>>>
   %fewerSeq = rlhf.field %fewer#1["seq"] : !rlhf.record<prompt: tensor<8x4xi32, #rlhf.kind<tokens>>, seq: tensor<8x8xi32, #rlhf.kind<tokens>>, logprobs: tensor<8x8xf32, #rlhf.kind<logprobs>>, mask: tensor<8x8xi8, #rlhf.kind<mask>>>
   %fewerAns = rlhf.field %fewer#0["answer"] : !rlhf.record<prompt: tensor<4x4xi32, #rlhf.kind<tokens>>, answer: tensor<4x2xi32, #rlhf.kind<answer>>>
   // CHECK: rlhf.compute fn "grpo_adv"(%{{.*}}) {} body {

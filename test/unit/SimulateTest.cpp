@@ -179,8 +179,9 @@ TEST(Simulate, EmaWaitsForBothModelsAndHoldsBothMeshes) {
   EXPECT_EQ(emas, 2 * 3);
   for (int it = 0; it < 3; ++it) {
     EXPECT_GE(emaEnd[it] - expected, trainEnd[it] - 1e-12) << it;
-    if (it + 1 < 3)
+    if (it + 1 < 3) {
       EXPECT_GE(refStart[it + 1], emaEnd[it] - 1e-12) << it;
+    }
   }
   EXPECT_GT(with.makespan, without.makespan + expected - 1e-12);
   // The target keeps fp32 master weights beside its bf16 ones; while the

@@ -39,7 +39,8 @@ Document::Document(mlir::MLIRContext &ctx, const ServerOptions &options,
   // Sema keeps the first function of a name in its declaration order.
   for (const ast::Module *m : sema::declarationOrder(program))
     for (const auto &f : m->functions)
-      if (!m->prelude || !entities.count(f->name) && !algorithms.count(f->name))
+      if (!m->prelude ||
+          (!entities.count(f->name) && !algorithms.count(f->name)))
         functions.emplace(f->name, f.get());
   occurrences = indexOccurrences(*this);
 }

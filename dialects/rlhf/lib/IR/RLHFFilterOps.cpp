@@ -95,7 +95,10 @@ LogicalResult FilterGroupsOp::verify() {
                          << getMaxRounds() << "]";
   }
   // Rounds that cannot keep enough prompts would fill every batch.
-  if (getMaxRounds() * getDrawnPrompts() < getKeptPrompts())
+  // Rounds needed, by division: max_rounds times the draw can overflow.
+  const int64_t drawn = getDrawnPrompts(), kept = getKeptPrompts();
+  if (kept > 0 && (drawn <= 0 || uint64_t(kept / drawn + (kept % drawn != 0)) >
+                                     getMaxRounds()))
     return emitOpError() << "keeps " << getKeptPrompts() << " prompts, more "
                          << "than " << getMaxRounds() << " rounds of "
                          << getDrawnPrompts() << " draw";
