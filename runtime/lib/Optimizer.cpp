@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "rlhf/runtime/Error.h"
+#include "rlhf/runtime/LrScheduleNames.h"
 #include "rlhf/runtime/Train.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
+#include <iterator>
 
 using namespace rlhf;
 
@@ -329,11 +331,9 @@ double LrSchedule::at(double lr, int64_t step) const {
 }
 
 std::optional<LrSchedule::Kind> LrSchedule::parse(const std::string &name) {
-  if (name == "constant")
-    return Kind::Constant;
-  if (name == "linear")
-    return Kind::Linear;
-  if (name == "cosine")
-    return Kind::Cosine;
+  static_assert(std::size(kLrScheduleNames) == size_t(Kind::Cosine) + 1);
+  for (size_t i = 0; i < std::size(kLrScheduleNames); ++i)
+    if (name == kLrScheduleNames[i])
+      return Kind(i);
   return std::nullopt;
 }

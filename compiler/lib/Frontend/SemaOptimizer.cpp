@@ -12,16 +12,15 @@
 #include "rlhfc/Frontend/Units.h"
 
 #include "rlhf/IR/RLHFOps.h"
+#include "rlhf/runtime/LrScheduleNames.h"
+
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 
 using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
-
-namespace {
-constexpr llvm::StringLiteral kSchedules[] = {"constant", "linear", "cosine"};
-} // namespace
 
 void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
   if (e.kind != Expr::Kind::Call || e.base->kind != Expr::Kind::Name) {
@@ -79,13 +78,12 @@ void Sema::parseOptimizer(const Expr &e, Optimizer &o) {
     std::optional<std::string> name = evalName(*a.value, "'schedule'");
     if (!name)
       continue;
-    if (!llvm::is_contained(kSchedules, *name)) {
-      std::vector<std::string> known(std::begin(kSchedules),
-                                     std::end(kSchedules));
+    if (!llvm::is_contained(rlhf::kLrScheduleNames, *name)) {
+      std::vector<std::string> known(std::begin(rlhf::kLrScheduleNames),
+                                     std::end(rlhf::kLrScheduleNames));
       error(a.value->loc,
-            formatv("unknown schedule '{0}'; supported: constant, linear, "
-                    "cosine{1}",
-                    *name, didYouMean(*name, known)));
+            formatv("unknown schedule '{0}'; supported: {1}{2}", *name,
+                    llvm::join(known, ", "), didYouMean(*name, known)));
       continue;
     }
     o.schedule = *name;

@@ -3,6 +3,8 @@
 #include "rlhf/IR/RLHFDialect.h"
 #include "rlhf/IR/RLHFOps.h"
 
+#include "rlhf/runtime/LrScheduleNames.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -100,9 +102,12 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             "finite";
   if (!(beta1.convertToDouble() < 1) || !(beta2.convertToDouble() < 1))
     return emitError() << "beta1 and beta2 must be below 1";
-  if (schedule != "constant" && schedule != "linear" && schedule != "cosine")
-    return emitError() << "unknown schedule '" << schedule
-                       << "'; supported: constant, linear, cosine";
+  if (!llvm::is_contained(::rlhf::kLrScheduleNames, schedule)) {
+    InFlightDiagnostic d = emitError() << "unknown schedule '" << schedule
+                                       << "'; supported: ";
+    llvm::interleaveComma(::rlhf::kLrScheduleNames, d);
+    return d;
+  }
   if (warmupSteps < 0 || decaySteps < 0 || warmupSteps > kMaxSteps ||
       decaySteps > kMaxSteps)
     return emitError() << "warmup_steps and decay_steps must be between 0 and "
