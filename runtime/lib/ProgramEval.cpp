@@ -156,7 +156,10 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
       ev.scores.push_back({label});
     EvalState::Score &s = ev.scores[ev.cursor++];
     // Rows are prompt-major: a prompt's samples side by side.
-    const int64_t k = t.size(0) % ev.samples == 0 ? ev.samples : 1;
+    const int64_t k = ev.samples;
+    if (t.size(0) % k)
+      throw Error("its " + std::to_string(t.size(0)) + " scores are not " +
+                  std::to_string(k) + " samples of each prompt");
     const int64_t real = std::min<int64_t>(ev.realRows, t.size(0) / k);
     at::Tensor x = t.narrow(0, 0, real * k).to(at::kDouble).reshape({real, -1});
     s.sum += x.sum().item<double>();

@@ -47,6 +47,7 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
     return failure();
   const plan::Problem &p = *full;
   llvm::StringMap<Placement> initial = initialPlacements(alg);
+  const llvm::StringSet<> ahead = modelsRunningAhead(alg);
 
   // The slice's calls, renumbered, at the eval batch.
   plan::Problem q;
@@ -83,9 +84,11 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
       e.shape.repeats = 1;
       if (isa<r::GenerateOp>(call.op))
         e.shape.greedy = samples == 1 || e.shape.greedy;
+      // A generator that runs ahead is evaluated where its trainer starts,
+      // as the lowering runs it.
       cost::Strategy s = p.cands[c].front().s;
       auto g = dyn_cast<r::GenerateOp>(call.op);
-      if (g && call.stale > 0) {
+      if (g && ahead.contains(g.getModel())) {
         const Placement &at = initial.lookup(g.getModel());
         if (at.mesh)
           s = cost::strategyFrom(at.mesh, at.strategy);

@@ -14,7 +14,6 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace rlhfc::lowering;
@@ -110,11 +109,16 @@ FailureOr<EvalSlice> rlhfc::lowering::evalSlice(r::AlgorithmOp alg) {
   return es;
 }
 
-llvm::StringMap<Placement>
-rlhfc::lowering::initialPlacements(r::AlgorithmOp alg) {
+llvm::StringSet<> rlhfc::lowering::modelsRunningAhead(r::AlgorithmOp alg) {
   llvm::StringSet<> updated;
   for (auto up : alg.getBodyBlock().getOps<r::WeightUpdateOp>())
     updated.insert(up.getSource());
+  return updated;
+}
+
+llvm::StringMap<Placement>
+rlhfc::lowering::initialPlacements(r::AlgorithmOp alg) {
+  const llvm::StringSet<> ahead = modelsRunningAhead(alg);
   llvm::StringMap<Placement> at;
   for (Operation &op : alg.getBodyBlock()) {
     if (auto re = dyn_cast<r::ReallocOp>(op)) {
@@ -126,7 +130,7 @@ rlhfc::lowering::initialPlacements(r::AlgorithmOp alg) {
     auto model = op.getAttrOfType<FlatSymbolRefAttr>("model").getValue();
     auto mesh = op.getAttrOfType<r::MeshAttr>("mesh");
     auto st = op.getAttrOfType<r::StrategyAttr>("strategy");
-    if ((isa<r::GenerateOp>(op) && updated.contains(model)) || !mesh || !st)
+    if ((isa<r::GenerateOp>(op) && ahead.contains(model)) || !mesh || !st)
       continue;
     at.try_emplace(model, Placement{mesh, st});
   }

@@ -15,6 +15,7 @@
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <string>
 
@@ -49,6 +50,10 @@ struct Placement {
   mlir::rlhf::MeshAttr mesh;
   mlir::rlhf::StrategyAttr strategy;
 };
+
+/// The models whose generate runs ahead of training with a copy of its own:
+/// those the plan updates (rlhf.weight_update), as the lowering runs them.
+llvm::StringSet<> modelsRunningAhead(mlir::rlhf::AlgorithmOp alg);
 
 /// Where each model's weights are when an iteration starts: where its first
 /// realloc takes them from, or where its first placed call runs. A generate
