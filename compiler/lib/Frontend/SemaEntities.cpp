@@ -325,6 +325,8 @@ void Sema::resolveEntity(const std::string &name) {
 const Hardware *Sema::resolveHardware(const EntityDecl &d) {
   if (auto it = p.hardware.find(d.name); it != p.hardware.end())
     return &it->second;
+  if (!broken.insert(d.name).second)
+    return nullptr; // already reported
   PropMap m;
   std::vector<const EntityDecl *> chain;
   if (!gatherProps(d, kHardwareProps, m, chain) ||
@@ -339,6 +341,7 @@ const Hardware *Sema::resolveHardware(const EntityDecl &d) {
   setNum(m, "nvlink_bandwidth", UnitDim::Bandwidth, h.nvlinkBandwidth);
   setNum(m, "network_bandwidth", UnitDim::Bandwidth, h.networkBandwidth);
   setNum(m, "host_bandwidth", UnitDim::Bandwidth, h.hostBandwidth);
+  broken.erase(d.name);
   return &(p.hardware[d.name] = h);
 }
 
@@ -386,7 +389,7 @@ bool Sema::fillArch(const EntityDecl &d, const PropMap &m, Arch &a) {
 const Arch *Sema::resolveArch(const EntityDecl &d) {
   if (auto it = p.archs.find(d.name); it != p.archs.end())
     return &it->second;
-  if (!brokenArchs.insert(d.name).second)
+  if (!broken.insert(d.name).second)
     return nullptr; // already reported
   PropMap m;
   std::vector<const EntityDecl *> chain;
@@ -399,7 +402,7 @@ const Arch *Sema::resolveArch(const EntityDecl &d) {
     return nullptr;
   if (d.basePath)
     a.name = d.name;
-  brokenArchs.erase(d.name);
+  broken.erase(d.name);
   return &(p.archs[d.name] = a);
 }
 

@@ -407,7 +407,9 @@ private:
   bool failed = false;
   unsigned numErrors = 0;
   std::map<std::string, Symbol> symbols;
-  std::set<std::string> brokenArchs; // archs whose errors were reported
+  /// Archs and hardware whose errors were reported: resolved again (a
+  /// cluster or model naming one), they fail without repeating them.
+  std::set<std::string> broken;
   /// `: hf("dir")` imports by declaration, read once (nullopt: reported).
   std::map<const EntityDecl *, std::optional<HfImport>> hfImports;
   /// The import the last gatherProps met on its chain, if any.
