@@ -380,6 +380,7 @@ int64_t rlhf_prog_start(rlhf_prog *p) {
 
     openRun(p);
     p->world->barrier();
+    shareEvalLog(p);
     if (!p->tracePath.empty())
       p->trace = std::make_unique<MeasuredTrace>(
           p->tracePath, *p->world, p->name, p->predictedIteration);

@@ -99,6 +99,18 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
   }
 }
 
+void rlhf::exec::shareEvalLog(rlhf_prog *p) {
+  if (!p->eval.body)
+    return;
+  // Whether the evaluation after the checkpoint's step was written before
+  // the run stopped: every rank must agree to run it again or not.
+  at::Tensor logged =
+      at::tensor({double(p->eval.logged.count(p->firstStep))}, at::kDouble);
+  p->world->broadcast(logged, 0);
+  if (logged.item<double>() > 0)
+    p->eval.logged.insert(p->firstStep);
+}
+
 std::string rlhf::exec::evalReport(const rlhf_prog *p) {
   const EvalState &ev = p->eval;
   if (!ev.passes)

@@ -335,11 +335,4 @@ void rlhf::exec::openRun(rlhf_prog *p) {
                              : "");
     std::fflush(stdout);
   }
-  // Whether the evaluation after the checkpoint's step was written before
-  // the run stopped: every rank must agree to run it again or not.
-  at::Tensor logged =
-      at::tensor({double(p->eval.logged.count(p->firstStep))}, at::kDouble);
-  p->world->broadcast(logged, 0);
-  if (logged.item<double>() > 0)
-    p->eval.logged.insert(p->firstStep);
 }

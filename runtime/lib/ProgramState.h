@@ -499,6 +499,11 @@ void openRun(rlhf_prog *p);
 /// before the first step, every eval_interval steps and after the last.
 void evaluateIfDue(rlhf_prog *p, int64_t done);
 
+/// Tells every rank what rank 0 read from eval.jsonl of a resumed run:
+/// whether the checkpoint's step was evaluated. After the start's barrier,
+/// so that a rank failing at start is not waited for in a broadcast.
+void shareEvalLog(rlhf_prog *p);
+
 /// "evaluation: N passes, B batches in S s (plan predicted ...)", or "" when
 /// none ran.
 std::string evalReport(const rlhf_prog *p);
