@@ -31,7 +31,7 @@ cp -r /usr/include/gloo /usr/include/nlohmann /usr/include/gtest /usr/include/gm
   "$dir/include/"
 cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a \
   /usr/lib/x86_64-linux-gnu/libgmock.a /usr/lib/x86_64-linux-gnu/libgmock_main.a "$dir/lib/"
-for prog in tiny_grpo tiny_ppo; do
+for prog in tiny_grpo tiny_ppo sft_tiny; do
   build/bin/rlhfc "examples/$prog.rlhf" --emit=obj -o "$dir/obj/$prog.o"
 done
 # Asynchronous GRPO (its plan too, for the trace check) and GRPO with

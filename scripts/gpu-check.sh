@@ -11,8 +11,8 @@
 # CUDA IPC; side by side, the ctest tests labelled `gpu`, tiny_grpo trained
 # from the object rlhfc compiled elsewhere, the .rlhf functions on the GPU
 # against the CPU, asynchronous GRPO, sequence parallelism, an ema in
-# bf16 with a resumed run, generation in waves, and dynamic sampling; on a
-# GPU that
+# bf16 with a resumed run, generation in waves, dynamic sampling, and SFT
+# with its validation loss; on a GPU that
 # docs/validation has no PyTorch rows for, PyTorch at the runtime
 # benchmark's points (scripts/measure-llama-h100.py --runtime-points); then
 # the diagnostics: the fused Adam step and the fused SwiGLU and rotary
@@ -285,6 +285,20 @@ ema_resume_on_gpu() {
     --rtol 1e-2 --atol 1e-4
 }
 
+# SFT with its validation loss on held-out counts (test/E2E/sft-example.test
+# on the CPU): the loss forward only on the GPU, both losses falling.
+sft_eval_on_gpu() {
+  link sft_tiny || return
+  rm -rf "$out/sft-run"
+  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
+    --no-python "$build/sft_tiny" --data text=examples/data/text.jsonl \
+    --data held=examples/data/text_held.jsonl --out "$out/sft-run" || return 1
+  "$py" test/E2E/Inputs/metrics.py fall "$out/sft-run/metrics.jsonl" \
+    --key loss/lm --window 10 --margin 1.5 || return 1
+  "$py" test/E2E/Inputs/metrics.py fall "$out/sft-run/eval.jsonl" \
+    --key val/loss/lm --window 1 --margin 1.5
+}
+
 # Generation in waves (mbs = 4 on pp = 2: a KV cache per wave, CUDA graphs
 # at the wave's rows) against the same program generating at once, in fp32:
 # the same samples, so the same rewards (test/E2E/generate-waves.test).
@@ -388,6 +402,7 @@ cap=150 step sp-on-gpu sp_on_gpu &
 cap=150 step ema-on-gpu ema_resume_on_gpu &
 cap=120 step waves-on-gpu waves_on_gpu &
 cap=120 step dapo-on-gpu dapo_on_gpu &
+cap=90 step sft-eval-on-gpu sft_eval_on_gpu &
 wait
 tarball=$tar_each
 [ -n "$tarball" ] && tar czf "$tarball" -C "$out" --exclude checkpoints . 2>/dev/null

@@ -53,6 +53,7 @@ struct FnProgram::Eval {
   std::vector<at::Tensor> val;     ///< the program's values
   std::map<int64_t, at::Tensor> y; ///< the model's output per token input
   at::TensorOptions opts;          ///< of float values
+  at::Tensor w;                    ///< the rows' weights, or undefined
   int64_t N = 0, T = -1;
 
   [[noreturn]] void fail(const Instr &i, const std::string &what) const {
@@ -110,6 +111,21 @@ struct FnProgram::Eval {
       // Every float value is fp32, on input 0's device.
       x.push_back(t.to(opts.dtype(tok ? at::kLong : at::kFloat)));
     }
+    if (in.rowWeights.defined()) {
+      if (in.rowWeights.dim() != 1 || in.rowWeights.size(0) != N)
+        throw Error(f.describe() + ": row weights " + shapeStr(in.rowWeights) +
+                    " for " + std::to_string(N) + " rows");
+      w = in.rowWeights.to(opts);
+    }
+  }
+
+  /// `t` [N] or [N, T] with each row scaled by its weight; 0 for a row of
+  /// weight 0 whatever it holds.
+  at::Tensor weighed(const at::Tensor &t) const {
+    if (!w.defined())
+      return t;
+    at::Tensor r = t.dim() == 2 ? w.unsqueeze(1) : w;
+    return at::where(r != 0, t * r, at::zeros({}, t.options()));
   }
 
   /// Evaluates every value the values `roots` need.
@@ -339,7 +355,7 @@ struct FnProgram::Eval {
     case Op::BatchVar:
     case Op::BatchStd:
       if (loss)
-        return a(0).sum() / denom(i, denoms);
+        return weighed(a(0)).sum() / denom(i, denoms);
       return stat(int(i.op) - int(Op::BatchSum), a(0), at::ones_like(a(0)),
                   std::nullopt, i.n.empty() ? 0 : i.n[0]);
     case Op::TokenSum:
@@ -347,7 +363,7 @@ struct FnProgram::Eval {
     case Op::TokenVar:
     case Op::TokenStd:
       if (loss)
-        return masked(a(0), a(1)).sum() / denom(i, denoms);
+        return weighed(masked(a(0), a(1))).sum() / denom(i, denoms);
       return stat(int(i.op) - int(Op::TokenSum), a(0), a(1), std::nullopt,
                   i.n.empty() ? 0 : i.n[0]);
     case Op::Last:
@@ -428,9 +444,10 @@ struct FnProgram::Eval {
       if (i.denom < 0)
         continue;
       if (i.op == Op::TokenMean)
-        d[size_t(i.denom)] = val[size_t(i.args[1])].sum().item<double>();
+        d[size_t(i.denom)] =
+            weighed(val[size_t(i.args[1])]).sum().item<double>();
       else if (i.op == Op::BatchMean)
-        d[size_t(i.denom)] = double(N);
+        d[size_t(i.denom)] = w.defined() ? w.sum().item<double>() : double(N);
     }
     return d;
   }

@@ -30,6 +30,14 @@ bool due(const rlhf_prog *p, int64_t done) {
          (ev.interval > 0 && done % ev.interval == 0);
 }
 
+/// The evaluation's next mean, `label`'s: in the order the eval function
+/// reports them, the same every batch.
+EvalState::Score &nextScore(EvalState &ev, const std::string &label) {
+  if (ev.cursor == ev.scores.size())
+    ev.scores.push_back({label});
+  return ev.scores[ev.cursor++];
+}
+
 } // namespace
 
 void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
@@ -78,7 +86,7 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " %.4g", mean);
     line += " " + key + buf;
-    if (ev.samples > 1) {
+    if (ev.samples > 1 && !s.loss) {
       // pass@k where the score is 1 for a right answer and 0 otherwise.
       std::string bestKey = key + "/best@" + std::to_string(ev.samples);
       double best = s.prompts ? s.best / double(s.prompts) : 0.0;
@@ -164,9 +172,7 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
   guarded(p, std::string("eval ") + label, [&] {
     at::Tensor t = gathered(p, score)->t;
     EvalState &ev = p->eval;
-    if (ev.cursor == ev.scores.size())
-      ev.scores.push_back({label});
-    EvalState::Score &s = ev.scores[ev.cursor++];
+    EvalState::Score &s = nextScore(ev, label);
     // Rows are prompt-major: a prompt's samples side by side.
     const int64_t k = ev.samples;
     if (t.size(0) % k)
@@ -183,3 +189,62 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
 }
 
 } // extern "C"
+
+void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
+                              int64_t nin, rlhf_value *const *ins,
+                              const int64_t *lay, int64_t minibatches,
+                              const char *settings, const char *label) {
+  ModelState &m = modelAt(p, mi);
+  EvalState &ev = p->eval;
+  if (nin < 1)
+    throw Error(loss.describe() + " takes no inputs; a validation loss needs "
+                                  "the eval batch's rows");
+  const int64_t batchRows = gathered(p, ins[0])->rows;
+  const Layout l = rowsLayout(lay);
+  Settings s(settings);
+  TrainOptions o;
+  o.loss = &loss;
+  o.pad = p->tokenizer->pad();
+  // The train call's micro-batches of rows, all of the batch's at once.
+  o.microBatches =
+      std::max<int64_t>(1, lay[4]) * std::max<int64_t>(1, minibatches);
+  std::vector<double> values(loss.outputNames().size(), 0.0);
+  timed(p, label, {"call", {l}}, [&] {
+    TrainBatch b;
+    b.inputs.resize(size_t(nin));
+    b.masks.resize(size_t(nin));
+    for (int64_t i = 0; i < nin; ++i)
+      b.inputs[size_t(i)] = trainRows(p, ins[i], l, 1, &b.masks[size_t(i)]);
+    ParallelGroups &g = callGroups(p, lay);
+    if (g.member) {
+      // This rank's rows, [lo, hi) of the batch; those past the real rows
+      // fill a short last batch and weigh nothing.
+      const int64_t rows = b.inputs[0].size(0);
+      const int64_t lo = rowSlice(g.dpRank, l.dp, batchRows).first;
+      b.rowWeights =
+          (at::arange(lo, lo + rows, at::kLong) < ev.realRows).to(at::kFloat);
+      o.dp = g.dp.get();
+      LlamaModel model = makeModel(p, m, lay);
+      model.setTemperature(s.get("temperature", 1.0));
+      TrainStats st = evalLoss(model, b, o);
+      values[0] = st.loss;
+      for (size_t k = 0; k < st.metrics.size(); ++k)
+        values.at(k + 1) = st.metrics[k];
+    }
+    // Every rank of the call holds the values; rank 0 writes them.
+    at::Tensor t = at::tensor(values, at::kDouble);
+    p->world->broadcast(t, int(l.firstGpu));
+    for (size_t k = 0; k < values.size(); ++k)
+      values[k] = t[int64_t(k)].item<double>();
+    return 0;
+  });
+  const int64_t real = std::min(ev.realRows, batchRows);
+  for (size_t k = 0; k < values.size(); ++k) {
+    // As training logs them: loss/MODEL, then NAME/MODEL per metric.
+    EvalState::Score &sc = nextScore(
+        ev, (k ? loss.outputNames()[k] : std::string("loss")) + "/" + m.name);
+    sc.loss = true;
+    sc.sum += values[k] * double(real);
+    sc.rows += real;
+  }
+}

@@ -168,4 +168,17 @@ rlhf_value *rlhf_train(rlhf_prog *p, int64_t mi, const char *code, int64_t nin,
   });
 }
 
+void rlhf_eval_loss(rlhf_prog *p, int64_t mi, const char *code, int64_t nin,
+                    rlhf_value *const *ins, const int64_t *lay,
+                    int64_t minibatches, const char *settings,
+                    const char *label) {
+  guarded(p, label, [&] {
+    const FnProgram &loss =
+        fnProgram(p, code, FnProgram::Mode::Loss, "rlhf_eval_loss");
+    checkInputCount(loss, nin);
+    evalLossCall(p, mi, loss, nin, ins, lay, minibatches, settings, label);
+    return 0;
+  });
+}
+
 } // extern "C"

@@ -535,6 +535,13 @@ rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
                       int64_t minibatches, int64_t epochs, const char *settings,
                       const char *label);
 
+/// rlhf_eval_loss: the loss `loss` and its metrics, forward only, on the
+/// real rows of the eval batch, added to the evaluation's means. Runs
+/// inside the caller's `guarded`.
+void evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss, int64_t nin,
+                  rlhf_value *const *ins, const int64_t *lay,
+                  int64_t minibatches, const char *settings, const char *label);
+
 } // namespace rlhf::exec
 
 #endif // RLHF_RUNTIME_LIB_PROGRAMSTATE_H

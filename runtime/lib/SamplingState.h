@@ -98,6 +98,9 @@ struct EvalState {
     std::string label;
     double sum = 0, best = 0; ///< over samples; of each prompt's best
     int64_t rows = 0, prompts = 0;
+    /// A validation loss or metric: `sum` adds each batch's value times its
+    /// real rows, and there is no best@k.
+    bool loss = false;
   };
   std::vector<Score> scores; ///< by their order in the eval function
   size_t cursor = 0;

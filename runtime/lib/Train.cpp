@@ -27,6 +27,8 @@ template <typename F> TrainBatch mapBatch(const TrainBatch &b, F f) {
     for (at::Tensor &t : *ts)
       if (t.defined())
         t = f(t);
+  if (r.rowWeights.defined())
+    r.rowWeights = f(r.rowWeights);
   return r;
 }
 
@@ -35,7 +37,7 @@ TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
 }
 
 FnInputs fnInputs(const TrainBatch &b, const TrainOptions &o) {
-  return {b.inputs, b.masks, o.pad};
+  return {b.inputs, b.masks, o.pad, b.rowWeights};
 }
 
 /// The rows of the batch, checked before it is split.
@@ -58,6 +60,18 @@ int64_t batchRows(const TrainBatch &b, const TrainOptions &o) {
   if (b.masks.size() > b.inputs.size())
     throw Error("fn '" + f.name() + "': more masks than inputs");
   return n;
+}
+
+/// The token inputs `loss` runs the model on; with pipeline stages, one.
+std::vector<int64_t> stagedInputs(const LlamaModel &model,
+                                  const FnProgram &loss) {
+  std::vector<int64_t> in = loss.modelInputs();
+  if (model.stages() > 1 && in.size() != 1)
+    throw Error("loss '" + loss.name() + "' runs the model on " +
+                std::to_string(in.size()) +
+                " token inputs; with pipeline stages a loss may run it on one "
+                "only; train it with pp = 1");
+  return in;
 }
 
 /// The denominators of the loss's batch reductions over the minibatch
@@ -108,6 +122,24 @@ at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
     sums[k] = sums[k].defined() ? sums[k] + x : x;
   }
   return v[0];
+}
+
+/// The loss, then its metrics, from the micro-batch sums `summed` (empty
+/// off a pipeline's last stage), summed over dp ranks and pipeline stages:
+/// every rank of the call gets the minibatch's values.
+std::vector<double> minibatchValues(LlamaModel &model, const TrainOptions &o,
+                                    const std::vector<at::Tensor> &summed) {
+  std::vector<double> v(o.loss->outputNames().size(), 0.0);
+  for (size_t k = 0; k < summed.size(); ++k)
+    v.at(k) = summed[k].item<double>();
+  at::Tensor l = at::tensor(v, at::kDouble);
+  if (o.dp)
+    o.dp->allReduceSum(l);
+  if (model.stages() > 1) // only the last stage saw the loss
+    model.ppComm()->allReduceSum(l);
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = l[int64_t(k)].item<double>();
+  return v;
 }
 
 /// Gradients of low-precision weights, accumulated in fp32 over the
@@ -183,13 +215,7 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   const TrainBatch batch = mapBatch(
       hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
   const int64_t N = batchRows(batch, o);
-  const FnProgram &fn = *o.loss;
-  std::vector<int64_t> modelInputs = fn.modelInputs();
-  if (model.stages() > 1 && modelInputs.size() != 1)
-    throw Error("loss '" + fn.name() + "' runs the model on " +
-                std::to_string(modelInputs.size()) +
-                " token inputs; with pipeline stages a loss may run it on one "
-                "only; train it with pp = 1");
+  const std::vector<int64_t> modelInputs = stagedInputs(model, *o.loss);
   if (o.minibatches < 1 || N % o.minibatches)
     throw Error("batch of " + std::to_string(N) + " rows does not split into " +
                 std::to_string(o.minibatches) + " minibatches");
@@ -248,10 +274,6 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
                   summed)
             .backward();
     }
-    double total = 0; // stays 0 off a pipeline's last stage
-    std::vector<double> metrics(fn.outputNames().size() - 1, 0.0);
-    for (size_t k = 0; k < summed.size(); ++k)
-      (k ? metrics.at(k - 1) : total) = summed[k].item<double>();
     // Sum gradients over dp (under ZeRO, each rank only its slices); global
     // norm over the whole model.
     std::vector<const ParamSpec *> specs;
@@ -321,24 +343,51 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
       for (auto &[n, g] : grads)
         g = g.clone();
     opt.step(model.params(), grads, zero, scale);
-    // The loss, then the metrics: micro-batch sums, summed over ranks.
-    std::vector<double> sums{total};
-    sums.insert(sums.end(), metrics.begin(), metrics.end());
-    at::Tensor l = at::tensor(sums, at::kDouble);
-    if (o.dp)
-      o.dp->allReduceSum(l);
-    if (model.stages() > 1) // only the last stage saw the loss
-      model.ppComm()->allReduceSum(l);
-    stats.loss += l[0].item<double>() / double(o.minibatches);
-    stats.metrics.resize(metrics.size(), 0.0);
-    for (size_t k = 0; k < metrics.size(); ++k)
-      stats.metrics[k] +=
-          l[int64_t(k + 1)].item<double>() / double(o.minibatches);
+    std::vector<double> v = minibatchValues(model, o, summed);
+    stats.loss += v[0] / double(o.minibatches);
+    stats.metrics.resize(v.size() - 1, 0.0);
+    for (size_t k = 1; k < v.size(); ++k)
+      stats.metrics[k - 1] += v[k] / double(o.minibatches);
     stats.gradNorm = norm;
     stats.gradNormMean += norm / double(o.minibatches);
   }
   if (!o.keepGradients)
     for (auto &[n, p] : model.params())
       p.mutable_grad().reset();
+  return stats;
+}
+
+TrainStats rlhf::evalLoss(LlamaModel &model, const TrainBatch &hostBatch,
+                          const TrainOptions &o) {
+  at::NoGradGuard noGrad;
+  const TrainBatch batch = mapBatch(
+      hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
+  const int64_t N = batchRows(batch, o);
+  const std::vector<int64_t> modelInputs = stagedInputs(model, *o.loss);
+  // As many micro-batches as rows at most: a short batch runs them whole.
+  const int64_t micro = std::min<int64_t>(std::max<int64_t>(1, o.microBatches),
+                                          std::max<int64_t>(1, N));
+  const std::vector<double> denoms = denominators(batch, o);
+  std::vector<at::Tensor> summed;
+  for (int64_t u = 0; u < micro; ++u) {
+    const int64_t lo = N * u / micro, hi = N * (u + 1) / micro;
+    TrainBatch mb = rows(batch, lo, hi - lo);
+    if (model.stages() <= 1) {
+      microLoss(model, mb, o, denoms, nullptr, summed);
+      continue;
+    }
+    // Forward only: each stage takes a micro-batch from the one before and
+    // passes it on; the last computes the loss (a value head's stage output
+    // is its values, an lm head's its normed hidden states).
+    StageActivations a =
+        model.stageForward(mb.inputs[size_t(modelInputs[0])].to(at::kLong),
+                           /*head=*/model.config().shape.valueHead);
+    if (model.lastStage())
+      microLoss(model, mb, o, denoms, &a.output, summed);
+  }
+  std::vector<double> v = minibatchValues(model, o, summed);
+  TrainStats stats;
+  stats.loss = v[0];
+  stats.metrics.assign(v.begin() + 1, v.end());
   return stats;
 }

@@ -4,7 +4,9 @@
 // step, every 20 steps and after the last, the statements that score the
 // policy's samples run on every prompt of `held_out`, one greedy sample
 // each (verl's validation; `eval_samples = k` draws k as the generate draws
-// its samples). The dataset stands in for the run's: the plan's layouts and
+// its samples), and train calls fed by the data alone compute their loss
+// forward only (OpenRLHF's validation loss of SFT, DPO and reward models).
+// The dataset stands in for the run's: the plan's layouts and
 // memory must hold for it, so it has the run dataset's fields, none wider,
 // and batches no larger, k samples of each no more than a generate makes.
 //
@@ -82,6 +84,31 @@ static bool isSampleScore(const Instance &inst, int i) {
   return fromGenerate(inst, i);
 }
 
+/// A train call on data: nothing upstream of it generates, trains or
+/// averages weights, so evaluation can run its loss forward on held-out
+/// rows (SFT's, DPO's and a reward model's validation loss).
+static bool isDataLoss(const Instance &inst, int i) {
+  if (inst.nodes[size_t(i)].kind != Node::Kind::Train)
+    return false;
+  llvm::SmallVector<int> work;
+  for (const Node::Input &in : inst.nodes[size_t(i)].inputs)
+    if (in.producer >= 0)
+      work.push_back(in.producer);
+  llvm::DenseSet<int> seen;
+  while (!work.empty()) {
+    int n = work.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    Node::Kind k = inst.nodes[size_t(n)].kind;
+    if (k != Node::Kind::Inference && k != Node::Kind::Host)
+      return false;
+    for (const Node::Input &in : inst.nodes[size_t(n)].inputs)
+      if (in.producer >= 0)
+        work.push_back(in.producer);
+  }
+  return true;
+}
+
 void Sema::checkEval(const Instance &inst) {
   const RunSettings &s = inst.settings;
   if (!s.evalDataset)
@@ -149,13 +176,25 @@ void Sema::checkEval(const Instance &inst) {
           << "the generate";
       break;
     }
-  for (size_t i = 0; i < inst.nodes.size(); ++i)
-    if (isSampleScore(inst, int(i)))
-      return;
-  error(at, formatv("'{0}' scores no generated samples, so evaluation has "
-                    "nothing to report; eval runs an algorithm's generate and "
-                    "the reward of its samples (a reward model's inference, "
-                    "exact_match, script_reward or a function's score) on "
-                    "held-out prompts",
+  bool scores = false, losses = false;
+  for (size_t i = 0; i < inst.nodes.size(); ++i) {
+    scores |= isSampleScore(inst, int(i));
+    losses |= isDataLoss(inst, int(i));
+  }
+  if (!scores && losses && s.evalSamples > 1)
+    error(s.evalSamplesLoc ? mlir::Location(s.evalSamplesLoc) : at,
+          formatv("eval_samples draws samples of each held-out prompt, but "
+                  "'{0}' evaluates only the loss of its train calls, which "
+                  "samples nothing; remove eval_samples",
+                  inst.algorithm));
+  if (scores || losses)
+    return;
+  error(at, formatv("'{0}' neither scores generated samples nor trains on "
+                    "its data alone, so evaluation has nothing to report; "
+                    "eval reports the reward of samples generated from "
+                    "held-out prompts (a reward model's inference, "
+                    "exact_match, script_reward or a function's score) or "
+                    "the loss of a train call fed by the dataset and "
+                    "inference, as SFT, DPO and reward-model training are",
                     inst.algorithm));
 }

@@ -3,7 +3,8 @@
 // Evaluation runs the eval slice once per batch of the held-out dataset:
 // its calls at that batch, one greedy sample per prompt (or eval_samples
 // sampled ones), where the plan placed them (a generator that runs ahead:
-// its trainer's layout), and its model moves there and back. The price is the
+// its trainer's layout), a validation loss as its train call's forward,
+// and its model moves there and back. The price is the
 // slice's calls simulated as one iteration of their own, plus the moves, which
 // the runtime makes before the calls and undoes after them (EvalSlice.h).
 //
@@ -20,9 +21,13 @@ using namespace rlhfc;
 using namespace rlhfc::lowering;
 namespace r = mlir::rlhf;
 
-/// Rows of an op's first result (a record's first field).
+/// Rows of an op's first result (a record's first field); of a train
+/// step, of its first input (its result is the loss and metrics).
 static int64_t rowsOf(Operation *op) {
-  Type t = op->getResult(0).getType();
+  Value v = op->getResult(0);
+  if (auto ts = dyn_cast<r::TrainStepOp>(op); ts && !ts.getInputs().empty())
+    v = ts.getInputs().front();
+  Type t = v.getType();
   if (auto rec = dyn_cast<r::RecordType>(t))
     t = rec.getTypes().front();
   auto rt = dyn_cast<RankedTensorType>(t);
@@ -92,6 +97,17 @@ FailureOr<double> rlhfc::lowering::evalBatchTime(r::AlgorithmOp alg,
         const Placement &at = initial.lookup(g.getModel());
         if (at.mesh)
           s = cost::strategyFrom(at.mesh, at.strategy);
+      }
+      if (e.shape.kind == cost::CallKind::Train) {
+        // A validation loss: the train call's forward over its rows (each
+        // sequence the loss runs the model on), micro-batched as it trains.
+        s.microBatches *= std::max<int64_t>(1, e.shape.minibatches);
+        // Data rows, not samples.
+        e.shape.kind = cost::CallKind::Inference;
+        e.shape.batch = batch * std::max<int64_t>(1, e.shape.forwards);
+        e.shape.forwards = 1;
+        e.shape.minibatches = e.shape.epochs = 1;
+        e.shape.trainable = false;
       }
       e.pinned = s;
       cands.push_back(plan::Candidate::priced(p.models[size_t(call.model)].arch,

@@ -6,7 +6,9 @@
 // the generate, transfers, reward model inference, the scoring) and the
 // model moves before them, in the iteration's order, so that each call
 // runs in the layout the plan gave it. Penalties and advantages built on a
-// score, and a critic's values, are not rewards.
+// score, and a critic's values, are not rewards. A train step fed by the
+// data alone (SFT, DPO, a reward model) reports its loss instead, run
+// forward on the held-out rows, as OpenRLHF's validation loss.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +37,8 @@ static std::string scoreField(Type t) {
 }
 
 /// The backward slice of `root` inside its block, or failure when it holds
-/// an op evaluation cannot repeat (a train step, a filter, an ema).
+/// an op evaluation cannot repeat (a train step other than the root, a
+/// filter, an ema).
 static LogicalResult sliceOf(Operation *root,
                              llvm::SmallPtrSetImpl<Operation *> &slice,
                              bool &generated) {
@@ -46,7 +49,8 @@ static LogicalResult sliceOf(Operation *root,
     if (isa<r::GenerateOp>(op))
       generated = true;
     else if (!isa<r::LoadOp, r::FieldOp, r::TransferOp, r::InferenceOp,
-                  r::ComputeOp>(op))
+                  r::ComputeOp>(op) &&
+             !(op == root && isa<r::TrainStepOp>(op)))
       return failure();
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp();
@@ -63,6 +67,15 @@ FailureOr<EvalSlice> rlhfc::lowering::evalSlice(r::AlgorithmOp alg) {
   llvm::SmallPtrSet<Operation *, 16> slice;
   for (Operation &op : alg.getBodyBlock()) {
     std::string label;
+    if (auto ts = dyn_cast<r::TrainStepOp>(op)) {
+      llvm::SmallPtrSet<Operation *, 16> mine;
+      bool generated = false;
+      if (failed(sliceOf(&op, mine, generated)) || generated)
+        continue;
+      slice.insert(mine.begin(), mine.end());
+      es.scores.push_back({&op, "", ts.getModel().str()});
+      continue;
+    }
     if (auto c = dyn_cast<r::ComputeOp>(op)) {
       // The runtime's built-in rewards log `reward` in training too.
       label = c.getKind() == r::ComputeKind::fn ? c.getFnAttr().getValue().str()
@@ -89,8 +102,8 @@ FailureOr<EvalSlice> rlhfc::lowering::evalSlice(r::AlgorithmOp alg) {
   if (es.scores.empty())
     return alg.emitError()
            << "eval @" << *alg.getEval()
-           << " needs a reward of generated samples, but the iteration "
-              "computes none";
+           << " needs a reward of generated samples or a train step fed by "
+              "the data alone, but the iteration has neither";
   Operation *last = nullptr;
   for (Operation &op : alg.getBodyBlock())
     if (slice.contains(&op))

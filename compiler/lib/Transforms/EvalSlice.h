@@ -21,11 +21,14 @@
 
 namespace rlhfc::lowering {
 
-/// A reward of generated samples, reported as `val/<label>`.
+/// What evaluation reports: a reward of generated samples, as
+/// `val/<label>`, or a train call's validation loss (and its metrics),
+/// computed forward only, as `val/loss/MODEL` (and `val/NAME/MODEL`).
 struct EvalScore {
-  mlir::Operation *op; ///< its result record holds the score
-  std::string field;   ///< the score's field
-  std::string label;
+  mlir::Operation *op; ///< a score's producer, or an rlhf.train_step
+  std::string field;   ///< the score's field; "" for a loss
+  std::string label;   ///< a score's label, or the trained model
+  bool isLoss() const { return field.empty(); }
 };
 
 struct EvalSlice {
@@ -41,8 +44,9 @@ struct EvalSlice {
 
 /// The first-order rewards of `alg`'s generated samples (a score that a
 /// host computation or a frozen model's inference makes from them, not from
-/// another score) and the ops they need. Fails, with an error at `alg`,
-/// when there is none.
+/// another score), the train steps fed by loads alone (no generate, train
+/// step or ema upstream), and the ops they need. Fails, with an error at
+/// `alg`, when there is neither.
 mlir::FailureOr<EvalSlice> evalSlice(mlir::rlhf::AlgorithmOp alg);
 
 /// A model's weights' mesh and strategy.

@@ -453,6 +453,14 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
         FailureOr<std::string> code = encodeFnCode(ts);
         if (failed(code))
           return failure();
+        if (evalMode) { // its loss on the batch, forward only
+          e.call(l, "rlhf_eval_loss", e.voidTy,
+                 {p, modelIdx(ts.getModel()), e.string(l, *code), n, arr,
+                  placed("train"), e.int64(l, ts.getMinibatches()),
+                  e.string(l, settings),
+                  e.string(l, ("eval loss " + ts.getModel()).str())});
+          return success();
+        }
         handle[ts.getStats()] =
             e.call(l, "rlhf_train", e.ptr,
                    {p, modelIdx(ts.getModel()), e.string(l, *code), n, arr,
@@ -552,7 +560,7 @@ struct LowerToRuntime : rlhfc::impl::RLHFLowerToRuntimeBase<LowerToRuntime> {
       if (failed(emitOp(*op)))
         return failure();
       for (const EvalScore &s : es->scores)
-        if (s.op == op) {
+        if (s.op == op && !s.isLoss()) {
           Location l = op->getLoc();
           Value score = e.call(
               l, "rlhf_field", e.ptr,

@@ -109,6 +109,11 @@ struct FnInputs {
   /// takes its non-pad predicted tokens).
   std::vector<at::Tensor> masks;
   int64_t pad = 0; ///< the tokenizer's pad id
+  /// A loss's weight per row, [N] (undefined: 1 each): its batch
+  /// reductions and their denominators count row r `rowWeights[r]` times.
+  /// Evaluation gives the rows padding a short last batch weight 0, so that
+  /// the loss is that of the real rows alone.
+  at::Tensor rowWeights;
 };
 
 /// The trained model's raw output for the token input `input` (whose ids

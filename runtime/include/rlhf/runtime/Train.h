@@ -30,6 +30,9 @@ class FnProgram;
 /// sequence, so they have S-1 columns.
 struct TrainBatch {
   std::vector<at::Tensor> inputs, masks;
+  /// Each row's weight in the loss's reductions (FnInputs::rowWeights);
+  /// undefined: 1 each.
+  at::Tensor rowWeights;
 };
 
 /// The learning rate per iteration, as #rlhf.optimizer describes it:
@@ -187,6 +190,14 @@ at::Tensor tokenLogprobs(const at::Tensor &logits, const at::Tensor &seq);
 /// Runs one train call on this rank's rows of `batch`.
 TrainStats trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch,
                      const TrainOptions &o);
+
+/// The loss and metrics a train call would compute on `batch`, forward
+/// only (a validation loss): the whole batch as one minibatch of
+/// `o.microBatches` micro-batches per rank, with pipeline stages each
+/// micro-batch passed on stage by stage. The weights are not touched and
+/// no gradient is kept; every rank of the call gets the values.
+TrainStats evalLoss(LlamaModel &model, const TrainBatch &batch,
+                    const TrainOptions &o);
 
 } // namespace rlhf
 

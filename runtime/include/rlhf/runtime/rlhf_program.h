@@ -114,6 +114,15 @@ rlhf_value *rlhf_field(rlhf_prog *p, rlhf_value *record, const char *name);
 rlhf_value *rlhf_eval_load(rlhf_prog *p, int64_t dataset, int64_t b);
 /* Adds a score tensor's real rows to the evaluation's mean `label`. */
 void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label);
+/* A validation loss: what rlhf_train's `loss` gives on the eval batch's real
+ * rows, forward only, in the train call's layout (its micro-batches of
+ * rows, `minibatches` x its micro-batch count per batch), the weights left
+ * as they are. The loss and each metric join the evaluation's means as
+ * loss/MODEL and NAME/MODEL, weighted by the batch's real rows. */
+void rlhf_eval_loss(rlhf_prog *p, int64_t model, const char *loss, int64_t nin,
+                    rlhf_value *const *inputs, const int64_t *layout,
+                    int64_t minibatches, const char *settings,
+                    const char *label);
 void rlhf_realloc(rlhf_prog *p, int64_t model, const int64_t *from,
                   const int64_t *to);
 rlhf_value *rlhf_transfer(rlhf_prog *p, rlhf_value *v, const int64_t *to);

@@ -125,7 +125,10 @@ def RLHF_AlgorithmOp : RLHF_Op<"algorithm", [
     of its generated samples) run over every row of dataset `@d` in batches,
     generating one greedy sample per prompt, or with `samples k` k samples
     drawn as the generate draws them (the means over all and of each
-    prompt's best). `@d` has the fields of the dataset the iteration loads,
+    prompt's best). A train step fed by loads alone (no generate, train
+    step or ema before it) reports its loss and metrics instead, computed
+    forward only on the rows of `@d` (a validation loss).
+    `@d` has the fields of the dataset the iteration loads,
     none wider and no more rows per batch, so the plan's layouts and memory
     hold for it.
   }];
