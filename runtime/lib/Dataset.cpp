@@ -107,6 +107,12 @@ JsonlDataset::JsonlDataset(const std::string &path,
     }
     if (tmpl)
       ex[target] = tmpl->render(ex);
+    std::string source;
+    if (auto it = j.find("data_source"); it != j.end())
+      source = it->is_string()   ? it->get<std::string>()
+               : it->is_number() ? it->dump()
+                                 : "";
+    sources.push_back(std::move(source));
     examples.push_back(std::move(ex));
   }
   if (examples.empty())

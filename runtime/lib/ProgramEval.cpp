@@ -2,13 +2,14 @@
 //
 // A program compiled with `eval = DATASET` registers an eval function that
 // runs the iteration's scoring ops (generate one greedy sample per prompt,
-// or eval_samples sampled ones, then the rewards) on one batch of the
-// held-out dataset. Before the first step, every eval_interval steps and
-// after the last, the runtime runs it over every row of the dataset in
-// file order and writes each reward's mean to OUT/eval.jsonl, as verl's
-// validation does. A last short batch is filled with rows from the start,
-// so that every call sees the rows the plan priced, and only the real rows
-// count.
+// or eval_samples sampled ones, then the rewards; or a train call's loss,
+// forward only) on one batch of the held-out dataset. Before the first step,
+// every eval_interval steps and after the last, the runtime runs it over every
+// row of the dataset in file order and writes each reward's mean to
+// OUT/eval.jsonl, as verl's validation does. A last short batch is filled with
+// rows from the start, so that every call sees the rows the plan priced, and
+// only the real rows count. Rows with a data_source (verl's column) are also
+// reported per source.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,24 +78,31 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
   nlohmann::ordered_json row;
   row["step"] = done;
   std::string line = "eval after step " + std::to_string(done) + ":";
-  for (const EvalState::Score &s : ev.scores) {
-    std::string key = "val/" + s.label;
-    for (int k = 2; row.contains(key); ++k)
-      key = "val/" + s.label + "#" + std::to_string(k);
-    double mean = s.rows ? s.sum / double(s.rows) : 0.0;
-    row[key] = mean;
+  auto put = [&](const std::string &key, double v) {
+    row[key] = v;
     char buf[64];
-    std::snprintf(buf, sizeof buf, " %.4g", mean);
+    std::snprintf(buf, sizeof buf, " %.4g", v);
     line += " " + key + buf;
-    if (ev.samples > 1 && !s.loss) {
-      // pass@k where the score is 1 for a right answer and 0 otherwise.
-      std::string bestKey = key + "/best@" + std::to_string(ev.samples);
-      double best = s.prompts ? s.best / double(s.prompts) : 0.0;
-      row[bestKey] = best;
-      std::snprintf(buf, sizeof buf, " %.4g", best);
-      line += " " + bestKey + buf;
-    }
-  }
+  };
+  // val/PREFIXLABEL, numbered as the step's metrics are when a label
+  // repeats, then its best@k (pass@k where the score is 1 for a right
+  // answer and 0 otherwise).
+  auto report = [&](const std::string &prefix, const EvalState::Score &s,
+                    const EvalState::Tally &t) {
+    std::string key = "val/" + prefix + s.label;
+    for (int k = 2; row.contains(key); ++k)
+      key = "val/" + prefix + s.label + "#" + std::to_string(k);
+    put(key, t.rows ? t.sum / double(t.rows) : 0.0);
+    if (ev.samples > 1 && !s.loss)
+      put(key + "/best@" + std::to_string(ev.samples),
+          t.prompts ? t.best / double(t.prompts) : 0.0);
+  };
+  for (const EvalState::Score &s : ev.scores)
+    report("", s, s.all);
+  // Then each data_source apart (verl's val-core/SOURCE/...).
+  for (const EvalState::Score &s : ev.scores)
+    for (const auto &[source, t] : s.bySource)
+      report(source + "/", s, t);
   row["time/eval"] = seconds;
   writeTextFile((fs::path(p->outDir) / "eval.jsonl").string(),
                 row.dump() + "\n", std::ios::app);
@@ -162,8 +170,12 @@ rlhf_value *rlhf_eval_load(rlhf_prog *p, int64_t di, int64_t batch) {
       throw Error("eval dataset '" + d.name + "' ('" + d.path +
                   "') has no rows");
     std::vector<Example> rows;
-    for (int64_t i = 0; i < d.batch; ++i)
-      rows.push_back((*d.data)[size_t((batch * d.batch + i) % n)]);
+    p->eval.rowSources.clear();
+    for (int64_t i = 0; i < d.batch; ++i) {
+      const size_t row = size_t((batch * d.batch + i) % n);
+      rows.push_back((*d.data)[row]);
+      p->eval.rowSources.push_back(d.data->source(row));
+    }
     return loadRows(p, d, std::move(rows), "in evaluation");
   });
 }
@@ -180,10 +192,22 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
                   std::to_string(k) + " samples of each prompt");
     const int64_t real = std::min<int64_t>(ev.realRows, t.size(0) / k);
     at::Tensor x = t.narrow(0, 0, real * k).to(at::kDouble).reshape({real, -1});
-    s.sum += x.sum().item<double>();
-    s.rows += x.numel();
-    s.best += std::get<0>(x.max(1)).sum().item<double>();
-    s.prompts += real;
+    // Per prompt: the sum of its samples' scores, and the best.
+    const at::Tensor sums = x.sum(1).cpu().contiguous(),
+                     best = std::get<0>(x.max(1)).cpu().contiguous();
+    auto add = [&](EvalState::Tally &tally, int64_t prompt) {
+      tally.sum += sums.data_ptr<double>()[prompt];
+      tally.best += best.data_ptr<double>()[prompt];
+      tally.rows += k;
+      tally.prompts += 1;
+    };
+    for (int64_t j = 0; j < real; ++j) {
+      add(s.all, j);
+      const std::string &source =
+          size_t(j) < ev.rowSources.size() ? ev.rowSources[size_t(j)] : "";
+      if (!source.empty())
+        add(s.bySource[source], j);
+    }
     return 0;
   });
 }
@@ -244,7 +268,7 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
     EvalState::Score &sc = nextScore(
         ev, (k ? loss.outputNames()[k] : std::string("loss")) + "/" + m.name);
     sc.loss = true;
-    sc.sum += values[k] * double(real);
-    sc.rows += real;
+    sc.all.sum += values[k] * double(real);
+    sc.all.rows += real;
   }
 }

@@ -94,12 +94,19 @@ struct EvalState {
   int64_t passes = 0, batches = 0;
   double seconds = 0;
   int64_t realRows = 0; ///< of the batch running (the rest wrap around)
-  struct Score {
-    std::string label;
+  /// The data_source of each row of the batch running ("" for none).
+  std::vector<std::string> rowSources;
+  struct Tally {
     double sum = 0, best = 0; ///< over samples; of each prompt's best
     int64_t rows = 0, prompts = 0;
-    /// A validation loss or metric: `sum` adds each batch's value times its
-    /// real rows, and there is no best@k.
+  };
+  struct Score {
+    std::string label;
+    Tally all;
+    /// The same over the prompts of each data_source.
+    std::map<std::string, Tally> bySource;
+    /// A validation loss or metric: `all.sum` adds each batch's value times
+    /// its real rows, and there is no best@k or breakdown.
     bool loss = false;
   };
   std::vector<Score> scores; ///< by their order in the eval function

@@ -49,6 +49,9 @@ public:
 
   size_t size() const { return examples.size(); }
   const Example &operator[](size_t i) const { return examples[i]; }
+  /// Row i's `data_source` (verl's column naming the benchmark a row comes
+  /// from; a field or not), or "": evaluation reports each source apart.
+  const std::string &source(size_t i) const { return sources[i]; }
 
   /// The `batch` examples of training step `step`: epochs walk a seeded
   /// permutation, so a resumed run sees exactly the batches it would have.
@@ -60,6 +63,7 @@ public:
 
 private:
   std::vector<Example> examples;
+  std::vector<std::string> sources;
 };
 
 } // namespace rlhf

@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Checks on validation losses in eval.jsonl (eval-loss.test).
+"""Checks on the eval.jsonl of held-out evaluation (eval-loss.test,
+eval-sources.test).
 
-  eval_loss_check.py before-step RUN --key loss/lm [--rtol R]
+  eval_check.py before-step RUN --key loss/lm [--rtol R]
       RUN/eval.jsonl's val/KEY at step 0 is RUN/metrics.jsonl's KEY at step
       1: the loss the first train step computed before its update, on the
       same rows (the held-out set is the training set)
-  eval_loss_check.py padded ALL HEAD TAIL --key loss/lm --head-rows H
+  eval_check.py padded ALL HEAD TAIL --key loss/lm --head-rows H
       --tail-rows T [--rtol R]
       the step-0 val/KEY of ALL (H + T rows) is the row-weighted mean of
       HEAD's (its first H rows) and TAIL's (its last T): rows padding a
       short last batch count for nothing
+  eval_check.py sources RUN DATA --keys val/reward[,...] [--samples K]
+      at every step of RUN/eval.jsonl, each key has a value per data_source
+      of the rows of DATA (val/SOURCE/LABEL), and the key's value is their
+      mean weighted by each source's rows (and, with K > 1, the same of
+      KEY/best@K)
 """
 import argparse
 import json
@@ -31,7 +37,7 @@ def at(path, step, key):
 
 
 def close(got, want, rtol, what):
-    if abs(got - want) > rtol * abs(want):
+    if abs(got - want) > rtol * abs(want) + 1e-12:
         sys.exit(f"FAIL: {what}: {got} is not {want} within {rtol}")
     print(f"OK: {what}: {got} vs {want}")
 
@@ -51,6 +57,31 @@ def padded(a):
           f"val/{a.key} of {n} rows from {a.head_rows} and {a.tail_rows}")
 
 
+def sources(a):
+    counts = {}
+    for r in rows(a.data):
+        counts[r["data_source"]] = counts.get(r["data_source"], 0) + 1
+    if len(counts) < 2:
+        sys.exit(f"FAIL: {a.data} has fewer than two data sources")
+    n = sum(counts.values())
+    evals = rows(f"{a.run}/eval.jsonl")
+    for key in a.keys.split(","):
+        for suffix in [""] + ([f"/best@{a.samples}"] if a.samples > 1 else []):
+            for r in evals:
+                label = key[len("val/"):] + suffix
+                parts = {}
+                for s in counts:
+                    k = f"val/{s}/{label}"
+                    if k not in r:
+                        sys.exit(f"FAIL: step {r['step']} has no {k}")
+                    parts[s] = r[k]
+                want = sum(counts[s] * parts[s] for s in counts) / n
+                close(r[key + suffix], want, a.rtol,
+                      f"step {r['step']}: {key + suffix} from " +
+                      ", ".join(f"{s} {parts[s]:.4g} ({counts[s]} rows)"
+                                for s in sorted(counts)))
+
+
 p = argparse.ArgumentParser()
 sub = p.add_subparsers(dest="cmd", required=True)
 b = sub.add_parser("before-step")
@@ -66,5 +97,12 @@ d.add_argument("--head-rows", type=int, required=True)
 d.add_argument("--tail-rows", type=int, required=True)
 d.add_argument("--rtol", type=float, default=1e-5)
 d.set_defaults(fn=padded)
+o = sub.add_parser("sources")
+o.add_argument("run")
+o.add_argument("data")
+o.add_argument("--keys", required=True)
+o.add_argument("--samples", type=int, default=1)
+o.add_argument("--rtol", type=float, default=1e-9)
+o.set_defaults(fn=sources)
 a = p.parse_args()
 a.fn(a)
