@@ -433,9 +433,7 @@ void Sema::resolveCluster(const EntityDecl &d) {
 void Sema::resolveModel(const EntityDecl &d) {
   PropMap m;
   std::vector<const EntityDecl *> chain;
-  std::vector<PropSpec> specs(std::begin(kArchProps), std::end(kArchProps));
-  specs.insert(specs.end(), std::begin(kModelOnlyProps),
-               std::end(kModelOnlyProps));
+  std::vector<PropSpec> specs = declarationProps("model");
   gatheredHf = nullptr;
   if (!gatherProps(d, specs, m, chain))
     return;

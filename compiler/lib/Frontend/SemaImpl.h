@@ -20,6 +20,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "rlhf/IR/RLHFOps.h"
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Properties.h"
 #include "rlhfc/Frontend/Sema.h"
 #include "rlhfc/Frontend/Units.h"
 #include "llvm/ADT/STLExtras.h"
@@ -78,26 +79,6 @@ inline std::string didYouMean(StringRef word,
   return c.empty() ? "" : "; did you mean '" + c + "'?";
 }
 
-enum class PropType {
-  Int,
-  Float,
-  Bytes,
-  Bandwidth,
-  Flops,
-  String,
-  Flag,
-  Name,
-  Call,
-  NameList
-};
-
-struct PropSpec {
-  const char *name;
-  PropType type;
-  bool required;
-};
-
-// Property schemas of each declaration kind. Keep lang/README.md in sync.
 /// Per node, whether its rows reach a node through `producers` (node
 /// indices of its inputs; -1, a dataset column, is skipped), through any
 /// nodes between; with `stopAtGenerates`, not through a generate's inputs
@@ -108,59 +89,6 @@ std::vector<char> nodesFeeding(const std::vector<Node> &nodes,
 /// The generate nodes among them, up to the first generate on each path.
 std::vector<int> generatesFeeding(const std::vector<Node> &nodes,
                                   std::vector<int> producers);
-
-inline const PropSpec kHardwareProps[] = {
-    {"bf16_flops", PropType::Flops, true},
-    {"hbm", PropType::Bytes, true},
-    {"hbm_bandwidth", PropType::Bandwidth, true},
-    {"nvlink_bandwidth", PropType::Bandwidth, true},
-    {"network_bandwidth", PropType::Bandwidth, true},
-    {"host_bandwidth", PropType::Bandwidth, false},
-};
-inline const PropSpec kArchProps[] = {
-    {"layers", PropType::Int, true},
-    {"hidden", PropType::Int, true},
-    {"heads", PropType::Int, true},
-    {"kv_heads", PropType::Int, false},
-    {"ffn", PropType::Int, true},
-    {"vocab", PropType::Int, true},
-    {"max_seq", PropType::Int, false},
-    {"tie_embeddings", PropType::Flag, false},
-    {"qkv_bias", PropType::Flag, false},
-    {"rope_theta", PropType::Float, false},
-    {"norm_eps", PropType::Float, false},
-    {"rope_scaling", PropType::Call, false},
-};
-inline const PropSpec kModelOnlyProps[] = {
-    {"trainable", PropType::Flag, false},
-    {"frozen", PropType::Flag, false},
-    {"head", PropType::Name, false},
-    {"optimizer", PropType::Call, false},
-    {"checkpoint", PropType::String, false},
-    {"tokenizer", PropType::String, false},
-};
-inline const PropSpec kClusterProps[] = {
-    {"nodes", PropType::Int, true},
-    {"gpus_per_node", PropType::Int, true},
-};
-inline const PropSpec kDatasetProps[] = {
-    {"path", PropType::String, true},
-    {"batch", PropType::Int, true},
-    {"max_prompt_len", PropType::Int, true},
-    {"max_response_len", PropType::Int, false},
-    {"fields", PropType::NameList, true},
-    {"template", PropType::String, false},
-};
-inline const PropSpec kRunProps[] = {
-    {"steps", PropType::Int, true},
-    {"seed", PropType::Int, false},
-    {"save_interval", PropType::Int, false},
-    {"cluster", PropType::Name, false},
-    {"staleness", PropType::Int, false},
-    {"eval", PropType::Name, false},
-    {"eval_interval", PropType::Int, false},
-    {"eval_samples", PropType::Int, false},
-};
 
 /// A scalar with a unit dimension after folding constants.
 struct Scalar {

@@ -15,6 +15,7 @@
 #include "Functions.h"
 
 #include "rlhfc/Frontend/Builtins.h"
+#include "rlhfc/Frontend/Properties.h"
 #include "rlhfc/Frontend/Units.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -63,6 +64,78 @@ std::optional<size_t> openParen(const SourceText &text, size_t offset) {
   return open.back();
 }
 
+/// The `{` of the innermost block the offset is inside, if any.
+std::optional<size_t> openBrace(const SourceText &text, size_t offset) {
+  std::vector<size_t> open;
+  text.scanCode(0, offset, [&](size_t i, char c) {
+    if (c == '{')
+      open.push_back(i);
+    else if (c == '}' && !open.empty())
+      open.pop_back();
+    return true;
+  });
+  if (open.empty())
+    return std::nullopt;
+  return open.back();
+}
+
+/// The name that starts at `begin`.
+llvm::StringRef nameAt(llvm::StringRef src, size_t begin) {
+  size_t end = begin;
+  while (end < src.size() && isNameChar(src[end]))
+    ++end;
+  return src.slice(begin, end);
+}
+
+/// The keyword of the declaration whose block opens at `brace`: the first
+/// name after the `;` or `}` that ends the item before it.
+llvm::StringRef declarationKeyword(const SourceText &text, size_t brace) {
+  size_t start = 0;
+  int depth = 0;
+  text.scanCode(0, brace, [&](size_t i, char c) {
+    if (c == '{' || c == '(' || c == '[')
+      ++depth;
+    else if (c == '}' || c == ')' || c == ']')
+      depth = std::max(0, depth - 1);
+    if ((c == ';' || c == '}') && depth == 0)
+      start = i + 1;
+    return true;
+  });
+  std::optional<size_t> first;
+  text.scanCode(start, brace, [&](size_t i, char c) {
+    if (!isNameChar(c))
+      return true;
+    first = i;
+    return false;
+  });
+  return first ? nameAt(text.text(), *first) : llvm::StringRef();
+}
+
+/// The properties set in the block that opens at `brace`: each item's
+/// first name, but the one being typed at `word`.
+llvm::StringSet<> givenProperties(const SourceText &text, size_t brace,
+                                  size_t word) {
+  llvm::StringSet<> given;
+  bool itemStart = true;
+  int depth = 0;
+  text.scanCode(brace + 1, text.text().size(), [&](size_t i, char c) {
+    if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (--depth < 0)
+        return false; // the block's end
+    } else if (c == ';' && depth == 0) {
+      itemStart = true;
+    } else if (itemStart && isNameChar(c)) {
+      if (i != word)
+        given.insert(nameAt(text.text(), i));
+      itemStart = false;
+    }
+    return true;
+  });
+  return given;
+}
+
 /// The last character before `offset` that is not whitespace, or 0.
 char previousChar(llvm::StringRef src, size_t offset) {
   while (offset > 0 && llvm::isSpace(src[offset - 1]))
@@ -100,6 +173,16 @@ public:
 
   mlsp::CompletionList run() {
     size_t word = text.wordStart(offset);
+    // In a declaration's block: its properties, or a property's value.
+    if (!alg && !fn)
+      if (std::optional<size_t> brace = openBrace(text, offset)) {
+        llvm::StringRef keyword = declarationKeyword(text, *brace);
+        std::vector<PropSpec> props = declarationProps(keyword);
+        if (!props.empty()) {
+          properties(keyword, props, *brace, word);
+          return std::move(list);
+        }
+      }
     if (word > 0 && src[word - 1] == '.') {
       size_t dot = word - 1;
       llvm::StringRef base = src.slice(text.wordStart(dot), dot);
@@ -239,6 +322,81 @@ private:
         if (!given.count(p.name))
           add(p.name, mlsp::CompletionItemKind::Property,
               "parameter: " + p.type, order('0', index++), p.name + " = ");
+    }
+  }
+
+  /// In the block of a `keyword` declaration opened at `brace`: at the
+  /// start of an item, the properties not set yet; after `name =`, the
+  /// values of the properties that name something.
+  void properties(llvm::StringRef keyword, llvm::ArrayRef<PropSpec> props,
+                  size_t brace, size_t word) {
+    char before = previousChar(src, word);
+    if (before == '{' || before == ';') {
+      llvm::StringSet<> given = givenProperties(text, brace, word);
+      // `name : base {` takes what it does not set from its base (a model
+      // from its arch).
+      size_t head = text.previousWordStart(brace);
+      while (head > 0 && src[head - 1] != ';' && src[head - 1] != '}')
+        --head;
+      const bool based = src.slice(head, brace).contains(':');
+      for (auto [i, p] : llvm::enumerate(props)) {
+        if (given.count(p.name))
+          continue;
+        const bool required = p.required && !based;
+        std::string insert = p.type == PropType::Flag ? std::string(p.name)
+                             : p.type == PropType::String
+                                 ? std::string(p.name) + " = \""
+                                 : std::string(p.name) + " = ";
+        add(p.name, mlsp::CompletionItemKind::Property,
+            (required ? "required: " : "") + std::string(p.summary),
+            order('0', i), insert);
+      }
+      return;
+    }
+    if (before != '=' || openParen(text, offset))
+      return;
+    // The name before the `=` that ends right before the word.
+    size_t keyEnd = src.rfind('=', word);
+    while (keyEnd > 0 && llvm::isSpace(src[keyEnd - 1]))
+      --keyEnd;
+    llvm::StringRef key = src.slice(text.wordStart(keyEnd), keyEnd);
+    // The program's declarations of a kind, from the syntax: a run names
+    // what its own file declares, checked or not.
+    auto declared = [&](ast::EntityKind kind, llvm::StringRef what) {
+      const ast::Module *m = scope.getMainModule();
+      if (!m)
+        return;
+      size_t index = 0;
+      for (const auto &d : m->entities)
+        if (d->kind == kind) {
+          std::string detail = what.str();
+          for (const ast::Property &p : d->props)
+            if (p.name == "path" && p.value &&
+                p.value->kind == ast::Expr::Kind::String)
+              detail += " \"" + p.value->text + "\"";
+          add(d->name, mlsp::CompletionItemKind::Variable, detail,
+              order('0', index++));
+        }
+    };
+    if (keyword == "run" && key == "eval")
+      declared(ast::EntityKind::Dataset, "dataset");
+    else if (keyword == "run" && key == "cluster")
+      declared(ast::EntityKind::Cluster, "cluster");
+    else if (keyword == "model" && key == "head") {
+      add("lm", mlsp::CompletionItemKind::EnumMember,
+          "next-token logits (the default)", order('0', 0));
+      add("value", mlsp::CompletionItemKind::EnumMember,
+          "per-token values and a per-sequence score: critics and reward "
+          "models",
+          order('0', 1));
+    } else if (keyword == "model" && key == "optimizer") {
+      add("adam", mlsp::CompletionItemKind::Function,
+          "Adam with decoupled weight decay: lr, beta1, beta2, eps, "
+          "weight_decay, grad_clip, warmup_steps, schedule, min_lr, "
+          "decay_steps",
+          order('0', 0), "adam(");
+      add("adamw", mlsp::CompletionItemKind::Function,
+          "the same optimizer under PyTorch's name", order('0', 1), "adamw(");
     }
   }
 
