@@ -710,6 +710,20 @@ rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @nowhere every
 
 // -----
 
+// an eval batch's samples fit in the rows the plan prices a generate for
+rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
+rlhf.model @actor <name = "llama2_7b", layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, max_seq = 4096, tie_embeddings = false> head lm trainable
+rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+rlhf.dataset @held "h.jsonl" : !rlhf.record<prompt: tensor<8x8xi32, #rlhf.kind<tokens>>>
+// expected-error @+1 {{'rlhf.algorithm' op draws 8 samples of each of the 8 prompts of an @held batch, more than the 32 rows the plan prices generate @actor for}}
+rlhf.algorithm @a cluster @c steps 10 seed 1 save_interval 0 eval @held every 5 samples 8 {
+  %b = rlhf.load @d : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %p = rlhf.field %b["prompt"] : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>>
+  %g = rlhf.generate @actor(%p) max_new_tokens 4 n 2 temperature 1.0 top_p 1.0 : tensor<16x8xi32, #rlhf.kind<tokens>> -> !rlhf.record<seq: tensor<32x12xi32, #rlhf.kind<tokens>>, logprobs: tensor<32x12xf32, #rlhf.kind<logprobs>>>
+}
+
+// -----
+
 // evaluation replaces a load
 rlhf.cluster @c nodes 1 gpus_per_node 8 hardware <name = "H100_SXM", bf16_flops = 9.89e14, hbm = 8.0e10, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, network_bandwidth = 5.0e10>
 rlhf.dataset @d "d.jsonl" : !rlhf.record<prompt: tensor<16x8xi32, #rlhf.kind<tokens>>, answer: tensor<16x2xi32, #rlhf.kind<answer>>>

@@ -90,6 +90,23 @@ LogicalResult verifyEvalDataset(AlgorithmOp alg,
                << "), which the plan is priced for";
     }
   }
+  // An eval batch's samples replace a generate's rows in the plan.
+  const int64_t evalRows =
+      eval.getBatchType().getTypes().empty()
+          ? 0
+          : eval.getBatchType().getTypes().front().getDimSize(0);
+  for (GenerateOp g : alg.getBodyBlock().getOps<GenerateOp>()) {
+    auto rec = dyn_cast<RecordType>(g.getResult().getType());
+    if (!rec || rec.getTypes().empty() || !rec.getTypes().front().getRank())
+      continue;
+    const int64_t rows = rec.getTypes().front().getDimSize(0);
+    if (evalRows * int64_t(alg.getEvalSamples()) > rows)
+      return alg.emitOpError()
+             << "draws " << alg.getEvalSamples() << " samples of each of the "
+             << evalRows << " prompts of an @" << eval.getSymName()
+             << " batch, more than the " << rows
+             << " rows the plan prices generate @" << g.getModel() << " for";
+  }
   return success();
 }
 
