@@ -224,6 +224,17 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
     throw Error(loss.describe() + " takes no inputs; a validation loss needs "
                                   "the eval batch's rows");
   const int64_t batchRows = gathered(p, ins[0])->rows;
+  const int64_t real = std::min(ev.realRows, batchRows);
+  // The real rows, then those of each data_source among them: the same
+  // sets on every rank (each loaded the whole batch).
+  auto sourceOf = [&](int64_t row) {
+    return size_t(row) < ev.rowSources.size() ? ev.rowSources[size_t(row)]
+                                              : std::string();
+  };
+  std::map<std::string, int64_t> perSource;
+  for (int64_t r = 0; r < real; ++r)
+    if (!sourceOf(r).empty())
+      ++perSource[sourceOf(r)];
   const Layout l = rowsLayout(lay);
   Settings s(settings);
   TrainOptions o;
@@ -232,7 +243,8 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
   // The train call's micro-batches of rows, all of the batch's at once.
   o.microBatches =
       std::max<int64_t>(1, lay[4]) * std::max<int64_t>(1, minibatches);
-  std::vector<double> values(loss.outputNames().size(), 0.0);
+  const size_t outputs = loss.outputNames().size(), sets = 1 + perSource.size();
+  std::vector<double> values(outputs * sets, 0.0);
   timed(p, label, {"call", {l}}, [&] {
     TrainBatch b;
     b.inputs.resize(size_t(nin));
@@ -241,19 +253,29 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
       b.inputs[size_t(i)] = trainRows(p, ins[i], l, 1, &b.masks[size_t(i)]);
     ParallelGroups &g = callGroups(p, lay);
     if (g.member) {
-      // This rank's rows, [lo, hi) of the batch; those past the real rows
+      // This rank's rows, from `lo` of the batch; those past the real rows
       // fill a short last batch and weigh nothing.
       const int64_t rows = b.inputs[0].size(0);
       const int64_t lo = rowSlice(g.dpRank, l.dp, batchRows).first;
-      b.rowWeights =
-          (at::arange(lo, lo + rows, at::kLong) < ev.realRows).to(at::kFloat);
+      auto all = std::vector<float>(size_t(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        all[size_t(r)] = lo + r < real ? 1.0f : 0.0f;
+      std::vector<at::Tensor> weights = {at::tensor(all)};
+      for (const auto &[source, n] : perSource) {
+        auto w = std::vector<float>(size_t(rows));
+        for (int64_t r = 0; r < rows; ++r)
+          w[size_t(r)] = sourceOf(lo + r) == source ? all[size_t(r)] : 0.0f;
+        weights.push_back(at::tensor(w));
+      }
       o.dp = g.dp.get();
       LlamaModel model = makeModel(p, m, lay);
       model.setTemperature(s.get("temperature", 1.0));
-      TrainStats st = evalLoss(model, b, o);
-      values[0] = st.loss;
-      for (size_t k = 0; k < st.metrics.size(); ++k)
-        values.at(k + 1) = st.metrics[k];
+      std::vector<TrainStats> st = evalLosses(model, b, o, weights);
+      for (size_t k = 0; k < sets; ++k) {
+        values[k * outputs] = st[k].loss;
+        for (size_t j = 0; j < st[k].metrics.size(); ++j)
+          values.at(k * outputs + j + 1) = st[k].metrics[j];
+      }
     }
     // Every rank of the call holds the values; rank 0 writes them.
     at::Tensor t = at::tensor(values, at::kDouble);
@@ -262,13 +284,19 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
       values[k] = t[int64_t(k)].item<double>();
     return 0;
   });
-  const int64_t real = std::min(ev.realRows, batchRows);
-  for (size_t k = 0; k < values.size(); ++k) {
-    // As training logs them: loss/MODEL, then NAME/MODEL per metric.
+  for (size_t j = 0; j < outputs; ++j) {
+    // As training logs them: loss/MODEL, then NAME/MODEL per metric; each
+    // batch's value weighs as many as its rows.
     EvalState::Score &sc = nextScore(
-        ev, (k ? loss.outputNames()[k] : std::string("loss")) + "/" + m.name);
+        ev, (j ? loss.outputNames()[j] : std::string("loss")) + "/" + m.name);
     sc.loss = true;
-    sc.all.sum += values[k] * double(real);
+    sc.all.sum += values[j] * double(real);
     sc.all.rows += real;
+    size_t k = 1;
+    for (const auto &[source, n] : perSource) {
+      EvalState::Tally &t = sc.bySource[source];
+      t.sum += values[k++ * outputs + j] * double(n);
+      t.rows += n;
+    }
   }
 }

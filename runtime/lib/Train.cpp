@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 using namespace rlhf;
 
@@ -88,30 +90,50 @@ std::vector<double> denominators(const TrainBatch &mini,
   return d;
 }
 
+/// What a loss read of the model on one micro-batch, kept so that
+/// evaluating it again (under other row weights) runs no forward again.
+struct ModelReads {
+  std::map<int64_t, at::Tensor> outputs; ///< per token input
+  std::map<std::tuple<int64_t, bool, bool>, std::pair<at::Tensor, at::Tensor>>
+      stats; ///< per (token input, logprobs, entropy)
+};
+
 /// The loss of one micro-batch, normalised over the minibatch; with
 /// pipeline stages, from the last stage's output `stageOut`: an lm head's
 /// hidden states (stageForward without its head), a value head's values.
 /// Its value and metrics (the outputs after the loss) are added to `sums`,
-/// on the device: read once a minibatch, not a sync per micro-batch.
+/// on the device: read once a minibatch, not a sync per micro-batch. With
+/// `reads` (forward only), the model's outputs come from there when an
+/// earlier evaluation read them.
 at::Tensor microLoss(LlamaModel &model, const TrainBatch &b,
                      const TrainOptions &o, const std::vector<double> &denoms,
-                     const at::Tensor *stageOut,
-                     std::vector<at::Tensor> &sums) {
+                     const at::Tensor *stageOut, std::vector<at::Tensor> &sums,
+                     ModelReads *reads = nullptr) {
   const bool lmHead = !model.config().shape.valueHead;
-  FnModel out = [&](int64_t, const at::Tensor &tokens) {
-    if (!stageOut)
-      return model.forward(tokens);
-    return lmHead ? model.headOf(*stageOut) : *stageOut;
+  FnModel out = [&](int64_t in, const at::Tensor &tokens) {
+    if (reads && reads->outputs.count(in))
+      return reads->outputs.at(in);
+    at::Tensor y = !stageOut ? model.forward(tokens)
+                   : lmHead  ? model.headOf(*stageOut)
+                             : *stageOut;
+    if (reads)
+      reads->outputs[in] = y;
+    return y;
   };
   // Log-probs and entropies come per token, never through [B, S, V] logits:
   // the fused head unsharded and on a pipeline's last stage, the sharded
   // vocabulary under tp, gathered statistics under sp.
-  FnTokenStat stat = [&](int64_t, const at::Tensor &tokens, bool logprobs,
+  FnTokenStat stat = [&](int64_t in, const at::Tensor &tokens, bool logprobs,
                          bool entropy, bool entropyGrad) {
+    const auto key = std::make_tuple(in, logprobs, entropy);
+    if (reads && reads->stats.count(key))
+      return reads->stats.at(key);
     TokenStats r =
         stageOut
             ? model.headStats(*stageOut, tokens, logprobs, entropy, entropyGrad)
             : model.tokenStats(tokens, logprobs, entropy, entropyGrad);
+    if (reads)
+      reads->stats[key] = std::pair(r.logprobs, r.entropy);
     return std::pair(r.logprobs, r.entropy);
   };
   std::vector<at::Tensor> v = o.loss->evaluate(
@@ -357,8 +379,10 @@ TrainStats rlhf::trainStep(LlamaModel &model, Adam &opt,
   return stats;
 }
 
-TrainStats rlhf::evalLoss(LlamaModel &model, const TrainBatch &hostBatch,
-                          const TrainOptions &o) {
+std::vector<TrainStats>
+rlhf::evalLosses(LlamaModel &model, const TrainBatch &hostBatch,
+                 const TrainOptions &o,
+                 const std::vector<at::Tensor> &weightSets) {
   at::NoGradGuard noGrad;
   const TrainBatch batch = mapBatch(
       hostBatch, [&](const at::Tensor &t) { return t.to(model.device()); });
@@ -367,27 +391,49 @@ TrainStats rlhf::evalLoss(LlamaModel &model, const TrainBatch &hostBatch,
   // As many micro-batches as rows at most: a short batch runs them whole.
   const int64_t micro = std::min<int64_t>(std::max<int64_t>(1, o.microBatches),
                                           std::max<int64_t>(1, N));
-  const std::vector<double> denoms = denominators(batch, o);
-  std::vector<at::Tensor> summed;
+  // Each weighting's batch, and its denominators over every dp rank.
+  std::vector<TrainBatch> sets;
+  std::vector<std::vector<double>> denoms;
+  for (const at::Tensor &w : weightSets) {
+    TrainBatch b = batch;
+    b.rowWeights = w.defined() ? w.to(model.device()) : w;
+    denoms.push_back(denominators(b, o));
+    sets.push_back(std::move(b));
+  }
+  std::vector<std::vector<at::Tensor>> summed(sets.size());
   for (int64_t u = 0; u < micro; ++u) {
     const int64_t lo = N * u / micro, hi = N * (u + 1) / micro;
-    TrainBatch mb = rows(batch, lo, hi - lo);
-    if (model.stages() <= 1) {
-      microLoss(model, mb, o, denoms, nullptr, summed);
-      continue;
+    ModelReads reads;
+    at::Tensor stageOut;
+    if (model.stages() > 1) {
+      // Each stage takes the micro-batch from the one before and passes it
+      // on; the last computes the loss (a value head's stage output is its
+      // values, an lm head's its normed hidden states).
+      stageOut = model
+                     .stageForward(rows(batch, lo, hi - lo)
+                                       .inputs[size_t(modelInputs[0])]
+                                       .to(at::kLong),
+                                   /*head=*/model.config().shape.valueHead)
+                     .output;
+      if (!model.lastStage())
+        continue;
     }
-    // Forward only: each stage takes a micro-batch from the one before and
-    // passes it on; the last computes the loss (a value head's stage output
-    // is its values, an lm head's its normed hidden states).
-    StageActivations a =
-        model.stageForward(mb.inputs[size_t(modelInputs[0])].to(at::kLong),
-                           /*head=*/model.config().shape.valueHead);
-    if (model.lastStage())
-      microLoss(model, mb, o, denoms, &a.output, summed);
+    for (size_t k = 0; k < sets.size(); ++k)
+      microLoss(model, rows(sets[k], lo, hi - lo), o, denoms[k],
+                stageOut.defined() ? &stageOut : nullptr, summed[k], &reads);
   }
-  std::vector<double> v = minibatchValues(model, o, summed);
-  TrainStats stats;
-  stats.loss = v[0];
-  stats.metrics.assign(v.begin() + 1, v.end());
-  return stats;
+  std::vector<TrainStats> out;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    std::vector<double> v = minibatchValues(model, o, summed[k]);
+    TrainStats stats;
+    stats.loss = v[0];
+    stats.metrics.assign(v.begin() + 1, v.end());
+    out.push_back(std::move(stats));
+  }
+  return out;
+}
+
+TrainStats rlhf::evalLoss(LlamaModel &model, const TrainBatch &batch,
+                          const TrainOptions &o) {
+  return evalLosses(model, batch, o, {batch.rowWeights}).front();
 }

@@ -138,3 +138,26 @@ TEST(EvalLoss, RowsOfWeightZeroDoNotCount) {
     EXPECT_THROW(evalLoss(m, b, o), Error) << c.loss << ": 7 weights, 8 rows";
   }
 }
+
+// Several weightings from one forward pass (evaluation per data_source):
+// each is the loss of its rows alone, as a pass of its own gives it.
+TEST(EvalLoss, SeveralWeightingsFromOnePass) {
+  for (Case &c : cases(33)) {
+    LlamaModel m = tinyModel(c.valueHead);
+    TrainOptions o;
+    o.loss = &c.fn;
+    o.microBatches = 3;
+    at::Tensor head = (at::arange(8) < 5).to(at::kFloat);
+    std::vector<TrainStats> got =
+        evalLosses(m, c.batch, o, {at::Tensor(), head, 1 - head});
+    ASSERT_EQ(got.size(), 3u) << c.loss;
+    expectNear(got[0].loss, evalLoss(m, c.batch, o).loss, c.loss, 1e-6);
+    expectNear(got[1].loss, evalLoss(m, firstRows(c.batch, 5), o).loss,
+               std::string(c.loss) + ", first 5 rows", 1e-5);
+    TrainBatch b = c.batch;
+    b.rowWeights = 1 - head;
+    expectNear(got[2].loss, evalLoss(m, b, o).loss,
+               std::string(c.loss) + ", last 3 rows", 1e-6);
+    EXPECT_GT(std::abs(got[1].loss - got[2].loss), 1e-4) << c.loss;
+  }
+}

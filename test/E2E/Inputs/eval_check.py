@@ -11,6 +11,8 @@ eval-sources.test).
       the step-0 val/KEY of ALL (H + T rows) is the row-weighted mean of
       HEAD's (its first H rows) and TAIL's (its last T): rows padding a
       short last batch count for nothing
+  eval_check.py equal RUN_A KEY_A RUN_B KEY_B [--rtol R]
+      the step-0 values of KEY_A in RUN_A and KEY_B in RUN_B agree
   eval_check.py sources RUN DATA --keys val/reward[,...] [--samples K]
       at every step of RUN/eval.jsonl, each key has a value per data_source
       of the rows of DATA (val/SOURCE/LABEL), and the key's value is their
@@ -57,6 +59,12 @@ def padded(a):
           f"val/{a.key} of {n} rows from {a.head_rows} and {a.tail_rows}")
 
 
+def equal(a):
+    close(at(f"{a.run_a}/eval.jsonl", 0, a.key_a),
+          at(f"{a.run_b}/eval.jsonl", 0, a.key_b), a.rtol,
+          f"{a.run_a}'s {a.key_a} and {a.run_b}'s {a.key_b}")
+
+
 def sources(a):
     counts = {}
     for r in rows(a.data):
@@ -97,6 +105,11 @@ d.add_argument("--head-rows", type=int, required=True)
 d.add_argument("--tail-rows", type=int, required=True)
 d.add_argument("--rtol", type=float, default=1e-5)
 d.set_defaults(fn=padded)
+e = sub.add_parser("equal")
+for name in ("run_a", "key_a", "run_b", "key_b"):
+    e.add_argument(name)
+e.add_argument("--rtol", type=float, default=1e-6)
+e.set_defaults(fn=equal)
 o = sub.add_parser("sources")
 o.add_argument("run")
 o.add_argument("data")

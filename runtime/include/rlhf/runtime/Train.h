@@ -199,6 +199,15 @@ TrainStats trainStep(LlamaModel &model, Adam &opt, const TrainBatch &batch,
 TrainStats evalLoss(LlamaModel &model, const TrainBatch &batch,
                     const TrainOptions &o);
 
+/// evalLoss under each of `weightSets` (row weights of this rank's rows,
+/// [N]; undefined: 1 each) in place of the batch's own, from one forward
+/// pass: the model's outputs are read once per micro-batch and every
+/// weighting's reductions run on them. Every rank of the call passes as
+/// many sets, in the same order.
+std::vector<TrainStats> evalLosses(LlamaModel &model, const TrainBatch &batch,
+                                   const TrainOptions &o,
+                                   const std::vector<at::Tensor> &weightSets);
+
 } // namespace rlhf
 
 #endif // RLHF_RUNTIME_TRAIN_H
