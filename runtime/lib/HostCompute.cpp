@@ -3,11 +3,13 @@
 #include "rlhf/runtime/HostCompute.h"
 #include "rlhf/runtime/Error.h"
 
+#include <map>
+
 using namespace rlhf;
 
 at::Tensor rlhf::exactMatch(const at::Tensor &seq, const at::Tensor &mask,
-                            const at::Tensor &answer, int64_t pad,
-                            int64_t eos) {
+                            const at::Tensor &answer, int64_t pad, int64_t eos,
+                            std::vector<std::string> *predictions) {
   const int64_t N = seq.size(0), A = answer.size(0);
   if (A == 0 || N % A)
     throw Error("exact_match: " + std::to_string(N) +
@@ -31,6 +33,32 @@ at::Tensor rlhf::exactMatch(const at::Tensor &seq, const at::Tensor &mask,
       if (a[i / n][t] != pad)
         want.push_back(a[i / n][t]);
     out[i] = gen == want ? 1.0 : 0.0;
+    if (predictions) {
+      std::string key;
+      for (int64_t id : gen)
+        key += (key.empty() ? "" : ",") + std::to_string(id);
+      predictions->push_back(std::move(key));
+    }
+  }
+  return out;
+}
+
+at::Tensor rlhf::majorityVote(const at::Tensor &scores,
+                              const std::vector<std::string> &predictions) {
+  const int64_t P = scores.size(0), k = scores.dim() > 1 ? scores.size(1) : 1;
+  if (int64_t(predictions.size()) != P * k)
+    throw Error("majority vote: " + std::to_string(predictions.size()) +
+                " predictions for " + std::to_string(P) + " prompts of " +
+                std::to_string(k) + " samples");
+  at::Tensor x = scores.to(at::kDouble).reshape({P, k}).contiguous();
+  at::Tensor out = at::zeros({P}, at::kDouble);
+  for (int64_t j = 0; j < P; ++j) {
+    std::map<std::string, int64_t> count;
+    int64_t best = 0, pick = 0;
+    for (int64_t i = 0; i < k; ++i)
+      if (int64_t c = ++count[predictions[size_t(j * k + i)]]; c > best)
+        best = c, pick = i;
+    out[j] = x[j][pick];
   }
   return out;
 }

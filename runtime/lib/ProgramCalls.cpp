@@ -319,11 +319,15 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
         if (!mask.defined())
           throw Error(
               "exact_match needs generated sequences (a generate's seq)");
-        at::Tensor score =
-            exactMatch(seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong),
-                       x[1]->t, p->tokenizer->pad(), p->tokenizer->eos());
+        auto predictions = std::make_shared<std::vector<std::string>>();
+        at::Tensor score = exactMatch(
+            seq.narrow(1, 1, seq.size(1) - 1), mask.to(at::kLong), x[1]->t,
+            p->tokenizer->pad(), p->tokenizer->eos(), predictions.get());
         p->record("reward", score.mean().item<double>(), true);
-        return one("score", score, at::Tensor(), x[0]->rows);
+        rlhf_value *v =
+            tensorValue(p, score, at::Tensor(), x[0]->rows, std::nullopt);
+        v->predictions = std::move(predictions);
+        return recordValue(p, {{"score", v}});
       }
       case RLHF_COMPUTE_SCRIPT_REWARD:
         need(2);

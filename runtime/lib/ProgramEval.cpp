@@ -16,6 +16,7 @@
 #include "ProgramState.h"
 
 #include "rlhf/runtime/Files.h"
+#include "rlhf/runtime/HostCompute.h"
 
 using namespace rlhf;
 using namespace rlhf::exec;
@@ -93,9 +94,11 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
     for (int k = 2; row.contains(key); ++k)
       key = "val/" + prefix + s.label + "#" + std::to_string(k);
     put(key, t.rows ? t.sum / double(t.rows) : 0.0);
+    const std::string k = std::to_string(ev.samples);
     if (ev.samples > 1 && !s.loss)
-      put(key + "/best@" + std::to_string(ev.samples),
-          t.prompts ? t.best / double(t.prompts) : 0.0);
+      put(key + "/best@" + k, t.prompts ? t.best / double(t.prompts) : 0.0);
+    if (ev.samples > 1 && s.voted)
+      put(key + "/maj@" + k, t.prompts ? t.majority / double(t.prompts) : 0.0);
   };
   for (const EvalState::Score &s : ev.scores)
     report("", s, s.all);
@@ -192,12 +195,23 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
                   std::to_string(k) + " samples of each prompt");
     const int64_t real = std::min<int64_t>(ev.realRows, t.size(0) / k);
     at::Tensor x = t.narrow(0, 0, real * k).to(at::kDouble).reshape({real, -1});
-    // Per prompt: the sum of its samples' scores, and the best.
+    // Per prompt: the sum of its samples' scores, the best, and with
+    // predictions, the majority's.
     const at::Tensor sums = x.sum(1).cpu().contiguous(),
                      best = std::get<0>(x.max(1)).cpu().contiguous();
+    at::Tensor voted;
+    if (score->predictions && k > 1 &&
+        int64_t(score->predictions->size()) >= real * k) {
+      std::vector<std::string> mine(score->predictions->begin(),
+                                    score->predictions->begin() + real * k);
+      voted = majorityVote(x.cpu(), mine);
+      s.voted = true;
+    }
     auto add = [&](EvalState::Tally &tally, int64_t prompt) {
       tally.sum += sums.data_ptr<double>()[prompt];
       tally.best += best.data_ptr<double>()[prompt];
+      if (voted.defined())
+        tally.majority += voted.data_ptr<double>()[prompt];
       tally.rows += k;
       tally.prompts += 1;
     };

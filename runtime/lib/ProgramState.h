@@ -79,6 +79,9 @@ struct rlhf_value {
   std::optional<rlhf::Layout> layout; ///< unset: replicated on every rank
   /// A dataset column's rows as text, for host functions that read text.
   std::shared_ptr<const std::vector<rlhf::Example>> examples;
+  /// A score's rows' predictions (exact_match's generated tokens), for
+  /// evaluation's majority vote (maj@k).
+  std::shared_ptr<const std::vector<std::string>> predictions;
 };
 
 namespace rlhf::exec {

@@ -98,6 +98,7 @@ struct EvalState {
   std::vector<std::string> rowSources;
   struct Tally {
     double sum = 0, best = 0; ///< over samples; of each prompt's best
+    double majority = 0;      ///< of each prompt's majority vote (maj@k)
     int64_t rows = 0, prompts = 0;
   };
   struct Score {
@@ -106,8 +107,10 @@ struct EvalState {
     /// The same over the prompts of each data_source.
     std::map<std::string, Tally> bySource;
     /// A validation loss or metric: `all.sum` adds each batch's value times
-    /// its real rows, and there is no best@k or breakdown.
+    /// its real rows, and there is no best@k.
     bool loss = false;
+    /// Its scores came with predictions (exact_match's): maj@k is reported.
+    bool voted = false;
   };
   std::vector<Score> scores; ///< by their order in the eval function
   size_t cursor = 0;

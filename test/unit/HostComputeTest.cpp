@@ -88,9 +88,34 @@ TEST(HostCompute, KlPenaltyAndExactMatch) {
                                 at::kLong)
                          .view({6, 5});
   at::Tensor answer = at::tensor({7, 8}, at::kLong).view({1, 2});
-  at::Tensor m = exactMatch(seq, gmask, answer, 0, 2);
+  std::vector<std::string> predictions;
+  at::Tensor m = exactMatch(seq, gmask, answer, 0, 2, &predictions);
   EXPECT_TRUE(at::equal(m, at::tensor({1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f})))
       << m;
+  // What each sequence was scored for: its generated tokens to the eos.
+  ASSERT_EQ(predictions.size(), 6u);
+  EXPECT_EQ(predictions[0], "7,8");
+  EXPECT_EQ(predictions[2], "7,8");
+}
+
+// maj@k scores each prompt by its most frequent prediction: right even
+// where a sample's is not, wrong even where one sample is right (best@k
+// would count it), and on a tie the prediction that reached the count
+// first.
+TEST(HostCompute, MajorityVote) {
+  at::Tensor scores = at::tensor({1.0, 1.0, 0.0, 1.0, // 4 4 5 4: right
+                                  0.0, 0.0, 1.0, 0.0, // 5 5 4 6: wrong
+                                  0.0, 1.0, 1.0, 0.0, // 5 4 4 5: 4 first
+                                  0.0, 0.0, 0.0, 0.0})
+                          .view({4, 4});
+  std::vector<std::string> predictions = {"4", "4", "5", "4", //
+                                          "5", "5", "4", "6", //
+                                          "5", "4", "4", "5", //
+                                          "1", "2", "3", "5"};
+  at::Tensor v = majorityVote(scores, predictions);
+  EXPECT_TRUE(at::equal(v, at::tensor({1.0, 0.0, 1.0, 0.0}, at::kDouble))) << v;
+  predictions.pop_back();
+  EXPECT_THROW(majorityVote(scores, predictions), Error);
 }
 
 } // namespace

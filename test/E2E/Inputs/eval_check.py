@@ -17,7 +17,7 @@ eval-sources.test).
       at every step of RUN/eval.jsonl, each key has a value per data_source
       of the rows of DATA (val/SOURCE/LABEL), and the key's value is their
       mean weighted by each source's rows (and, with K > 1, the same of
-      KEY/best@K)
+      KEY/best@K and KEY/maj@K); maj@K lies between 0 and best@K
 """
 import argparse
 import json
@@ -74,7 +74,8 @@ def sources(a):
     n = sum(counts.values())
     evals = rows(f"{a.run}/eval.jsonl")
     for key in a.keys.split(","):
-        for suffix in [""] + ([f"/best@{a.samples}"] if a.samples > 1 else []):
+        for suffix in [""] + ([f"/best@{a.samples}", f"/maj@{a.samples}"]
+                              if a.samples > 1 else []):
             for r in evals:
                 label = key[len("val/"):] + suffix
                 parts = {}
@@ -84,6 +85,10 @@ def sources(a):
                         sys.exit(f"FAIL: step {r['step']} has no {k}")
                     parts[s] = r[k]
                 want = sum(counts[s] * parts[s] for s in counts) / n
+                if suffix.startswith("/maj@") and not (
+                        0 <= r[key + suffix] <= r[f"{key}/best@{a.samples}"]):
+                    sys.exit(f"FAIL: step {r['step']}: {key + suffix} is not "
+                             f"between 0 and {key}/best@{a.samples}")
                 close(r[key + suffix], want, a.rtol,
                       f"step {r['step']}: {key + suffix} from " +
                       ", ".join(f"{s} {parts[s]:.4g} ({counts[s]} rows)"

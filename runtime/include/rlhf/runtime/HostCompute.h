@@ -12,14 +12,27 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 namespace rlhf {
 
 /// 1 where the generated tokens of a sequence (its masked part up to its
 /// first `eos`, `pad` left out) equal the answer's tokens, no more and no
 /// fewer: "44" does not answer "4". `answer` rows repeat for the n samples
 /// of each prompt.
+/// With `predictions`, each sequence's generated tokens as compared (ids
+/// joined by ','), for majority voting.
 at::Tensor exactMatch(const at::Tensor &seq, const at::Tensor &mask,
-                      const at::Tensor &answer, int64_t pad, int64_t eos);
+                      const at::Tensor &answer, int64_t pad, int64_t eos,
+                      std::vector<std::string> *predictions = nullptr);
+
+/// maj@k: per prompt, the score of its samples' most frequent prediction
+/// (the first of them to reach the count on a tie), as verl reports it.
+/// `scores` is [prompts, k], prompt-major; `predictions` its rows' answers
+/// in the same order.
+at::Tensor majorityVote(const at::Tensor &scores,
+                        const std::vector<std::string> &predictions);
 
 } // namespace rlhf
 
