@@ -64,53 +64,6 @@ std::optional<size_t> openParen(const SourceText &text, size_t offset) {
   return open.back();
 }
 
-/// The `{` of the innermost block the offset is inside, if any.
-std::optional<size_t> openBrace(const SourceText &text, size_t offset) {
-  std::vector<size_t> open;
-  text.scanCode(0, offset, [&](size_t i, char c) {
-    if (c == '{')
-      open.push_back(i);
-    else if (c == '}' && !open.empty())
-      open.pop_back();
-    return true;
-  });
-  if (open.empty())
-    return std::nullopt;
-  return open.back();
-}
-
-/// The name that starts at `begin`.
-llvm::StringRef nameAt(llvm::StringRef src, size_t begin) {
-  size_t end = begin;
-  while (end < src.size() && isNameChar(src[end]))
-    ++end;
-  return src.slice(begin, end);
-}
-
-/// The keyword of the declaration whose block opens at `brace`: the first
-/// name after the `;` or `}` that ends the item before it.
-llvm::StringRef declarationKeyword(const SourceText &text, size_t brace) {
-  size_t start = 0;
-  int depth = 0;
-  text.scanCode(0, brace, [&](size_t i, char c) {
-    if (c == '{' || c == '(' || c == '[')
-      ++depth;
-    else if (c == '}' || c == ')' || c == ']')
-      depth = std::max(0, depth - 1);
-    if ((c == ';' || c == '}') && depth == 0)
-      start = i + 1;
-    return true;
-  });
-  std::optional<size_t> first;
-  text.scanCode(start, brace, [&](size_t i, char c) {
-    if (!isNameChar(c))
-      return true;
-    first = i;
-    return false;
-  });
-  return first ? nameAt(text.text(), *first) : llvm::StringRef();
-}
-
 /// The properties set in the block that opens at `brace`: each item's
 /// first name, but the one being typed at `word`.
 llvm::StringSet<> givenProperties(const SourceText &text, size_t brace,
@@ -128,7 +81,7 @@ llvm::StringSet<> givenProperties(const SourceText &text, size_t brace,
       itemStart = true;
     } else if (itemStart && isNameChar(c)) {
       if (i != word)
-        given.insert(nameAt(text.text(), i));
+        given.insert(text.nameAt(i));
       itemStart = false;
     }
     return true;
@@ -175,8 +128,8 @@ public:
     size_t word = text.wordStart(offset);
     // In a declaration's block: its properties, or a property's value.
     if (!alg && !fn)
-      if (std::optional<size_t> brace = openBrace(text, offset)) {
-        llvm::StringRef keyword = declarationKeyword(text, *brace);
+      if (std::optional<size_t> brace = text.openBrace(offset)) {
+        llvm::StringRef keyword = text.declarationKeyword(*brace);
         std::vector<PropSpec> props = declarationProps(keyword);
         if (!props.empty()) {
           properties(keyword, props, *brace, word);

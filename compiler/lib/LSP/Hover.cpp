@@ -9,10 +9,14 @@
 
 #include "Features.h"
 #include "Functions.h"
+#include "SourceText.h"
+
+#include "rlhfc/Frontend/Properties.h"
 
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
@@ -428,13 +432,45 @@ void fieldHover(Document &doc, const Occurrence &o, llvm::raw_ostream &os) {
   }
 }
 
+/// On a property's name in a declaration's block (`steps` in `run ... {
+/// steps = 40; }`): what it sets, from Sema's tables.
+std::optional<mlsp::Hover> propertyHover(const SourceText &text,
+                                         size_t offset) {
+  size_t begin = text.wordStart(offset);
+  while (begin < offset && !isNameChar(text.text()[begin]))
+    ++begin;
+  llvm::StringRef name = text.nameAt(begin);
+  std::optional<size_t> brace = text.openBrace(begin);
+  if (name.empty() || !brace)
+    return std::nullopt;
+  // The first name of an item: after the `{` or a `;`.
+  size_t before = begin;
+  while (before > 0 && llvm::isSpace(text.text()[before - 1]))
+    --before;
+  if (before == 0 ||
+      (text.text()[before - 1] != '{' && text.text()[before - 1] != ';'))
+    return std::nullopt;
+  llvm::StringRef keyword = text.declarationKeyword(*brace);
+  for (const PropSpec &p : declarationProps(keyword))
+    if (name == p.name) {
+      mlsp::Hover hover(text.rangeOf(begin, begin + name.size()));
+      hover.contents.value =
+          ("**" + name + "** · " + keyword + " property" +
+           (p.required ? ", required" : "") + "\n\n" + p.summary)
+              .str();
+      return hover;
+    }
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<mlsp::Hover> rlhfc::lsp::findHover(Document &doc,
                                                  const mlsp::Position &pos) {
-  const Occurrence *o = doc.occurrenceAt(doc.getText().offsetOf(pos));
+  const size_t offset = doc.getText().offsetOf(pos);
+  const Occurrence *o = doc.occurrenceAt(offset);
   if (!o)
-    return std::nullopt;
+    return propertyHover(doc.getText(), offset);
   mlsp::Hover hover(doc.getText().rangeOf(o->begin, o->end));
   llvm::raw_string_ostream os(hover.contents.value);
   switch (o->kind) {

@@ -225,3 +225,46 @@ bool SourceText::inCommentOrString(size_t offset) const {
   }
   return false;
 }
+
+llvm::StringRef SourceText::nameAt(size_t begin) const {
+  size_t end = begin;
+  while (end < buf.size() && isNameChar(buf[end]))
+    ++end;
+  return buf.slice(begin, end);
+}
+
+std::optional<size_t> SourceText::openBrace(size_t offset) const {
+  std::vector<size_t> open;
+  scanCode(0, offset, [&](size_t i, char c) {
+    if (c == '{')
+      open.push_back(i);
+    else if (c == '}' && !open.empty())
+      open.pop_back();
+    return true;
+  });
+  if (open.empty())
+    return std::nullopt;
+  return open.back();
+}
+
+llvm::StringRef SourceText::declarationKeyword(size_t brace) const {
+  size_t start = 0;
+  int depth = 0;
+  scanCode(0, brace, [&](size_t i, char c) {
+    if (c == '{' || c == '(' || c == '[')
+      ++depth;
+    else if (c == '}' || c == ')' || c == ']')
+      depth = std::max(0, depth - 1);
+    if ((c == ';' || c == '}') && depth == 0)
+      start = i + 1;
+    return true;
+  });
+  std::optional<size_t> first;
+  scanCode(start, brace, [&](size_t i, char c) {
+    if (!isNameChar(c))
+      return true;
+    first = i;
+    return false;
+  });
+  return first ? nameAt(*first) : llvm::StringRef();
+}

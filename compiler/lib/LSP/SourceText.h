@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,15 @@ public:
   /// comments and strings, until it returns false. Returns where it stopped.
   size_t scanCode(size_t begin, size_t end,
                   llvm::function_ref<bool(size_t, char)> visit) const;
+
+  /// The name (letters, digits, `_`) that starts at `begin`.
+  llvm::StringRef nameAt(size_t begin) const;
+  /// The `{` of the innermost block `offset` is inside, if any.
+  std::optional<size_t> openBrace(size_t offset) const;
+  /// The keyword of the declaration whose block opens at `brace` (`run`,
+  /// `dataset`, ...): the first name after the `;` or `}` that ends the
+  /// item before it.
+  llvm::StringRef declarationKeyword(size_t brace) const;
 
 private:
   llvm::StringRef buf;
