@@ -146,12 +146,14 @@ void Sema::checkAnnotation(const Annotation &an, Node &n,
       return;
     }
     if (!dst) {
-      error(a.loc,
-            formatv("unknown '@place' setting '{0}' (settings are mesh, "
-                    "dp, tp, pp, sp, mbs, offload, recompute and zero){1}",
-                    a.name,
-                    didYouMean(a.name, {"mesh", "dp", "tp", "pp", "sp", "mbs",
-                                        "offload", "recompute", "zero"})));
+      std::vector<std::string> names;
+      for (const PropSpec &spec : kPlaceSettings)
+        names.push_back(spec.name);
+      std::string list = llvm::join(llvm::ArrayRef(names).drop_back(), ", ") +
+                         " and " + names.back();
+      error(a.loc, formatv("unknown '@place' setting '{0}' (settings are "
+                           "{1}){2}",
+                           a.name, list, didYouMean(a.name, names)));
       return;
     }
     auto v =

@@ -246,6 +246,13 @@ private:
     bool isMethod = begin > 0 && src[begin - 1] == '.';
     llvm::StringSet<> given = namedArgs(text, paren + 1, word);
     size_t index = 0;
+    if (begin > 0 && src[begin - 1] == '@' && callee == "place") {
+      for (const PropSpec &p : kPlaceSettings)
+        if (!given.count(p.name))
+          add(p.name, mlsp::CompletionItemKind::Property, p.summary,
+              order('0', index++), std::string(p.name) + " = ");
+      return;
+    }
     if (const MethodSpec *m = isMethod ? lookupMethod(callee) : nullptr) {
       for (const SettingSpec &s : m->settings)
         if (!given.count(s.name))

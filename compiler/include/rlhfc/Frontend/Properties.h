@@ -118,6 +118,24 @@ inline const PropSpec kRunProps[] = {
      "samples per held-out prompt; 1, the default: one greedy sample"},
 };
 
+/// The settings of `@place(...)` before a model call (lang/README §4).
+inline const PropSpec kPlaceSettings[] = {
+    {"mesh", PropType::Call, false,
+     "the GPUs: a cluster or a slice of one, e.g. local[0:4]"},
+    {"dp", PropType::Int, false, "data-parallel degree"},
+    {"tp", PropType::Int, false, "tensor-parallel degree (within a node)"},
+    {"pp", PropType::Int, false, "pipeline stages"},
+    {"sp", PropType::Int, false,
+     "sequence-parallel degree (Ulysses in a node, ring attention across)"},
+    {"mbs", PropType::Int, false, "micro-batches per data-parallel rank"},
+    {"offload", PropType::Flag, false,
+     "a frozen model's weights rest in host memory between its calls"},
+    {"recompute", PropType::Flag, false,
+     "train: recompute activations in the backward pass"},
+    {"zero", PropType::Flag, false,
+     "train: slice Adam's state over data parallelism (ZeRO-1)"},
+};
+
 /// The properties a block opened by `keyword` (hardware, arch, model,
 /// cluster, dataset, run) may set, in table order; empty for another
 /// keyword. A model's are its own, then its arch's.
