@@ -50,19 +50,7 @@ void Sema::readEval(const PropMap &m, Instance &inst) {
 /// Whether node `i` reads, directly or through other nodes, what a generate
 /// made.
 static bool fromGenerate(const Instance &inst, int i) {
-  llvm::SmallVector<int> work = {i};
-  llvm::DenseSet<int> seen;
-  while (!work.empty()) {
-    int n = work.pop_back_val();
-    if (!seen.insert(n).second)
-      continue;
-    if (inst.nodes[size_t(n)].kind == Node::Kind::Generate)
-      return true;
-    for (const Node::Input &in : inst.nodes[size_t(n)].inputs)
-      if (in.producer >= 0)
-        work.push_back(in.producer);
-  }
-  return false;
+  return !generatesFeeding(inst.nodes, {i}).empty();
 }
 
 /// A reward of generated samples: a score that a host function or a frozen
@@ -88,24 +76,17 @@ static bool isSampleScore(const Instance &inst, int i) {
 /// averages weights, so evaluation can run its loss forward on held-out
 /// rows (SFT's, DPO's and a reward model's validation loss).
 static bool isDataLoss(const Instance &inst, int i) {
-  if (inst.nodes[size_t(i)].kind != Node::Kind::Train)
+  const Node &n = inst.nodes[size_t(i)];
+  if (n.kind != Node::Kind::Train)
     return false;
-  llvm::SmallVector<int> work;
-  for (const Node::Input &in : inst.nodes[size_t(i)].inputs)
-    if (in.producer >= 0)
-      work.push_back(in.producer);
-  llvm::DenseSet<int> seen;
-  while (!work.empty()) {
-    int n = work.pop_back_val();
-    if (!seen.insert(n).second)
-      continue;
-    Node::Kind k = inst.nodes[size_t(n)].kind;
-    if (k != Node::Kind::Inference && k != Node::Kind::Host)
+  std::vector<int> producers;
+  for (const Node::Input &in : n.inputs)
+    producers.push_back(in.producer);
+  std::vector<char> upstream = nodesFeeding(inst.nodes, std::move(producers));
+  for (size_t u = 0; u < inst.nodes.size(); ++u)
+    if (upstream[u] && inst.nodes[u].kind != Node::Kind::Inference &&
+        inst.nodes[u].kind != Node::Kind::Host)
       return false;
-    for (const Node::Input &in : inst.nodes[size_t(n)].inputs)
-      if (in.producer >= 0)
-        work.push_back(in.producer);
-  }
   return true;
 }
 
