@@ -217,9 +217,7 @@ void rlhf_eval_score(rlhf_prog *p, rlhf_value *score, const char *label) {
     };
     for (int64_t j = 0; j < real; ++j) {
       add(s.all, j);
-      const std::string &source =
-          size_t(j) < ev.rowSources.size() ? ev.rowSources[size_t(j)] : "";
-      if (!source.empty())
+      if (std::string source = ev.sourceOf(j); !source.empty())
         add(s.bySource[source], j);
     }
     return 0;
@@ -241,14 +239,10 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
   const int64_t real = std::min(ev.realRows, batchRows);
   // The real rows, then those of each data_source among them: the same
   // sets on every rank (each loaded the whole batch).
-  auto sourceOf = [&](int64_t row) {
-    return size_t(row) < ev.rowSources.size() ? ev.rowSources[size_t(row)]
-                                              : std::string();
-  };
   std::map<std::string, int64_t> perSource;
   for (int64_t r = 0; r < real; ++r)
-    if (!sourceOf(r).empty())
-      ++perSource[sourceOf(r)];
+    if (std::string source = ev.sourceOf(r); !source.empty())
+      ++perSource[source];
   const Layout l = rowsLayout(lay);
   Settings s(settings);
   TrainOptions o;
@@ -278,7 +272,7 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
       for (const auto &[source, n] : perSource) {
         auto w = std::vector<float>(size_t(rows));
         for (int64_t r = 0; r < rows; ++r)
-          w[size_t(r)] = sourceOf(lo + r) == source ? all[size_t(r)] : 0.0f;
+          w[size_t(r)] = ev.sourceOf(lo + r) == source ? all[size_t(r)] : 0.0f;
         weights.push_back(at::tensor(w));
       }
       o.dp = g.dp.get();

@@ -96,6 +96,10 @@ struct EvalState {
   int64_t realRows = 0; ///< of the batch running (the rest wrap around)
   /// The data_source of each row of the batch running ("" for none).
   std::vector<std::string> rowSources;
+  /// Row `row`'s data_source, "" for none.
+  std::string sourceOf(int64_t row) const {
+    return size_t(row) < rowSources.size() ? rowSources[size_t(row)] : "";
+  }
   struct Tally {
     double sum = 0, best = 0; ///< over samples; of each prompt's best
     double majority = 0;      ///< of each prompt's majority vote (maj@k)
