@@ -89,13 +89,6 @@ llvm::StringSet<> givenProperties(const SourceText &text, size_t brace,
   return given;
 }
 
-/// The last character before `offset` that is not whitespace, or 0.
-char previousChar(llvm::StringRef src, size_t offset) {
-  while (offset > 0 && llvm::isSpace(src[offset - 1]))
-    --offset;
-  return offset ? src[offset - 1] : 0;
-}
-
 /// The names already given as `name = ...` in the arguments [begin, end).
 llvm::StringSet<> namedArgs(const SourceText &text, size_t begin, size_t end) {
   llvm::StringSet<> names;
@@ -295,10 +288,7 @@ private:
       llvm::StringSet<> given = givenProperties(text, brace, word);
       // `name : base {` takes what it does not set from its base (a model
       // from its arch).
-      size_t head = text.previousWordStart(brace);
-      while (head > 0 && src[head - 1] != ';' && src[head - 1] != '}')
-        --head;
-      const bool based = src.slice(head, brace).contains(':');
+      const bool based = text.declarationHasBase(brace);
       for (auto [i, p] : llvm::enumerate(props)) {
         if (given.count(p.name))
           continue;

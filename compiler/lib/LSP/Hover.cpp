@@ -16,7 +16,6 @@
 #include "rlhfc/Frontend/Builtins.h"
 #include "rlhfc/Frontend/Units.h"
 
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
@@ -444,19 +443,19 @@ std::optional<mlsp::Hover> propertyHover(const SourceText &text,
   if (name.empty() || !brace)
     return std::nullopt;
   // The first name of an item: after the `{` or a `;`.
-  size_t before = begin;
-  while (before > 0 && llvm::isSpace(text.text()[before - 1]))
-    --before;
-  if (before == 0 ||
-      (text.text()[before - 1] != '{' && text.text()[before - 1] != ';'))
+  char before = previousChar(text.text(), begin);
+  if (before != '{' && before != ';')
     return std::nullopt;
   llvm::StringRef keyword = text.declarationKeyword(*brace);
+  // Required where the block has no base to take it from, as completion
+  // marks it.
+  const bool based = text.declarationHasBase(*brace);
   for (const PropSpec &p : declarationProps(keyword))
     if (name == p.name) {
       mlsp::Hover hover(text.rangeOf(begin, begin + name.size()));
       hover.contents.value =
           ("**" + name + "** · " + keyword + " property" +
-           (p.required ? ", required" : "") + "\n\n" + p.summary)
+           (p.required && !based ? ", required" : "") + "\n\n" + p.summary)
               .str();
       return hover;
     }

@@ -247,7 +247,7 @@ std::optional<size_t> SourceText::openBrace(size_t offset) const {
   return open.back();
 }
 
-llvm::StringRef SourceText::declarationKeyword(size_t brace) const {
+size_t SourceText::declarationStart(size_t brace) const {
   size_t start = 0;
   int depth = 0;
   scanCode(0, brace, [&](size_t i, char c) {
@@ -266,5 +266,11 @@ llvm::StringRef SourceText::declarationKeyword(size_t brace) const {
     first = i;
     return false;
   });
-  return first ? nameAt(*first) : llvm::StringRef();
+  return first ? *first : brace;
+}
+
+char rlhfc::lsp::previousChar(llvm::StringRef src, size_t offset) {
+  while (offset > 0 && llvm::isSpace(src[offset - 1]))
+    --offset;
+  return offset ? src[offset - 1] : 0;
 }

@@ -77,10 +77,19 @@ public:
   llvm::StringRef nameAt(size_t begin) const;
   /// The `{` of the innermost block `offset` is inside, if any.
   std::optional<size_t> openBrace(size_t offset) const;
-  /// The keyword of the declaration whose block opens at `brace` (`run`,
-  /// `dataset`, ...): the first name after the `;` or `}` that ends the
-  /// item before it.
-  llvm::StringRef declarationKeyword(size_t brace) const;
+  /// Where the declaration whose block opens at `brace` starts: its first
+  /// name after the `;` or `}` that ends the item before it (`brace` when
+  /// there is none).
+  size_t declarationStart(size_t brace) const;
+  /// That declaration's keyword (`run`, `dataset`, ...).
+  llvm::StringRef declarationKeyword(size_t brace) const {
+    return nameAt(declarationStart(brace));
+  }
+  /// Whether it is `name : base {`, taking what it does not set from its
+  /// base (a model from its arch).
+  bool declarationHasBase(size_t brace) const {
+    return buf.slice(declarationStart(brace), brace).contains(':');
+  }
 
 private:
   llvm::StringRef buf;
@@ -88,6 +97,9 @@ private:
 };
 
 bool isNameChar(char c);
+
+/// The last character before `offset` that is not whitespace, or 0.
+char previousChar(llvm::StringRef src, size_t offset);
 
 } // namespace rlhfc::lsp
 
