@@ -278,7 +278,9 @@ struct FnProgram::Eval {
     case Op::Input:
       return x[size_t(i.n[0])];
     case Op::Const:
-      return at::scalar_tensor(i.num, opts);
+      return at::scalar_tensor(i.nums[0], opts);
+    case Op::AdaptiveKl:
+      return at::scalar_tensor(in.klCoef.value_or(i.nums[0]), opts);
     case Op::Neg:
       return -a(0);
     case Op::Exp:

@@ -9,7 +9,10 @@
 #include "rlhf/runtime/FnProgram.h"
 #include "rlhf/runtime/Error.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 
@@ -32,6 +35,12 @@ const char *rlhf::fnKindName(FnKind k) {
 namespace {
 
 std::string ref(int v) { return "%" + std::to_string(v); }
+
+std::string numText(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
@@ -64,6 +73,7 @@ struct FnProgram::Parser {
     static const OpInfo table[] = {
         {"input", Op::Input, "I KIND"},
         {"const", Op::Const, "X"},
+        {"adaptive_kl", Op::AdaptiveKl, "X X X"},
         {"neg", Op::Neg, "%x"},
         {"exp", Op::Exp, "%x"},
         {"log", Op::Log, "%x"},
@@ -178,7 +188,7 @@ struct FnProgram::Parser {
     } else if (want == "X") {
       std::string s(tok);
       char *end = nullptr;
-      in.num = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+      in.nums.push_back(s.empty() ? 0 : std::strtod(s.c_str(), &end));
       if (s.empty() || end != s.c_str() + s.size())
         fail(which + "must be a number, got '" + s + "'");
     } else {
@@ -325,6 +335,20 @@ struct FnProgram::Parser {
     case Op::Const:
       in.kind = FnKind::Scalar;
       break;
+    case Op::AdaptiveKl: {
+      if (f.klCtl)
+        fail("a second 'adaptive_kl'; a function adapts one KL coefficient");
+      const double init = in.nums[0], target = in.nums[1], horizon = in.nums[2];
+      // Written so that a nan fails too.
+      if (!(init > 0) || !(target > 0) || !(horizon >= 1) ||
+          !std::isfinite(init + target + horizon))
+        fail("'adaptive_kl' needs an initial value and a target above 0 and "
+             "a horizon of at least 1, got " +
+             numText(init) + " " + numText(target) + " " + numText(horizon));
+      f.klCtl = FnKlControl{init, target, horizon};
+      in.kind = FnKind::Scalar;
+      break;
+    }
     case Op::Clamp: {
       in.kind = elementwise({in.args[0]});
       for (size_t i : {1, 2}) {
@@ -490,6 +514,18 @@ struct FnProgram::Parser {
              "every input 0.." + std::to_string(f.inputs.size() - 1) +
              ", unused ones too");
       }
+    // The coefficient follows the KL the call measures.
+    if (f.klCtl) {
+      const int k = f.outputIndex("kl");
+      for (const Instr &in : f.code)
+        if (in.op == Op::AdaptiveKl)
+          line = in.line;
+      if (k < 0 || (f.fnMode == Mode::Loss && k == 0) ||
+          f.outputKind(size_t(k)) != FnKind::Scalar)
+        fail("'adaptive_kl' adapts to the KL the function measures, but it "
+             "has no rank-0 output 'kl'" +
+             std::string(f.fnMode == Mode::Loss ? " after the loss" : ""));
+    }
   }
 };
 
@@ -502,6 +538,22 @@ FnProgram FnProgram::parse(std::string_view code) {
   FnProgram f;
   Parser{f}.run(code);
   return f;
+}
+
+int FnProgram::outputIndex(std::string_view name) const {
+  for (size_t i = 0; i < outNames.size(); ++i)
+    if (outNames[i] == name)
+      return int(i);
+  return -1;
+}
+
+double FnKlControl::next(double coef, double kl, int64_t rows) const {
+  // Ziegler et al.'s proportional controller, as TRL's and verl's
+  // AdaptiveKLController.
+  if (!std::isfinite(kl))
+    return coef; // no measure: hold
+  const double err = std::clamp(kl / target - 1.0, -0.2, 0.2);
+  return coef * (1.0 + err * double(rows) / horizon);
 }
 
 FnKind FnProgram::outputKind(size_t i) const {

@@ -461,6 +461,8 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
     }
     if (p->trace)
       p->trace->flush(*p->world);
+    // Before the checkpoint, which saves the coefficients for the next step.
+    updateKlCoefs(p, all);
     if (p->saveInterval > 0 &&
         ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
       saveAll(p, step);

@@ -9,6 +9,7 @@
 
 #include "ProgramState.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 using namespace rlhf;
@@ -108,6 +109,56 @@ void checkFinite(rlhf_prog *p, const FnProgram &f, const FnInputs &in,
 
 } // namespace
 
+std::optional<double> rlhf::exec::klCoefAt(rlhf_prog *p, const FnProgram &f) {
+  if (!f.klControl())
+    return std::nullopt;
+  auto [it, fresh] = p->kl.coefs.try_emplace(f.describe());
+  if (fresh) {
+    it->second.ctl = *f.klControl();
+    auto r = p->kl.resumed.find(it->first);
+    it->second.value =
+        r != p->kl.resumed.end() ? r->second : f.klControl()->init;
+  }
+  return it->second.value;
+}
+
+void rlhf::exec::klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot,
+                            int64_t rows) {
+  // An evaluation measures with the coefficient but does not move it.
+  if (!f.klControl() || p->eval.seedStep)
+    return;
+  p->kl.coefs.at(f.describe()).measured = std::make_pair(slot, rows);
+}
+
+void rlhf::exec::updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered) {
+  for (auto &site : p->kl.coefs) {
+    KlState::Coef &c = site.second;
+    if (!c.measured)
+      continue;
+    auto [slot, rows] = *c.measured;
+    c.measured.reset();
+    // The step's logged value: the mean over the ranks that recorded it,
+    // the same arithmetic on the same gathered numbers on every rank.
+    at::Tensor v = gathered.select(1, int64_t(2 * slot)),
+               ok = gathered.select(1, int64_t(2 * slot + 1));
+    const double n = ok.sum().item<double>();
+    if (n == 0)
+      continue;
+    const double kl = (v * ok).sum().item<double>() / n;
+    c.value = c.ctl.next(c.value, kl, rows);
+  }
+  // A resumed coefficient no call took: its call moved in the file.
+  for (const auto &[site, value] : p->kl.resumed)
+    if (!p->kl.coefs.count(site) && p->rank == 0)
+      std::fprintf(stderr,
+                   "%s: warning: --resume: the checkpoint's adaptive KL "
+                   "coefficient %.6g of %s matches no call of this step; "
+                   "the program's adaptive_kl calls start from their initial "
+                   "values\n",
+                   p->name.c_str(), value, site.c_str());
+  p->kl.resumed.clear();
+}
+
 extern "C" {
 
 rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
@@ -136,6 +187,9 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
         if (!mask.defined())
           mask = v->mask;
       }
+      in.klCoef = klCoefAt(p, f);
+      if (in.klCoef)
+        p->record("kl_coef", *in.klCoef, true);
       std::vector<at::Tensor> out = f.evaluate(in);
       for (at::Tensor &t : out)
         t = t.to(at::kCPU);
@@ -147,8 +201,11 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
             p, out[k], kind == FnKind::PerToken ? mask : at::Tensor(),
             kind == FnKind::Scalar ? 1 : rows, std::nullopt);
         // A scalar output is a metric (every rank computed the same).
-        if (kind == FnKind::Scalar)
+        if (kind == FnKind::Scalar) {
+          if (int(k) == f.outputIndex("kl"))
+            klMeasured(p, f, p->metricCursor, rows);
           p->record(f.outputNames()[k], out[k].item<double>(), true);
+        }
       }
       return recordValue(p, std::move(fields));
     });

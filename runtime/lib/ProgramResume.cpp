@@ -57,6 +57,31 @@ void lockOutDir(const std::string &outDir) {
   // The descriptor stays open: closing it would release the lock.
 }
 
+/// Every rank takes rank 0's `text`, the checkpoint's adaptive KL
+/// coefficients by call site, for their calls' first use.
+void restoreKlCoefs(rlhf_prog *p, const std::string &text) {
+  at::Tensor n = at::tensor({int64_t(text.size())}, at::kLong);
+  p->world->broadcast(n, 0);
+  if (n.item<int64_t>() == 0)
+    return;
+  // Rank 0's bytes, one per element: a few hundred at most.
+  at::Tensor bytes = at::zeros({n.item<int64_t>()}, at::kLong);
+  auto b = bytes.accessor<int64_t, 1>();
+  for (size_t i = 0; i < text.size(); ++i)
+    b[int64_t(i)] = static_cast<unsigned char>(text[i]);
+  p->world->broadcast(bytes, 0);
+  std::string got;
+  auto r = bytes.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < bytes.numel(); ++i)
+    got.push_back(char(r[i]));
+  nlohmann::json j = nlohmann::json::parse(got, nullptr, false);
+  if (!j.is_object())
+    return;
+  for (auto &[site, v] : j.items())
+    if (v.is_number())
+      p->kl.resumed[site] = v.get<double>();
+}
+
 } // namespace
 
 void rlhf::exec::openRun(rlhf_prog *p) {
@@ -137,6 +162,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   at::Tensor saved = at::zeros({int64_t(p->models.size())}, at::kLong);
   // Batches dynamic sampling drew ahead of the steps, per dataset.
   at::Tensor skipped = at::zeros({int64_t(p->datasets.size())}, at::kLong);
+  std::string klCoefs; // program.json's "kl_coef" object, as text
   if (resumed >= 0 && p->rank == 0) {
     const fs::path dir = checkpointDir(p, resumed);
     auto listing = [](const fs::path &d) {
@@ -197,6 +223,9 @@ void rlhf::exec::openRun(rlhf_prog *p) {
                                     (key == "skipped" ? d.batch : 1);
           }
       if (!wrote.is_discarded() && wrote.is_object() &&
+          wrote.contains("kl_coef") && wrote["kl_coef"].is_object())
+        klCoefs = wrote["kl_coef"].dump();
+      if (!wrote.is_discarded() && wrote.is_object() &&
           wrote.value("program", p->name) != p->name)
         std::fprintf(stderr,
                      "%s: warning: --resume: checkpoint '%s' was written by "
@@ -218,6 +247,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   }
   p->world->broadcast(saved, 0);
   p->world->broadcast(skipped, 0);
+  restoreKlCoefs(p, klCoefs);
   for (size_t i = 0; i < p->datasets.size(); ++i)
     p->datasets[i].skipped = skipped[int64_t(i)].item<int64_t>();
   for (size_t i = 0; i < p->models.size(); ++i) {

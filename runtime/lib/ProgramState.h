@@ -292,6 +292,7 @@ struct rlhf_prog {
   std::deque<rlhf_value> values; ///< this step's values
   FilterState filter;
   EvalState eval;
+  KlState kl;
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
   Clock::time_point stepStart, runStart;
@@ -544,6 +545,19 @@ rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
 void evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss, int64_t nin,
                   rlhf_value *const *ins, const int64_t *lay,
                   int64_t minibatches, const char *settings, const char *label);
+
+/// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
+/// A call of a step, not an evaluation's, then says with klMeasured where
+/// its `kl` went.
+std::optional<double> klCoefAt(rlhf_prog *p, const FnProgram &f);
+
+/// `f`'s call measured its `kl` into metric slot `slot`, over `rows` rows.
+void klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot, int64_t rows);
+
+/// At the end of a step: moves each coefficient a call of the step measured,
+/// by the `kl` combined over ranks (`gathered`, the step's metric slots as
+/// every rank gathered them, [ranks, 2 * slots] value/valid pairs).
+void updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered);
 
 } // namespace rlhf::exec
 

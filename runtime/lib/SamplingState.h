@@ -3,8 +3,8 @@
 // Private to runtime/lib (ProgramState.h includes it): what the executor
 // keeps about sampling across calls and steps. An asynchronous generator's
 // own weights and the samples it made ahead (ProgramAsync.cpp), dynamic
-// sampling's rounds (ProgramFilter.cpp) and held-out evaluation's scores
-// (ProgramEval.cpp).
+// sampling's rounds (ProgramFilter.cpp), held-out evaluation's scores
+// (ProgramEval.cpp) and adaptive KL coefficients (ProgramFns.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 
 #include "rlhf/runtime/rlhf_program.h"
 
+#include "rlhf/runtime/FnProgram.h"
 #include "rlhf/runtime/Groups.h"
 #include "rlhf/runtime/Model.h"
 
@@ -120,6 +121,21 @@ struct EvalState {
   size_t cursor = 0;
   /// Steps whose evaluation eval.jsonl already holds (a resumed run).
   std::set<int64_t> logged;
+};
+
+/// Adaptive KL coefficients (`adaptive_kl`, ProgramFns.cpp), one per call
+/// site, by FnProgram::describe(). Every rank holds the same values: they
+/// move at the end of a step, by metrics every rank has gathered.
+struct KlState {
+  struct Coef {
+    FnKlControl ctl;
+    double value = 0;
+    /// This step's measure: its metric slot and the batch's rows.
+    std::optional<std::pair<size_t, int64_t>> measured;
+  };
+  std::map<std::string, Coef> coefs;
+  /// A resumed run's values, taken by each call site at its first call.
+  std::map<std::string, double> resumed;
 };
 
 } // namespace rlhf::exec

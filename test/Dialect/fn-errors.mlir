@@ -172,3 +172,49 @@ func.func @f(%t: tensor<8x16xi32, #rlhf.kind<tokens>>) {
   } : tensor<8x16xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
   return
 }
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // expected-error @+1 {{adapts to the KL its call measures, but the call has no number result 'kl'}}
+    %beta = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    %b = rlhf.splat %beta like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    rlhf.yield %o : tensor<?xf32>
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // expected-error @+1 {{needs init and target above 0 and a horizon of at least 1}}
+    %beta = rlhf.adaptive_kl init 5.000000e-02 target 0.000000e+00 horizon 1.000000e+04
+    %k = rlhf.reduce batch mean %x : tensor<?xf32> -> f64
+    %b = rlhf.splat %beta like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    rlhf.yield %o, %k : tensor<?xf32>, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    %a = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    // expected-error @+1 {{is the second in this body; a call adapts one KL coefficient}}
+    %c = rlhf.adaptive_kl init 1.000000e-01 target 1.000000e-01 horizon 1.000000e+04
+    %k = rlhf.reduce batch mean %x : tensor<?xf32> -> f64
+    %s2 = arith.addf %a, %c : f64
+    %b = rlhf.splat %s2 like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    rlhf.yield %o, %k : tensor<?xf32>, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
+  return
+}

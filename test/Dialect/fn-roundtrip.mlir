@@ -51,3 +51,21 @@ func.func @ops(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #rlhf.
   } : tensor<8x16xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
   return
 }
+
+// A coefficient the run adapts, in a host function whose call measures
+// `kl`.
+// CHECK-LABEL: func.func @adaptive
+func.func @adaptive(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #rlhf.kind<logprobs>>) {
+  %r = rlhf.compute fn "shaped"(%s, %l) {} body {
+  ^bb0(%x: tensor<?xf32>, %y: tensor<?x?xf32>):
+    // CHECK: %[[B:.*]] = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    %beta = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    // CHECK: rlhf.splat %[[B]] like
+    %b = rlhf.splat %beta like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    %m = rlhf.mask_of %y : tensor<?x?xf32> -> tensor<?x?xf32>
+    %kl = rlhf.reduce token mean %y, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %o, %kl : tensor<?xf32>, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>, tensor<8x16xf32, #rlhf.kind<logprobs>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
+  return
+}

@@ -37,12 +37,8 @@ TEST(FnVerifier, AcceptsAWellFormedLoss) {
             "");
 }
 
-struct Bad {
-  std::string code, message;
-};
-
 TEST(FnVerifier, RejectsBadPrograms) {
-  const Bad bad[] = {
+  expectRejected({
       {"rlhf.fun 1 f host\n%0 = input 0 f1\nout x %0",
        "fn code: line 1: expected the header 'rlhf.fn 1 NAME MODE', got "
        "'rlhf.fun 1 f host'"},
@@ -175,9 +171,7 @@ TEST(FnVerifier, RejectsBadPrograms) {
                         "%3 = mul %2 %2", "out loss %3"}),
        "fn 'f': line 6: the loss 'loss' (%3) is no batch reduction: reduce it "
        "with token_mean, token_sum, batch_mean or batch_sum"},
-  };
-  for (const Bad &b : bad)
-    EXPECT_EQ(errorOf(b.code), b.message) << b.code;
+  });
 }
 
 // Version 2 names the call site, and errors at run time say it.
@@ -517,180 +511,6 @@ TEST(FnOps, InputsAreChecked) {
             "fn 'f': line 4: input 2 (tok) is missing");
   // A double input computes in fp32.
   EXPECT_EQ(run1(code, {s.to(at::kDouble), t, ids}).scalar_type(), at::kFloat);
-}
-
-//===----------------------------------------------------------------------===//
-// Losses on a stand-in model
-//===----------------------------------------------------------------------===//
-
-// CISPO's weight: stop_gradient keeps the clipped ratio's value and drops
-// its gradient, so d loss / d logits is the weight times d log-prob.
-TEST(FnLoss, StopGradientKeepsTheValueWithoutTheGradient) {
-  auto cispo = [](bool stop) {
-    return FnProgram::parse(program(
-        "loss",
-        {"%0 = input 0 tok", "%1 = input 1 f2", "%2 = input 2 f1",
-         "%3 = logprobs %0", "%4 = mask_of %0", "%5 = sub %3 %1", "%6 = exp %5",
-         "%7 = const 0", "%8 = const 1.2", "%9 = clamp %6 %7 %8",
-         stop ? "%10 = stop_gradient %9" : "%10 = add %9 %7",
-         "%11 = broadcast %2 %3", "%12 = mul %10 %11", "%13 = mul %12 %3",
-         "%14 = neg %13", "%15 = token_mean %14 %4", "out loss %15"}));
-  };
-  const int64_t N = 2, S = 4, V = 5;
-  at::Tensor seq = at::randint(1, V, {N, S}, at::kLong);
-  at::Tensor mask = f({1, 1, 1, 0, 1, 1}, {N, S - 1});
-  at::Tensor logits = at::randn({N, S, V}).requires_grad_(true);
-  // Old log-probs near the model's, some ratios past the clip.
-  at::Tensor old =
-      (tokenLogprobs(logits, seq) + at::randn({N, S - 1}) * 0.5).detach();
-  at::Tensor adv = f({1.5, -0.5}, {N});
-  FnInputs in{{seq, old, adv}, {mask}, 0};
-  FnModel model = [&](int64_t, const at::Tensor &) { return logits; };
-  auto grad = [&](const at::Tensor &loss) {
-    logits.mutable_grad() = at::Tensor();
-    loss.backward();
-    return logits.grad().clone();
-  };
-  at::Tensor lp = tokenLogprobs(logits, seq);
-  at::Tensor w = (lp - old).exp().clamp(0, 1.2).detach();
-  at::Tensor want = -(w * adv.unsqueeze(1) * lp * mask).sum() / mask.sum();
-  const double wantValue = want.item<double>();
-  at::Tensor gWant = grad(want);
-  at::Tensor stopped = cispo(true).evaluate(in, &model).at(0);
-  EXPECT_NEAR(stopped.item<double>(), wantValue, 1e-5);
-  expectClose(grad(stopped), gWant, "d loss / d logits");
-  // Through the weight the gradient differs: the test sees the stop.
-  at::Tensor through = cispo(false).evaluate(in, &model).at(0);
-  EXPECT_NEAR(through.item<double>(), wantValue, 1e-5);
-  EXPECT_GT((grad(through) - gWant).abs().max().item<double>(), 1e-4);
-}
-
-TEST(FnLoss, DenominatorsAndModelOutputs) {
-  FnProgram p = FnProgram::parse(program(
-      "loss",
-      {"%0 = input 0 tok", "%1 = input 1 f1", "%2 = logprobs %0",
-       "%3 = mask_of %0", "%4 = token_sum %2 %3", "%5 = token_mean %2 %3",
-       "%6 = batch_mean %1", "%7 = batch_sum %1", "%8 = add %4 %5",
-       "%9 = add %8 %6", "%10 = add %9 %7", "out loss %10"}));
-  const int64_t N = 3, S = 5, V = 7;
-  at::Tensor seq = at::randint(1, V, {N, S}, at::kLong);
-  at::Tensor mask = f({1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, {N, S - 1});
-  at::Tensor w = f({0.5, 1, 2}, {N});
-  FnInputs in{{seq, w}, {mask}, 0};
-  EXPECT_EQ(p.localDenominators(in), (std::vector<double>{0, 7, 3, 0}));
-  at::Tensor logits = at::randn({N, S, V}).requires_grad_(true);
-  int calls = 0;
-  FnModel model = [&](int64_t input, const at::Tensor &tokens) {
-    EXPECT_EQ(input, 0);
-    EXPECT_TRUE(at::equal(tokens, seq));
-    ++calls;
-    return logits;
-  };
-  std::vector<double> d = {0, 10, 4, 0};
-  at::Tensor loss = p.evaluate(in, &model, &d).at(0);
-  EXPECT_EQ(calls, 1) << "the model runs once per token input";
-  at::Tensor lp = tokenLogprobs(logits, seq);
-  at::Tensor lpSum = (lp * mask).sum();
-  at::Tensor want = lpSum + lpSum / 10 + w.sum() / 4 + w.sum();
-  EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5);
-  loss.backward();
-  at::Tensor g = logits.grad().clone();
-  logits.grad().zero_();
-  want.backward();
-  expectClose(g, logits.grad(), "d loss / d logits");
-  // Without denominators, those of the inputs alone.
-  at::Tensor local = p.evaluate(in, &model).at(0);
-  EXPECT_NEAR(local.item<double>(),
-              (lpSum + lpSum / 7 + w.sum() / 3 + w.sum()).item<double>(), 1e-5);
-  try {
-    p.evaluate(in);
-    ADD_FAILURE() << "a loss without a model";
-  } catch (const Error &e) {
-    EXPECT_STREQ(e.what(),
-                 "fn 'f': line 4: 'logprobs' needs the trained model");
-  }
-  std::vector<double> two = {1, 2};
-  EXPECT_THROW(p.evaluate(in, &model, &two), Error);
-}
-
-TEST(FnLoss, ValuesScoreAndEntropy) {
-  FnProgram p = FnProgram::parse(
-      program("loss", {"%0 = input 0 tok", "%1 = values %0", "%2 = score %0",
-                       "%3 = mask_of %0", "%4 = token_sum %1 %3",
-                       "%5 = batch_sum %2", "%6 = add %4 %5", "out loss %6"}));
-  const int64_t N = 2, S = 4;
-  at::Tensor seq = at::ones({N, S}, at::kLong);
-  at::Tensor mask = f({1, 1, 0, 0, 1, 0}, {N, S - 1});
-  at::Tensor values = f({1, 2, 3, 4, 5, 6, 7, 8}, {N, S}).requires_grad_(true);
-  FnModel model = [&](int64_t, const at::Tensor &) { return values; };
-  at::Tensor loss = p.evaluate({{seq}, {mask}, 0}, &model).at(0);
-  // values: positions 0..S-2 under the mask (1 + 2, 6); score: the value of
-  // the last masked token t, at position t+1 (3, 7).
-  EXPECT_FLOAT_EQ(loss.item<float>(), 1 + 2 + 6 + 3 + 7);
-  // A value head where logits are needed is an error.
-  FnProgram lp = FnProgram::parse(
-      program("loss", {"%0 = input 0 tok", "%1 = entropy %0", "%2 = mask_of %0",
-                       "%3 = token_mean %1 %2", "out loss %3"}));
-  try {
-    lp.evaluate({{seq}, {mask}, 0}, &model);
-    ADD_FAILURE() << "values where logits are needed";
-  } catch (const Error &e) {
-    EXPECT_STREQ(e.what(), "fn 'f': line 3: 'entropy' needs logits [N, S, V] "
-                           "of an lm head, the model gives [2, 4] for tokens "
-                           "[2, 4]");
-  }
-  at::Tensor logits = at::randn({N, S, 5});
-  FnModel lm = [&](int64_t, const at::Tensor &) { return logits; };
-  at::Tensor h = lp.evaluate({{seq}, {mask}, 0}, &lm).at(0);
-  at::Tensor l = at::log_softmax(logits.narrow(1, 0, S - 1), -1);
-  at::Tensor ent = -(l.exp() * l).sum(-1);
-  EXPECT_NEAR(h.item<double>(), ((ent * mask).sum() / 3).item<double>(), 1e-6);
-}
-
-// A model that gives per-token statistics (LlamaModel::tokenStats under sp
-// or tp) is asked once per token input, for every statistic the program
-// reads of it: one forward pass for a policy loss with an entropy bonus.
-TEST(FnLoss, TokenStatsAskedOncePerInput) {
-  FnProgram p = FnProgram::parse(program(
-      "loss",
-      {"%0 = input 0 tok", "%1 = input 1 tok", "%2 = logprobs %0",
-       "%3 = entropy %0", "%4 = logprobs %1", "%5 = mask_of %0",
-       "%6 = token_sum %2 %5", "%7 = token_sum %3 %5", "%8 = token_sum %4 %5",
-       "%9 = add %6 %7", "%10 = add %9 %8", "out loss %10"}));
-  const int64_t N = 2, S = 4;
-  at::Tensor a = at::ones({N, S}, at::kLong), b = a + 1;
-  at::Tensor mask = at::ones({N, S - 1});
-  std::vector<std::tuple<int64_t, bool, bool, bool>> asked;
-  FnTokenStat stat = [&](int64_t input, const at::Tensor &tokens, bool logprobs,
-                         bool entropy, bool entropyGrad) {
-    asked.emplace_back(input, logprobs, entropy, entropyGrad);
-    at::Tensor base = tokens.narrow(1, 0, S - 1).to(at::kFloat);
-    return std::pair(logprobs ? -base : at::Tensor(),
-                     entropy ? base * 10 : at::Tensor());
-  };
-  FnModel none = [](int64_t, const at::Tensor &) -> at::Tensor {
-    ADD_FAILURE() << "whole logits asked for";
-    return {};
-  };
-  at::Tensor loss = p.evaluate({{a, b}, {mask}, 0}, &none, nullptr, &stat)[0];
-  // -1 and 10 per token of a, -2 per token of b, over N (S-1) tokens.
-  EXPECT_FLOAT_EQ(loss.item<float>(), (-1 + 10 - 2) * N * (S - 1));
-  ASSERT_EQ(asked.size(), 2u);
-  // The entropy is in the loss: it needs its gradient.
-  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true, true));
-  EXPECT_EQ(asked[1], std::make_tuple(int64_t(1), true, false, false));
-
-  // An entropy that only a metric reads is asked for without a gradient.
-  FnProgram metric = FnProgram::parse(program(
-      "loss", {"%0 = input 0 tok", "%1 = logprobs %0", "%2 = entropy %0",
-               "%3 = mask_of %0", "%4 = token_sum %1 %3",
-               "%5 = token_mean %2 %3", "out loss %4", "out entropy %5"}));
-  asked.clear();
-  std::vector<at::Tensor> out =
-      metric.evaluate({{a}, {mask}, 0}, &none, nullptr, &stat);
-  ASSERT_EQ(asked.size(), 1u);
-  EXPECT_EQ(asked[0], std::make_tuple(int64_t(0), true, true, false));
-  EXPECT_FLOAT_EQ(out[1].item<float>(), 10);
 }
 
 } // namespace

@@ -54,6 +54,17 @@ inline std::string errorOf(const std::string &code) {
   return "";
 }
 
+/// A program the verifier rejects, and the message it gives.
+struct Bad {
+  std::string code, message;
+};
+
+/// Each of `bad` is rejected with its message.
+inline void expectRejected(const std::vector<Bad> &bad) {
+  for (const Bad &b : bad)
+    EXPECT_EQ(errorOf(b.code), b.message) << b.code;
+}
+
 /// `got` equals `want` within `rel` of want's largest magnitude.
 inline void expectClose(const at::Tensor &got, const at::Tensor &want,
                         const std::string &what, double rel = 1e-6) {

@@ -29,6 +29,8 @@ struct FnArg {
   std::optional<TensorType> tensor; ///< tensor parameters
   double number = 0;                ///< number parameters
   bool integer = false;
+  /// A number parameter given `adaptive_kl(...)`: the run sets its value.
+  std::optional<FnKlControl> kl;
   mlir::LocationAttr loc; ///< the argument, for errors
 };
 

@@ -114,6 +114,15 @@ FnVal FnEval::number(std::optional<double> value) {
   return v;
 }
 
+FnVal FnEval::adaptiveKl(const FnKlControl &kl, mlir::LocationAttr loc) {
+  FnVal v;
+  v.number = true;
+  v.id = emit("adaptive_kl", {}, FnRank::Scalar,
+              loc ? mlir::Location(loc) : mlir::Location(top.loc));
+  ops[size_t(v.id)].kl = kl;
+  return v;
+}
+
 std::optional<std::vector<FnVal>> FnEval::run(std::vector<FnVal> params) {
   std::map<std::string, std::string> dims;
   for (const ast::FnParam &p : top.params)
@@ -501,6 +510,13 @@ std::optional<FnVal> FnEval::call(const Expr &e) {
     return userCall(e, *d);
   if (lookupFnPrimitive(callee.text))
     return primitive(e, callee.text);
+  if (callee.text == "adaptive_kl") {
+    fail(callee.loc, "adaptive_kl(...) is given where an algorithm calls a "
+                     "function: declare a number parameter here, such as "
+                     "'kl: number', and pass 'kl = adaptive_kl(...)' at the "
+                     "call");
+    return std::nullopt;
+  }
   std::vector<std::string> names = c.names();
   for (const FnPrimitiveSpec &p : allFnPrimitives())
     names.push_back(p.name);

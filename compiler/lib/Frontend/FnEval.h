@@ -51,6 +51,8 @@ public:
   FnVal input(int64_t index, const ast::FnType &t,
               std::vector<std::string> dims);
   FnVal number(std::optional<double> value);
+  /// A number the run adapts (`adaptive_kl`), unknown before it.
+  FnVal adaptiveKl(const FnKlControl &kl, mlir::LocationAttr loc);
 
   std::vector<FnOp> ops;
   std::map<std::string, int64_t> sizes; ///< instantiation: dimension sizes

@@ -78,6 +78,10 @@ private:
     StringRef name = op.op;
     if (name == "const")
       return b.create<arith::ConstantOp>(loc, b.getF64FloatAttr(op.number));
+    if (name == "adaptive_kl")
+      return b.create<r::AdaptiveKlOp>(loc, b.getF64FloatAttr(op.kl.init),
+                                       b.getF64FloatAttr(op.kl.target),
+                                       b.getF64FloatAttr(op.kl.horizon));
     if (name == "neg")
       return b.create<arith::NegFOp>(loc, arg(op, 0));
     if (name == "exp")

@@ -316,6 +316,13 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
   if (const ast::FnDecl *fn = fns.find(fname))
     return checkFnCall(call, *fn, env);
   if (!spec) {
+    if (fname == "adaptive_kl") {
+      error(call.base->loc,
+            "adaptive_kl(...) is a KL coefficient the run adapts, given "
+            "for a number parameter of a function's call, as in 'gae(r, "
+            "v, g.logprobs, lr, kl = adaptive_kl(0.05, 0.1))'");
+      return std::nullopt;
+    }
     if (lookupFnPrimitive(fname)) {
       error(call.base->loc, "'" + fname +
                                 "' works inside functions; write "

@@ -14,6 +14,80 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
+std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
+                                                 llvm::StringMap<Local> &env) {
+  static const std::vector<std::string> names = {"init", "target", "horizon"};
+  const std::string usage = "'adaptive_kl' takes (init, target, horizon = "
+                            "10000): the coefficient to start from, the KL "
+                            "to hold, and the rows over which it adapts";
+  double v[3] = {0, 0, 10000};
+  bool given[3] = {false, false, false};
+  size_t pos = 0;
+  for (const Arg &a : call.args) {
+    size_t k = 0;
+    if (a.name.empty()) {
+      if (pos >= names.size()) {
+        error(a.loc, "too many arguments: " + usage);
+        return std::nullopt;
+      }
+      k = pos++;
+    } else {
+      auto it = llvm::find(names, a.name);
+      if (it == names.end()) {
+        error(a.loc, "'adaptive_kl' has no parameter '" + a.name + "'" +
+                         didYouMean(a.name, names));
+        return std::nullopt;
+      }
+      k = size_t(it - names.begin());
+    }
+    if (given[k]) {
+      error(a.loc, "'" + names[k] + "' is given twice");
+      return std::nullopt;
+    }
+    given[k] = true;
+    auto val = evalValue(*a.value, env);
+    if (!val)
+      return std::nullopt;
+    if (val->kind != Value::Number || val->dim != UnitDim::None) {
+      error(a.value->loc,
+            "'" + names[k] + "' of 'adaptive_kl' is a plain number, not " +
+                (val->kind == Value::Number ? unitDimName(val->dim).str()
+                                            : describe(*val)));
+      return std::nullopt;
+    }
+    v[k] = val->number;
+  }
+  for (size_t k : {0, 1})
+    if (!given[k]) {
+      error(call.loc, "missing argument '" + names[k] + "': " + usage);
+      return std::nullopt;
+    }
+  auto bad = [&](size_t k, const char *what) {
+    const Arg *a = nullptr;
+    size_t p = 0;
+    for (const Arg &x : call.args)
+      if (x.name == names[k] || (x.name.empty() && p++ == k))
+        a = &x;
+    error(a ? a->value->loc : call.loc,
+          formatv("{0} of 'adaptive_kl' {1}, got {2}", names[k], what,
+                  formatNumber(v[k])));
+  };
+  // A multiplicative controller never leaves 0.
+  if (!(v[0] > 0)) {
+    bad(0, "is the coefficient to start from and must be above 0");
+    return std::nullopt;
+  }
+  if (!(v[1] > 0)) {
+    bad(1, "is the KL to hold and must be above 0");
+    return std::nullopt;
+  }
+  if (!(v[2] >= 1)) {
+    bad(2, "counts rows and must be at least 1");
+    return std::nullopt;
+  }
+  return FnKlControl{v[0], v[1], v[2]};
+}
+
 std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
                                       llvm::StringMap<Local> &env) {
   std::string callee = "'" + fn.name + "'";
@@ -28,10 +102,25 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs), but leaves a
   // parameter for each tensor argument after it (so 'gae(r, v, lp, lr)'
   // binds r's score alone, though r has values too).
+  // adaptive_kl(...) arguments, by the expression given.
+  std::map<const Expr *, FnKlControl> adaptive;
+  auto argValue = [&](const Expr &e) -> std::optional<Value> {
+    if (!isAdaptiveKl(e))
+      return evalValue(e, env);
+    auto kl = checkAdaptiveKl(e, env);
+    if (!kl)
+      return std::nullopt;
+    adaptive[&e] = *kl;
+    Value v;
+    v.kind = Value::Number;
+    v.number = kl->init;
+    v.origin = "adaptive_kl(...)";
+    return v;
+  };
   std::vector<std::optional<Value>> positional;
   for (const Arg &a : call.args)
     if (a.name.empty()) {
-      auto v = evalValue(*a.value, env);
+      auto v = argValue(*a.value);
       if (!v)
         return std::nullopt;
       positional.push_back(std::move(v));
@@ -114,7 +203,7 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
       explainShift(error(a.loc, "'" + a.name + "' is given twice"));
       return std::nullopt;
     }
-    auto v = evalValue(*a.value, env);
+    auto v = argValue(*a.value);
     if (!v)
       return std::nullopt;
     vals[idx] = v;
@@ -148,6 +237,27 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
     const Expr &ex = *exprs[i];
     const Value &v = *vals[i];
     arg.loc = ex.loc;
+    if (auto kl = adaptive.find(&ex); kl != adaptive.end()) {
+      const char *why = isTensor(i) ? "takes a tensor"
+                        : prm.type.kind == "int"
+                            ? "is an int, fixed before the run"
+                            : nullptr;
+      if (why) {
+        explainShift(error(ex.loc, formatv("'{0}' of {1} {2}; adaptive_kl "
+                                           "gives a number the run adapts",
+                                           prm.name, callee, why)));
+        return std::nullopt;
+      }
+      if (llvm::any_of(args, [](const FnArg &a) { return a.kl.has_value(); })) {
+        error(ex.loc, callee + " is given a second adaptive_kl; one call "
+                               "adapts one coefficient, to its 'kl'");
+        return std::nullopt;
+      }
+      arg.kl = kl->second;
+      arg.number = kl->second.init;
+      args.push_back(arg);
+      continue;
+    }
     if (!isTensor(i)) {
       if (v.kind != Value::Number || v.dim != UnitDim::None) {
         explainShift(error(
@@ -200,6 +310,24 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
     arg.tensor = t->type;
     n.inputs.push_back(*t);
     args.push_back(arg);
+  }
+  // Each call moves the coefficient by at most 20% of rows / horizon: more
+  // than all of it would turn it negative.
+  for (const FnArg &a : args) {
+    if (!a.kl)
+      continue;
+    auto t = llvm::find_if(args, [](const FnArg &x) { return x.tensor; });
+    int64_t rows = t != args.end() ? t->tensor->batch() : 1;
+    if (a.kl->horizon <= 0.2 * double(rows)) {
+      error(a.loc,
+            formatv("with {0} rows per call, a horizon of {1} could scale "
+                    "the coefficient by 1 - 0.2 * {0} / {1}, which is not "
+                    "above 0; use a horizon above {2} (TRL and verl use "
+                    "10000)",
+                    rows, formatNumber(a.kl->horizon),
+                    formatNumber(0.2 * double(rows))));
+      return std::nullopt;
+    }
   }
   const ast::FnDecl *chosen = fns.pick(fn.name, ranks);
   if (!chosen) {

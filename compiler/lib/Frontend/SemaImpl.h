@@ -73,6 +73,13 @@ inline std::string withArticle(StringRef noun) {
   return (vowel ? "an " : "a ") + noun.str();
 }
 
+/// Whether `e` is a call of `adaptive_kl`, the KL coefficient the run
+/// adapts; only a number argument of a function's call may be one.
+inline bool isAdaptiveKl(const Expr &e) {
+  return e.kind == Expr::Kind::Call && e.base &&
+         e.base->kind == Expr::Kind::Name && e.base->text == "adaptive_kl";
+}
+
 inline std::string didYouMean(StringRef word,
                               llvm::ArrayRef<std::string> candidates) {
   std::string c = closest(word, candidates);
@@ -347,6 +354,10 @@ private:
   /// numbers, then instantiates its body for them.
   std::optional<Node> checkFnCall(const Expr &call, const ast::FnDecl &fn,
                                   llvm::StringMap<Local> &env);
+  /// The arguments of `adaptive_kl(init, target, horizon)`, given for a
+  /// function's number parameter.
+  std::optional<FnKlControl> checkAdaptiveKl(const Expr &call,
+                                             llvm::StringMap<Local> &env);
 
   const HfImport *hfImport(const EntityDecl &d);
   std::vector<std::string> symbolOrder;

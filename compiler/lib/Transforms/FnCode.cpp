@@ -127,6 +127,12 @@ private:
     };
     return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
         .Case([&](arith::ConstantOp c) { return constant(c); })
+        .Case([&](r::AdaptiveKlOp k) {
+          def(k, "adaptive_kl " + num(k.getInit().convertToDouble()) + " " +
+                     num(k.getTarget().convertToDouble()) + " " +
+                     num(k.getHorizon().convertToDouble()));
+          return success();
+        })
         .Case([&](r::SplatOp s) {
           ids[s] = ids.lookup(s.getScalar());
           return success();

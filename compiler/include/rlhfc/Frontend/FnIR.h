@@ -20,11 +20,18 @@ namespace rlhfc::sema {
 /// The rank of an fn value; token ids are their own.
 enum class FnRank { Scalar = 0, Seq = 1, Token = 2, Tokens = 3 };
 
+/// `adaptive_kl(init, target, horizon)`: a KL coefficient that starts at
+/// `init` and that the run moves after each call so that the call's `kl`
+/// output approaches `target` (FnProgram.h's `adaptive_kl`).
+struct FnKlControl {
+  double init = 0, target = 0, horizon = 10000;
+};
+
 /// One op of a body. `op` is the runtime's opcode (runtime FnProgram.h):
-/// input, const, neg exp log sqrt abs sigmoid softplus stop_gradient, add
-/// sub mul div min max lt le gt ge eq ne, where, clamp, broadcast, seq_|
-/// group_|batch_|token_ sum|mean|var|std, last, next, rcumsum, mask_of, and
-/// in losses logprobs values score entropy.
+/// input, const, adaptive_kl, neg exp log sqrt abs sigmoid softplus
+/// stop_gradient, add sub mul div min max lt le gt ge eq ne, where, clamp,
+/// broadcast, seq_| group_|batch_|token_ sum|mean|var|std, last, next, rcumsum,
+/// mask_of, and in losses logprobs values score entropy.
 struct FnOp {
   std::string op;
   std::vector<int> args; ///< indices of earlier ops
@@ -32,6 +39,7 @@ struct FnOp {
   double number = 0;      ///< const: the value; input: the input's index
   int64_t group = 0;      ///< group_*: rows per group
   int64_t correction = 1; ///< *_var, *_std
+  FnKlControl kl;         ///< adaptive_kl
   mlir::LocationAttr loc;
 };
 

@@ -161,6 +161,40 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+LogicalResult AdaptiveKlOp::verify() {
+  const double init = getInit().convertToDouble(),
+               target = getTarget().convertToDouble(),
+               horizon = getHorizon().convertToDouble();
+  if (!(init > 0) || !(target > 0) || !(horizon >= 1))
+    return emitOpError() << "needs init and target above 0 and a horizon of "
+                            "at least 1";
+  Operation *call = (*this)->getParentOp();
+  Type record = isa_and_nonnull<ComputeOp>(call)
+                    ? cast<ComputeOp>(call).getResult().getType()
+                : isa_and_nonnull<TrainStepOp>(call)
+                    ? cast<TrainStepOp>(call).getStats().getType()
+                    : Type();
+  if (!record)
+    return emitOpError() << "belongs in the body of an rlhf.compute or "
+                            "rlhf.train_step";
+  // A train step's first field is its loss; the metrics follow.
+  auto names = cast<RecordType>(record).getNames();
+  bool measured = false;
+  for (size_t i = isa<TrainStepOp>(call) ? 1 : 0; i < names.size(); ++i)
+    measured = measured || names[i].getValue() == "kl";
+  if (!measured)
+    return emitOpError() << "adapts to the KL its call measures, but the "
+                            "call has no number result 'kl'";
+  for (Operation &op : getOperation()->getBlock()->getOperations()) {
+    if (&op == getOperation())
+      break;
+    if (isa<AdaptiveKlOp>(op))
+      return emitOpError() << "is the second in this body; a call adapts "
+                              "one KL coefficient";
+  }
+  return success();
+}
+
 LogicalResult MaskOfOp::verify() {
   if (!isa<BlockArgument>(getInput()))
     return emitOpError() << "reads the mask of a call's input, so its operand "

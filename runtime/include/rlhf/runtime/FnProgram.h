@@ -22,6 +22,14 @@
 //   input I KIND          KIND f1 [1], f2 [2] or tok; every input 0..n-1
 //                         must be declared, each exactly once
 //   const X               [0] a number (strtod)
+//   adaptive_kl I T H     [0] a KL coefficient the run adapts (Ziegler et
+//                         al. 2019): FnInputs::klCoef, or I before the run
+//                         sets one. After each call the run moves it
+//                         toward making the output `kl` (a scalar the
+//                         program must have; in a loss, a metric) equal T:
+//                         coef *= 1 + clip(kl / T - 1, -0.2, 0.2) * N / H,
+//                         N the batch's rows. At most one per program;
+//                         I, T > 0, H >= 1
 //   neg exp log sqrt abs sigmoid softplus stop_gradient %x
 //                         rank of x; stop_gradient passes no gradient
 //   add sub mul div min max lt le gt ge eq ne %a %b   equal ranks, or one
@@ -83,6 +91,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,6 +123,15 @@ struct FnInputs {
   /// Evaluation gives the rows padding a short last batch weight 0, so that
   /// the loss is that of the real rows alone.
   at::Tensor rowWeights;
+  /// The value of the program's `adaptive_kl` (unset: its initial value).
+  std::optional<double> klCoef;
+};
+
+/// A program's adaptive KL coefficient (`adaptive_kl I T H`).
+struct FnKlControl {
+  double init = 0, target = 0, horizon = 0;
+  /// The coefficient after a call whose output `kl` was `kl` on `rows` rows.
+  double next(double coef, double kl, int64_t rows) const;
 };
 
 /// The trained model's raw output for the token input `input` (whose ids
@@ -156,6 +174,10 @@ public:
   bool readsModel(int64_t input) const;
   /// The token inputs model ops read, ascending.
   std::vector<int64_t> modelInputs() const;
+  /// Its `adaptive_kl`, if it has one.
+  const std::optional<FnKlControl> &klControl() const { return klCtl; }
+  /// The index of output `name` in outputNames(), or -1.
+  int outputIndex(std::string_view name) const;
 
   /// A loss's D per batch reduction, in program order, over the rows of
   /// `in` (the caller sums them over dp): the mask total for token_mean,
@@ -177,6 +199,7 @@ private:
   enum class Op : uint8_t {
     Input,
     Const,
+    AdaptiveKl,
     Neg,
     Exp,
     Log,
@@ -231,7 +254,7 @@ private:
     int line = 0;           ///< 1-based, for errors
     std::vector<int> args;  ///< value operands
     std::vector<int64_t> n; ///< integer literals (input index, G, C)
-    double num = 0;         ///< const's value
+    std::vector<double> nums; ///< number literals (const's value)
     FnKind kind = FnKind::Scalar;
     bool model = false; ///< depends on the model's outputs
     bool sum = false;   ///< (loss) a batch reduction or a linear function of
@@ -248,6 +271,7 @@ private:
   std::vector<std::string> outNames;
   std::vector<int> outValues;
   int numDenoms = 0;
+  std::optional<FnKlControl> klCtl;
 };
 
 } // namespace rlhf

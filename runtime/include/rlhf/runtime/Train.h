@@ -165,6 +165,8 @@ struct TrainOptions {
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
+  /// The value of the loss's `adaptive_kl` (FnInputs::klCoef).
+  std::optional<double> klCoef;
   /// Leave the last minibatch's gradients of fp32 weights in their .grad
   /// (as reduced, before clipping), for inspection. Otherwise the call frees
   /// them, as it frees bf16 weights' fp32 accumulators: a model holds gradients

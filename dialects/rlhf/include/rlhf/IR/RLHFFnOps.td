@@ -56,6 +56,31 @@ def RLHF_SplatOp : RLHF_FnOp<"splat", [AllTypesMatch<["like", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def RLHF_AdaptiveKlOp : RLHF_FnOp<"adaptive_kl"> {
+  let summary = "a KL coefficient the run adapts toward a target KL";
+  let description = [{
+    The value of a number parameter given `adaptive_kl(init, target,
+    horizon)` at the call (Ziegler et al. 2019; TRL's and verl's adaptive
+    KL controller). The first call reads `init`. After each call of a
+    training step the runtime moves it by the call's `kl` result (a loss's
+    `kl` metric), `coef *= 1 + clip(kl / target - 1, -0.2, 0.2) * N /
+    horizon` with N the batch's rows, logs it as `kl_coef` (`kl_coef/MODEL`
+    for a loss) and saves it in checkpoints. An evaluation reads it without
+    moving it.
+
+    A body holds at most one; its op's call yields a scalar named `kl`.
+
+    ```mlir
+    %beta = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    ```
+  }];
+  let arguments = (ins F64Attr:$init, F64Attr:$target, F64Attr:$horizon);
+  let results = (outs F64:$result);
+  let assemblyFormat =
+      "`init` $init `target` $target `horizon` $horizon attr-dict";
+  let hasVerifier = 1;
+}
+
 class RLHF_FnUnaryOp<string mnemonic, string sum> :
     RLHF_FnOp<mnemonic, [SameOperandsAndResultType]> {
   let summary = sum;
