@@ -212,6 +212,31 @@ llvm::ArrayRef<FnPrimitiveSpec> rlhfc::allFnPrimitives() {
   return kFnPrimitives;
 }
 
+const FnPrimitiveSpec &rlhfc::adaptiveKlSpec() {
+  static const FnPrimitiveSpec spec{
+      "adaptive_kl",
+      "(init: number, target: number, horizon: number = 10000) -> number",
+      "a KL coefficient the run adapts (Ziegler et al.'s controller, as "
+      "TRL's and verl's): give it for a number parameter of a function "
+      "whose result `kl` measures the KL, as in `gae(..., kl = "
+      "adaptive_kl(0.05, 0.02))`. After each step `coef *= 1 + clip(kl / "
+      "target - 1, -0.2, 0.2) * N / horizon`, N the call's rows; logged as "
+      "`kl_coef` and saved in checkpoints"};
+  return spec;
+}
+
+llvm::ArrayRef<SettingSpec> rlhfc::adaptiveKlParams() {
+  static const SettingSpec params[] = {
+      {"init", 0, 0, kInf, false, true, "the coefficient of the first step"},
+      {"target", 0, 0, kInf, false, true,
+       "the KL to hold, in the units of the call's `kl`"},
+      {"horizon", 10000, 1, kInf, false, false,
+       "rows over which the coefficient adapts: each step moves it by at "
+       "most 20% of N / horizon"},
+  };
+  return params;
+}
+
 std::string rlhfc::settingDefault(const SettingSpec &s) {
   if (s.required)
     return s.text ? " (required, a string in double quotes)" : " (required)";

@@ -16,11 +16,13 @@ using namespace rlhfc::sema::detail;
 
 std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
                                                  llvm::StringMap<Local> &env) {
-  static const std::vector<std::string> names = {"init", "target", "horizon"};
+  std::vector<std::string> names;
+  for (const SettingSpec &p : adaptiveKlParams())
+    names.push_back(p.name);
   const std::string usage = "'adaptive_kl' takes (init, target, horizon = "
                             "10000): the coefficient to start from, the KL "
                             "to hold, and the rows over which it adapts";
-  double v[3] = {0, 0, 10000};
+  double v[3] = {0, 0, adaptiveKlParams()[2].fallback};
   bool given[3] = {false, false, false};
   size_t pos = 0;
   for (const Arg &a : call.args) {

@@ -250,6 +250,10 @@ private:
       for (const SettingSpec &s : m->settings)
         if (!given.count(s.name))
           setting(s, index++);
+    } else if (!isMethod && callee == adaptiveKlSpec().name) {
+      for (const SettingSpec &s : adaptiveKlParams())
+        if (!given.count(s.name))
+          setting(s, index++);
     } else if (const ast::FnDecl *f =
                    isMethod ? nullptr : scope.lookupFunction(callee)) {
       for (const ast::FnParam &p : f->params)
@@ -368,6 +372,12 @@ private:
       if (!scope.lookupFunction(b.name))
         add(b.name, mlsp::CompletionItemKind::Function, b.signature,
             std::string("2") + b.name, "", b.summary);
+    // An argument of a call may be an adaptive KL coefficient.
+    if (openParen(text, offset)) {
+      const FnPrimitiveSpec &kl = adaptiveKlSpec();
+      add(kl.name, mlsp::CompletionItemKind::Function, kl.signature,
+          std::string("2") + kl.name, std::string(kl.name) + "(", kl.summary);
+    }
     functions();
   }
 

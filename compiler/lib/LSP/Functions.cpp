@@ -221,7 +221,11 @@ void rlhfc::lsp::functionHover(Document &doc, const Occurrence &o,
   case Kind::Function:
     return declHover(doc, o, os);
   case Kind::Primitive:
-    if (const FnPrimitiveSpec *p = lookupFnPrimitive(o.name))
+    if (o.name == adaptiveKlSpec().name)
+      os << "**" << o.name << "** `" << o.name << adaptiveKlSpec().signature
+         << "`\n\n"
+         << adaptiveKlSpec().summary;
+    else if (const FnPrimitiveSpec *p = lookupFnPrimitive(o.name))
       os << "**primitive** `" << p->name << p->signature << "`\n\n"
          << p->summary;
     return;

@@ -267,6 +267,8 @@ private:
         o->fn = f;
     } else if (isName && lookupBuiltin(callee.text)) {
       o = add(Kind::Builtin, callee.loc, callee.text);
+    } else if (isName && callee.text == adaptiveKlSpec().name) {
+      add(Kind::Primitive, callee.loc, callee.text);
     } else {
       expr(callee);
     }

@@ -64,6 +64,13 @@ struct FnPrimitiveSpec {
   const char *summary;
 };
 
+/// `adaptive_kl(init, target, horizon = 10000)`, a KL coefficient the run
+/// adapts: only a number argument of a function's call may be one
+/// (lang/README.md §6.7).
+const FnPrimitiveSpec &adaptiveKlSpec();
+/// Its parameters in order; the first two are required.
+llvm::ArrayRef<SettingSpec> adaptiveKlParams();
+
 const BuiltinSpec *lookupBuiltin(llvm::StringRef name);
 const FnPrimitiveSpec *lookupFnPrimitive(llvm::StringRef name);
 llvm::ArrayRef<FnPrimitiveSpec> allFnPrimitives();
