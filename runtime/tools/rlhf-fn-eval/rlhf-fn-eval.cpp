@@ -12,7 +12,9 @@
 //               "masks": [...null or a [N, S-1] 0/1 list per input...],
 //               "pad": 0,
 //               "model": {"I": logits [N, S, V] or values [N, S] for the
-//                         token input I, for a loss}}
+//                         token input I, for a loss},
+//               "kl_coef": the value of its adaptive_kl (default: its
+//                          initial value)}
 // Prints the outputs as one JSON object: {"advantages": [...], ...}.
 //
 //===----------------------------------------------------------------------===//
@@ -43,7 +45,9 @@ const char *kUsage =
     "            function call, separated by blank lines\n"
     "  --fn NAME the program of the function NAME (default: the only one)\n"
     "  INPUTS    {\"inputs\": [...], \"masks\": [...], \"pad\": 0, "
-    "\"model\": {...}}\n"
+    "\"model\": {...},\n"
+    "             \"kl_coef\": x (an adaptive_kl's value; default its "
+    "init)}\n"
     "Prints the function's outputs as JSON.\n";
 
 /// `path`'s text; "-" is stdin.
@@ -200,6 +204,15 @@ int main(int argc, char **argv) {
     }
     FnInputs x;
     x.pad = in.value("pad", 0);
+    if (in.contains("kl_coef")) {
+      if (!in["kl_coef"].is_number())
+        throw Error("\"kl_coef\" must be a number, the value of the "
+                    "function's adaptive_kl");
+      if (!f.klControl())
+        throw Error("'" + f.name() +
+                    "' has no adaptive_kl for \"kl_coef\" to set");
+      x.klCoef = in["kl_coef"].get<double>();
+    }
     const json &ins = in.at("inputs");
     if (int64_t(ins.size()) != f.numInputs())
       throw Error("'" + f.name() + "' takes " + std::to_string(f.numInputs()) +
