@@ -47,6 +47,10 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "                   weights exactly)\n"
       "  --data NAME=PATH read dataset NAME from PATH instead\n"
       "  --quiet          no per-step progress lines\n"
+      "  --log-samples N  every N steps write the step's generations,\n"
+      "                   decoded, with their rewards, to\n"
+      "                   OUT/samples/step-S.jsonl, and each evaluation's\n"
+      "                   to OUT/samples/eval-S.jsonl\n"
       "  --trace FILE     write what each rank ran (calls, reallocations,\n"
       "                   transfers, host functions) as a Chrome trace,\n"
       "                   extended as each step ends; open it in Perfetto\n"
@@ -111,6 +115,7 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       {"data", required_argument, nullptr, 'd'},
       {"quiet", no_argument, nullptr, 'q'},
       {"trace", required_argument, nullptr, 't'},
+      {"log-samples", required_argument, nullptr, 'l'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'v'},
       {nullptr, 0, nullptr, 0}};
@@ -159,6 +164,17 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     case 'q':
       p->quiet = true;
       break;
+    case 'l': {
+      char *end = nullptr;
+      errno = 0;
+      long long n = std::strtoll(optarg, &end, 10);
+      if (!end || *end || n < 1 || errno == ERANGE)
+        die(p, std::string("--log-samples needs a number of steps, 1 or "
+                           "more, got '") +
+                   optarg + "'");
+      p->samples.interval = n;
+      break;
+    }
     case 't':
       p->tracePath = optarg;
       break;
@@ -395,6 +411,7 @@ void rlhf_step_begin(rlhf_prog *p, int64_t step) {
   p->stepStart = Clock::now();
   p->metricCursor = 0;
   p->filter.rounds.clear();
+  p->samples.seq = p->samples.score = nullptr;
   // Before the run's first step; later ones run at the end of a step.
   guarded(p, "eval", [&] {
     evaluateIfDue(p, step);
@@ -463,6 +480,9 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
       p->trace->flush(*p->world);
     // Before the checkpoint, which saves the coefficients for the next step.
     updateKlCoefs(p, all);
+    if (p->samples.interval > 0 && (step + 1) % p->samples.interval == 0)
+      writeSamples(p, "step-" + std::to_string(step + 1) + ".jsonl", step + 1,
+                   0, -1);
     if (p->saveInterval > 0 &&
         ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
       saveAll(p, step);

@@ -123,6 +123,7 @@ rlhf_value *rlhf::exec::generatedValue(rlhf_prog *p, const GeneratedBatch &b,
   std::map<std::string, rlhf_value *> f;
   f["prompt"] = tensorValue(p, b.prompts, at::Tensor(), b.rows, l);
   f["seq"] = tensorValue(p, b.seq, b.mask, b.rows, l);
+  noteGenerated(p, f["seq"]);
   f["logprobs"] = tensorValue(p, b.logprobs, b.mask, b.rows, l);
   f["mask"] = tensorValue(p, b.mask, b.mask, b.rows, l);
   return recordValue(p, std::move(f));

@@ -284,6 +284,9 @@ rlhf_value *rlhf_inference(rlhf_prog *p, int64_t mi, rlhf_value *seqV,
           tensorValue(p, out, mask, seqV->rows, l);
       if (value) {
         f["score"] = tensorValue(p, score, at::Tensor(), seqV->rows, l);
+        // A frozen value head scores samples: a reward model.
+        if (!m.trainable)
+          noteReward(p, f["score"], false);
         // A reward model's mean score is the run's reward curve (a critic's
         // is its mean value estimate).
         p->record("score/" + m.name,
@@ -332,6 +335,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
         rlhf_value *v =
             tensorValue(p, score, at::Tensor(), x[0]->rows, std::nullopt);
         v->predictions = std::move(predictions);
+        noteReward(p, v, true);
         return recordValue(p, {{"score", v}});
       }
       case RLHF_COMPUTE_SCRIPT_REWARD:

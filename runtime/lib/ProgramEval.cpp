@@ -63,8 +63,13 @@ void rlhf::exec::evaluateIfDue(rlhf_prog *p, int64_t done) {
     // Samples drawn apart from every training step's (those seed by steps
     // >= 0), and the same for this evaluation in a resumed run.
     ev.seedStep = -1 - (done * batches + b);
+    p->samples.seq = p->samples.score = nullptr;
     ev.body(p, b);
     ev.seedStep.reset();
+    // Each prompt's samples are consecutive rows; the wrapped prompts'
+    // count for nothing.
+    writeSamples(p, "eval-" + std::to_string(done) + ".jsonl", done,
+                 b * d.batch * ev.samples, ev.realRows * ev.samples);
     // The calls' own metrics (times, training's reward) belong to no step.
     p->metricCursor = 0;
     p->values.clear();

@@ -323,6 +323,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
     fs::remove_all(ckpts, ec);
     fs::remove(metricsFile, ec);
     fs::remove(fs::path(p->outDir) / "eval.jsonl", ec);
+    fs::remove_all(fs::path(p->outDir) / "samples", ec);
   }
 
   if (p->rank == 0) {

@@ -138,6 +138,7 @@ rlhf_value *rlhf::exec::scriptReward(rlhf_prog *p, rlhf_value *answerIn,
   }
   p->world->broadcast(score, 0);
   p->record("reward", score.mean().item<double>(), true);
-  return recordValue(
-      p, {{"score", tensorValue(p, score, at::Tensor(), N, std::nullopt)}});
+  rlhf_value *v = tensorValue(p, score, at::Tensor(), N, std::nullopt);
+  noteReward(p, v, true);
+  return recordValue(p, {{"score", v}});
 }

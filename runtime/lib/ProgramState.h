@@ -293,6 +293,7 @@ struct rlhf_prog {
   FilterState filter;
   EvalState eval;
   KlState kl;
+  SampleLog samples;
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
   Clock::time_point stepStart, runStart;
@@ -545,6 +546,17 @@ rlhf_value *trainCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
 void evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss, int64_t nin,
                   rlhf_value *const *ins, const int64_t *lay,
                   int64_t minibatches, const char *settings, const char *label);
+
+/// --log-samples: a generation's `seq`, the first of the step is kept.
+void noteGenerated(rlhf_prog *p, rlhf_value *seq);
+/// --log-samples: a reward of the kept generation's rows: a host reward
+/// (`host`) or a frozen reward model's score.
+void noteReward(rlhf_prog *p, rlhf_value *score, bool host);
+/// --log-samples: appends the kept generation, decoded, with its reward
+/// (rows from `firstRow` on, the first `rows` of them, all when negative)
+/// to OUT/samples/FILE, and forgets it. Collective: every rank calls it.
+void writeSamples(rlhf_prog *p, const std::string &file, int64_t step,
+                  int64_t firstRow, int64_t rows);
 
 /// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
 /// A call of a step, not an evaluation's, then says with klMeasured where

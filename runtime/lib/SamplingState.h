@@ -4,7 +4,8 @@
 // keeps about sampling across calls and steps. An asynchronous generator's
 // own weights and the samples it made ahead (ProgramAsync.cpp), dynamic
 // sampling's rounds (ProgramFilter.cpp), held-out evaluation's scores
-// (ProgramEval.cpp) and adaptive KL coefficients (ProgramFns.cpp).
+// (ProgramEval.cpp), adaptive KL coefficients (ProgramFns.cpp) and the
+// samples --log-samples writes (ProgramSamples.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,6 +122,15 @@ struct EvalState {
   size_t cursor = 0;
   /// Steps whose evaluation eval.jsonl already holds (a resumed run).
   std::set<int64_t> logged;
+};
+
+/// --log-samples (ProgramSamples.cpp): the step's (or eval batch's) first
+/// generation and its reward, until they are written.
+struct SampleLog {
+  int64_t interval = 0; ///< steps between files; 0: off
+  rlhf_value *seq = nullptr;
+  rlhf_value *score = nullptr;
+  bool hostScore = false; ///< a host reward's, not a reward model's
 };
 
 /// Adaptive KL coefficients (`adaptive_kl`, ProgramFns.cpp), one per call

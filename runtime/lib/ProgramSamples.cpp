@@ -1,0 +1,131 @@
+//===- ProgramSamples.cpp - generated samples, written out to read --------===//
+//
+// `--log-samples N`: every N steps the step's first generation goes to
+// OUT/samples/step-S.jsonl, decoded, with the reward each sample got (as
+// verl's rollout_data_dir). Each evaluation's generations go to
+// OUT/samples/eval-S.jsonl (its validation_data_dir). One JSON object per
+// sample: {"step", "row", "prompt", "response", "score"}. The reward is a
+// host reward's score (exact_match, script_reward) or, without one, a
+// frozen reward model's. The generations are gathered only when a file is
+// written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramState.h"
+
+#include "rlhf/runtime/Files.h"
+
+using namespace rlhf;
+using namespace rlhf::exec;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `ids` as text. What a model may generate but the tokenizer drops shows
+/// too: a bos as <bos>, an id past the tokenizer's vocabulary (a model's
+/// vocabulary may be larger) as <id N>.
+std::string decoded(const TextTokenizer &tok, const std::vector<int64_t> &ids) {
+  std::string out;
+  std::vector<int64_t> run;
+  for (int64_t id : ids) {
+    const bool bos = id == tok.bos();
+    if (!bos && id >= 0 && id < tok.vocabSize()) {
+      run.push_back(id);
+      continue;
+    }
+    out +=
+        tok.decode(run) + (bos ? "<bos>" : "<id " + std::to_string(id) + ">");
+    run.clear();
+  }
+  return out + tok.decode(run);
+}
+
+/// Row `r`'s prompt and response. The prompt is its tokens before the
+/// first generated one, without pad and the leading bos; the response is
+/// its generated tokens up to the first eos, as exact_match reads them.
+std::pair<std::string, std::string> texts(const rlhf_prog *p,
+                                          const at::Tensor &seq,
+                                          const at::Tensor &mask, int64_t r) {
+  const TextTokenizer &tok = *p->tokenizer;
+  const at::Tensor idsRow = seq[r], maskRow = mask[r];
+  auto ids = idsRow.accessor<int64_t, 1>();
+  auto m = maskRow.accessor<int64_t, 1>(); // m[t] marks token t + 1
+  int64_t first = ids.size(0);
+  for (int64_t t = 0; t < m.size(0); ++t)
+    if (m[t] != 0) {
+      first = t + 1;
+      break;
+    }
+  std::vector<int64_t> prompt, response;
+  for (int64_t t = 0; t < first; ++t)
+    if (ids[t] != tok.pad() && !(prompt.empty() && ids[t] == tok.bos()))
+      prompt.push_back(ids[t]);
+  for (int64_t t = first; t < ids.size(0); ++t) {
+    if (m[t - 1] == 0 || ids[t] == tok.pad())
+      continue;
+    if (ids[t] == tok.eos())
+      break;
+    response.push_back(ids[t]);
+  }
+  return {decoded(tok, prompt), decoded(tok, response)};
+}
+
+} // namespace
+
+void rlhf::exec::noteGenerated(rlhf_prog *p, rlhf_value *seq) {
+  if (p->samples.interval > 0 && !p->samples.seq)
+    p->samples.seq = seq;
+}
+
+void rlhf::exec::noteReward(rlhf_prog *p, rlhf_value *score, bool host) {
+  SampleLog &s = p->samples;
+  if (s.interval <= 0 || !s.seq || score->rows != s.seq->rows)
+    return;
+  // A host reward is the reward; a reward model's counts only without one.
+  if (!s.score || (host && !s.hostScore)) {
+    s.score = score;
+    s.hostScore = host;
+  }
+}
+
+void rlhf::exec::writeSamples(rlhf_prog *p, const std::string &file,
+                              int64_t step, int64_t firstRow, int64_t rows) {
+  SampleLog &s = p->samples;
+  rlhf_value *seqV = s.seq, *scoreV = s.score;
+  s.seq = s.score = nullptr;
+  if (s.interval <= 0 || !seqV)
+    return;
+  // Collective: every rank reached here with the same values.
+  rlhf_value *seq = gathered(p, seqV);
+  rlhf_value *score = scoreV ? gathered(p, scoreV) : nullptr;
+  if (p->rank != 0)
+    return;
+  const at::Tensor ids = seq->t.to(at::kCPU).to(at::kLong);
+  const at::Tensor mask =
+      seq->mask.defined()
+          ? seq->mask.to(at::kCPU).to(at::kLong)
+          : at::zeros({ids.size(0), ids.size(1) - 1}, at::kLong);
+  const at::Tensor scores =
+      score ? score->t.to(at::kCPU).to(at::kDouble) : at::Tensor();
+  std::string out;
+  const int64_t n = rows < 0 ? ids.size(0) : std::min(rows, ids.size(0));
+  for (int64_t r = 0; r < n; ++r) {
+    auto [prompt, response] = texts(p, ids, mask, r);
+    nlohmann::ordered_json j;
+    j["step"] = step;
+    j["row"] = firstRow + r;
+    j["prompt"] = prompt;
+    j["response"] = response;
+    if (scores.defined())
+      j["score"] = scores[r].item<double>();
+    // Byte-level tokens may end mid-character: replace, do not throw.
+    out +=
+        j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  const fs::path dir = fs::path(p->outDir) / "samples";
+  fs::create_directories(dir);
+  // A file starts with its first rows: a step redone after --resume
+  // rewrites its file rather than adding to it.
+  writeTextFile((dir / file).string(), out,
+                firstRow == 0 ? std::ios::trunc : std::ios::app);
+}
