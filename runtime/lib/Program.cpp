@@ -439,12 +439,10 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
     std::string line;
     for (int64_t i = 0; i < K; ++i) {
       const Metric &m = p->metrics[size_t(i)];
-      at::Tensor vals = all.select(1, 2 * i), valid = all.select(1, 2 * i + 1);
-      double n = valid.sum().item<double>();
-      if (n == 0)
+      std::optional<double> combined = combinedMetric(all, size_t(i), m.isTime);
+      if (!combined)
         continue;
-      double v = m.isTime ? (vals * valid).max().item<double>()
-                          : (vals * valid).sum().item<double>() / n;
+      const double v = *combined;
       // A key that an earlier call of the step recorded (two exact_match
       // calls, two inferences of one model) goes on as key#2, key#3, ...
       std::string key = m.key;

@@ -137,15 +137,9 @@ void rlhf::exec::updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered) {
       continue;
     auto [slot, rows] = *c.measured;
     c.measured.reset();
-    // The step's logged value: the mean over the ranks that recorded it,
-    // the same arithmetic on the same gathered numbers on every rank.
-    at::Tensor v = gathered.select(1, int64_t(2 * slot)),
-               ok = gathered.select(1, int64_t(2 * slot + 1));
-    const double n = ok.sum().item<double>();
-    if (n == 0)
-      continue;
-    const double kl = (v * ok).sum().item<double>() / n;
-    c.value = c.ctl.next(c.value, kl, rows);
+    // The kl the step logged, which every rank computes alike.
+    if (std::optional<double> kl = combinedMetric(gathered, slot, false))
+      c.value = c.ctl.next(c.value, *kl, rows);
   }
   // A resumed coefficient no call took: its call moved in the file.
   for (const auto &[site, value] : p->kl.resumed)

@@ -558,6 +558,21 @@ void noteReward(rlhf_prog *p, rlhf_value *score, bool host);
 void writeSamples(rlhf_prog *p, const std::string &file, int64_t step,
                   int64_t firstRow, int64_t rows);
 
+/// Metric slot `slot` of a step as every rank gathered them (`gathered`,
+/// [ranks, 2 * slots] value/valid pairs): the mean over the ranks that
+/// recorded it, or none; the slowest rank's for a time. The same numbers
+/// and arithmetic on every rank give every rank the same value.
+inline std::optional<double> combinedMetric(const at::Tensor &gathered,
+                                            size_t slot, bool isTime) {
+  at::Tensor vals = gathered.select(1, int64_t(2 * slot)),
+             valid = gathered.select(1, int64_t(2 * slot + 1));
+  const double n = valid.sum().item<double>();
+  if (n == 0)
+    return std::nullopt;
+  return isTime ? (vals * valid).max().item<double>()
+                : (vals * valid).sum().item<double>() / n;
+}
+
 /// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
 /// A call of a step, not an evaluation's, then says with klMeasured where
 /// its `kl` went.
