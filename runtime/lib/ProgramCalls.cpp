@@ -26,6 +26,18 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   // Rows and groups as the call runs; the weights' layout counts sp as dp.
   Layout l = rowsLayout(lay), w = layoutFrom(lay);
   Settings s(settings);
+  // `frozen_steps = K`: the model stays as it started for K steps (a critic
+  // warms up meanwhile). Every rank skips alike, collectives too.
+  if (double(p->stepIndex) < s.get("frozen_steps", 0.0)) {
+    // Checkpoints hold it still, for --resume to find.
+    modelAt(p, mi).changed = true;
+    // Its record as a call's, of zeros; nothing is logged.
+    std::map<std::string, rlhf_value *> fields;
+    for (size_t k = 0; k < loss.outputNames().size(); ++k)
+      fields[k ? loss.outputNames()[k] : "loss"] = tensorValue(
+          p, at::zeros({}, at::kFloat), at::Tensor(), 1, std::nullopt);
+    return recordValue(p, std::move(fields));
+  }
   TrainOptions o;
   o.loss = &loss;
   o.pad = p->tokenizer->pad();

@@ -94,7 +94,11 @@ const std::vector<MethodSpec> &methods() {
        "a loss such as 'ppo_actor_loss(g, adv)'",
        {{"minibatches", 1, 1, mlir::rlhf::kMaxMinibatches, true, false,
          "optimizer steps per batch"},
-        {"epochs", 1, 1, mlir::rlhf::kMaxEpochs, true}}},
+        {"epochs", 1, 1, mlir::rlhf::kMaxEpochs, true},
+        {"frozen_steps", 0, 0, double(mlir::rlhf::kMaxSteps), true, false,
+         "steps the model stays as it started before it trains: a critic "
+         "warms up before the policy follows it (OpenRLHF's "
+         "freezing_actor_steps, verl's critic_warmup)"}}},
       {"ema",
        Node::Kind::Ema,
        "after training, move this model's weights toward another's: "

@@ -215,12 +215,17 @@ private:
         SmallVector<Value> ins;
         for (const auto &inp : lossNode.inputs)
           ins.push_back(input(inp, loc));
+        // The loss's settings, and the call's own that the runtime reads.
+        NamedAttrList trainSettings(settings(lossNode));
+        if (double frozen = n.attr("frozen_steps", 0); frozen > 0)
+          trainSettings.set("frozen_steps", f64(frozen));
         auto op = b.create<r::TrainStepOp>(
             loc, recordType(n.result), sym(n.model->name),
             b.getStringAttr(fn.name), ins,
             i64(int64_t(n.attr("minibatches", 1))),
-            i64(int64_t(n.attr("epochs", 1))), settings(lossNode), nullptr,
-            nullptr, nullptr, nullptr);
+            i64(int64_t(n.attr("epochs", 1))),
+            trainSettings.getDictionary(&ctx), nullptr, nullptr, nullptr,
+            nullptr);
         buildFnRegion(b, op.getBody(), fn, ValueRange(ins).getTypes());
         place(op, n);
         results[i] = op.getResult();

@@ -130,4 +130,11 @@ void Sema::checkSchedules(const Instance &inst) {
               .attachNote(mlir::Location(inst.loc))
           << "the run is here";
   }
+  // A train call frozen for the whole run never trains.
+  for (const Node &n : inst.nodes)
+    if (n.kind == Node::Kind::Train && n.attr("frozen_steps", 0) >= steps)
+      warning(n.loc, formatv("'{0}' stays frozen for {1} steps, but the run "
+                             "of '{2}' has {3}: this call never trains it",
+                             n.model->name, int64_t(n.attr("frozen_steps", 0)),
+                             inst.algorithm, steps));
 }
