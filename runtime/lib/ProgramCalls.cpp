@@ -347,7 +347,7 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
         rlhf_value *v =
             tensorValue(p, score, at::Tensor(), x[0]->rows, std::nullopt);
         v->predictions = std::move(predictions);
-        noteReward(p, v, true);
+        noteReward(p, v, true, x[1]);
         return recordValue(p, {{"score", v}});
       }
       case RLHF_COMPUTE_SCRIPT_REWARD:

@@ -139,6 +139,6 @@ rlhf_value *rlhf::exec::scriptReward(rlhf_prog *p, rlhf_value *answerIn,
   p->world->broadcast(score, 0);
   p->record("reward", score.mean().item<double>(), true);
   rlhf_value *v = tensorValue(p, score, at::Tensor(), N, std::nullopt);
-  noteReward(p, v, true);
+  noteReward(p, v, true, answerIn);
   return recordValue(p, {{"score", v}});
 }

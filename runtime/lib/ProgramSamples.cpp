@@ -4,7 +4,8 @@
 // OUT/samples/step-S.jsonl, decoded, with the reward each sample got (as
 // verl's rollout_data_dir). Each evaluation's generations go to
 // OUT/samples/eval-S.jsonl (its validation_data_dir). One JSON object per
-// sample: {"step", "row", "prompt", "response", "score"}. The reward is a
+// sample: {"step", "row", "prompt", "response", "answer", "score"}, the
+// answer where a host reward compared the response with one. The reward is a
 // host reward's score (exact_match, script_reward) or, without one, a
 // frozen reward model's. The generations are gathered only when a file is
 // written.
@@ -70,6 +71,21 @@ std::pair<std::string, std::string> texts(const rlhf_prog *p,
   return {decoded(tok, prompt), decoded(tok, response)};
 }
 
+/// Answer row `a`: the dataset's text where the value carries it (as
+/// script_reward reads it), else its token ids decoded.
+std::string answerText(const rlhf_prog *p, const rlhf_value &answer,
+                       int64_t a) {
+  if (answer.examples && size_t(a) < answer.examples->size() &&
+      (*answer.examples)[size_t(a)].count("answer"))
+    return (*answer.examples)[size_t(a)].at("answer");
+  std::vector<int64_t> ids;
+  const at::Tensor row = answer.t[a].to(at::kCPU).to(at::kLong);
+  for (int64_t i = 0; i < row.size(0); ++i)
+    if (const int64_t id = row[i].item<int64_t>(); id != p->tokenizer->pad())
+      ids.push_back(id);
+  return decoded(*p->tokenizer, ids);
+}
+
 } // namespace
 
 void rlhf::exec::noteGenerated(rlhf_prog *p, rlhf_value *seq) {
@@ -77,7 +93,8 @@ void rlhf::exec::noteGenerated(rlhf_prog *p, rlhf_value *seq) {
     p->samples.seq = seq;
 }
 
-void rlhf::exec::noteReward(rlhf_prog *p, rlhf_value *score, bool host) {
+void rlhf::exec::noteReward(rlhf_prog *p, rlhf_value *score, bool host,
+                            rlhf_value *answer) {
   SampleLog &s = p->samples;
   if (s.interval <= 0 || !s.seq || score->rows != s.seq->rows)
     return;
@@ -85,21 +102,29 @@ void rlhf::exec::noteReward(rlhf_prog *p, rlhf_value *score, bool host) {
   if (!s.score || (host && !s.hostScore)) {
     s.score = score;
     s.hostScore = host;
+    s.answer = answer;
   }
 }
 
 void rlhf::exec::writeSamples(rlhf_prog *p, const std::string &file,
                               int64_t step, int64_t firstRow, int64_t rows) {
   SampleLog &s = p->samples;
-  rlhf_value *seqV = s.seq, *scoreV = s.score;
-  s.seq = s.score = nullptr;
+  rlhf_value *seqV = s.seq, *scoreV = s.score, *answerV = s.answer;
+  s.seq = s.score = s.answer = nullptr;
   if (s.interval <= 0 || !seqV)
     return;
   // Collective: every rank reached here with the same values.
   rlhf_value *seq = gathered(p, seqV);
   rlhf_value *score = scoreV ? gathered(p, scoreV) : nullptr;
+  // A dataset column is replicated already, and keeps its rows' text.
+  rlhf_value *answer =
+      answerV && answerV->layout ? gathered(p, answerV) : answerV;
   if (p->rank != 0)
     return;
+  const int64_t perAnswer =
+      answer && answer->rows > 0 && seq->rows % answer->rows == 0
+          ? seq->rows / answer->rows
+          : 0;
   const at::Tensor ids = seq->t.to(at::kCPU).to(at::kLong);
   const at::Tensor mask =
       seq->mask.defined()
@@ -116,6 +141,8 @@ void rlhf::exec::writeSamples(rlhf_prog *p, const std::string &file,
     j["row"] = firstRow + r;
     j["prompt"] = prompt;
     j["response"] = response;
+    if (perAnswer)
+      j["answer"] = answerText(p, *answer, r / perAnswer);
     if (scores.defined())
       j["score"] = scores[r].item<double>();
     // Byte-level tokens may end mid-character: replace, do not throw.

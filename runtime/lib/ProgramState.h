@@ -550,8 +550,10 @@ void evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss, int64_t nin,
 /// --log-samples: a generation's `seq`, the first of the step is kept.
 void noteGenerated(rlhf_prog *p, rlhf_value *seq);
 /// --log-samples: a reward of the kept generation's rows: a host reward
-/// (`host`) or a frozen reward model's score.
-void noteReward(rlhf_prog *p, rlhf_value *score, bool host);
+/// (`host`, which compared them with `answer`, one row per prompt) or a
+/// frozen reward model's score.
+void noteReward(rlhf_prog *p, rlhf_value *score, bool host,
+                rlhf_value *answer = nullptr);
 /// --log-samples: appends the kept generation, decoded, with its reward
 /// (rows from `firstRow` on, the first `rows` of them, all when negative)
 /// to OUT/samples/FILE, and forgets it. Collective: every rank calls it.

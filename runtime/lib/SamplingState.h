@@ -131,6 +131,7 @@ struct SampleLog {
   rlhf_value *seq = nullptr;
   rlhf_value *score = nullptr;
   bool hostScore = false; ///< a host reward's, not a reward model's
+  rlhf_value *answer = nullptr; ///< the answers a host reward compared with
 };
 
 /// Adaptive KL coefficients (`adaptive_kl`, ProgramFns.cpp), one per call

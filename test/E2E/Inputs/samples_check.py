@@ -9,8 +9,9 @@ Each named file has --rows lines, rows 0.. in order, all of one step (the
 number in its name); with --group, each run of G rows shares its prompt.
 The mean of their scores is the metric --mean-of logged at that step
 (metrics.jsonl; eval.jsonl for eval-S files) within 1e-6. With --sums (the
-"a+b=" prompts of examples/data/sums.jsonl, rewarded by exact_match), a
-score is 1 exactly where the response is the sum. The --absent files do
+"a+b=" prompts of examples/data/sums.jsonl, rewarded by exact_match), each
+row's answer is the sum, and its score is 1 exactly where the response is
+the answer. The --absent files do
 not exist. Exits non-zero with a message when a check fails.
 """
 import argparse
@@ -58,7 +59,10 @@ def main():
                 fail("%s row %d's prompt differs from its group's" % (name, i))
             if a.sums:
                 x, y = r["prompt"].rstrip("=").split("+")
-                right = r["response"] == str(int(x) + int(y))
+                if r.get("answer") != str(int(x) + int(y)):
+                    fail("%s row %d: %r has the answer %r" %
+                         (name, i, r["prompt"], r.get("answer")))
+                right = r["response"] == r["answer"]
                 if right != (r["score"] == 1.0):
                     fail("%s row %d: %r -> %r scored %r" %
                          (name, i, r["prompt"], r["response"], r["score"]))
