@@ -15,6 +15,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace rlhf;
 
@@ -55,6 +56,24 @@ struct FnProgram::Eval {
   at::TensorOptions opts;          ///< of float values
   at::Tensor w;                    ///< the rows' weights, or undefined
   int64_t N = 0, T = -1;
+  FnRunning own;         ///< without FnInputs::running: this call's rows
+  std::set<int> counted; ///< values whose rows this call has added
+
+  /// The running moments of value `v`, its rows added once per call.
+  FnMoments moments(int v) {
+    FnRunning &r = in.running ? *in.running : own;
+    if (in.holdRunning) {
+      auto it = r.moments.find(v);
+      FnMoments m = it != r.moments.end() ? it->second : FnMoments();
+      if (m.count == 0)
+        m.add(val[size_t(v)]);
+      return m;
+    }
+    FnMoments &m = r.moments[v];
+    if (counted.insert(v).second)
+      m.add(val[size_t(v)]);
+    return m;
+  }
 
   [[noreturn]] void fail(const Instr &i, const std::string &what) const {
     throw Error(f.describe() + ": line " + std::to_string(i.line) + ": " +
@@ -281,6 +300,12 @@ struct FnProgram::Eval {
       return at::scalar_tensor(i.nums[0], opts);
     case Op::AdaptiveKl:
       return at::scalar_tensor(in.klCoef.value_or(i.nums[0]), opts);
+    case Op::RunningMean:
+    case Op::RunningStd: {
+      const FnMoments m = moments(i.args[0]);
+      return at::scalar_tensor(i.op == Op::RunningMean ? m.mean : m.stdDev(),
+                               opts);
+    }
     case Op::Neg:
       return -a(0);
     case Op::Exp:
@@ -454,6 +479,24 @@ struct FnProgram::Eval {
     return d;
   }
 };
+
+// Chan et al.'s merge of a batch's moments into the running ones.
+void FnMoments::add(const at::Tensor &x) {
+  const at::Tensor d = x.detach().to(at::kCPU).to(at::kDouble).reshape({-1});
+  const double n = double(d.numel());
+  if (n == 0)
+    return;
+  const double mean1 = d.mean().item<double>();
+  const double m21 = (d - mean1).pow(2).sum().item<double>();
+  const double total = count + n, delta = mean1 - mean;
+  mean += delta * n / total;
+  m2 += m21 + delta * delta * count * n / total;
+  count = total;
+}
+
+double FnMoments::stdDev() const {
+  return count > 1 ? std::sqrt(m2 / (count - 1)) : 0.0;
+}
 
 std::vector<double> FnProgram::localDenominators(const FnInputs &in) const {
   at::NoGradGuard ng;

@@ -74,6 +74,8 @@ struct FnProgram::Parser {
         {"input", Op::Input, "I KIND"},
         {"const", Op::Const, "X"},
         {"adaptive_kl", Op::AdaptiveKl, "X X X"},
+        {"running_mean", Op::RunningMean, "%x"},
+        {"running_std", Op::RunningStd, "%x"},
         {"neg", Op::Neg, "%x"},
         {"exp", Op::Exp, "%x"},
         {"log", Op::Log, "%x"},
@@ -335,6 +337,15 @@ struct FnProgram::Parser {
     case Op::Const:
       in.kind = FnKind::Scalar;
       break;
+    case Op::RunningMean:
+    case Op::RunningStd:
+      if (loss)
+        fail("'" + op +
+             "' keeps statistics across calls, which only a host "
+             "function may do; compute them before the train call");
+      need(in, 0, FnKind::PerSeq);
+      in.kind = FnKind::Scalar;
+      break;
     case Op::AdaptiveKl: {
       if (f.klCtl)
         fail("a second 'adaptive_kl'; a function adapts one KL coefficient");
@@ -545,6 +556,13 @@ int FnProgram::outputIndex(std::string_view name) const {
     if (outNames[i] == name)
       return int(i);
   return -1;
+}
+
+bool FnProgram::keepsMoments() const {
+  for (const Instr &in : code)
+    if (in.op == Op::RunningMean || in.op == Op::RunningStd)
+      return true;
+  return false;
 }
 
 double FnKlControl::next(double coef, double kl, int64_t rows) const {

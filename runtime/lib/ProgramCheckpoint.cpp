@@ -91,10 +91,8 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
       for (const DatasetState &d : p->datasets)
         if (d.skipped != 0)
           prog["skipped_rows"][d.name] = d.skipped;
-      // Adaptive KL coefficients as they stand for the next step (json
-      // writes a double so that it reads back the same).
-      for (const auto &[site, c] : p->kl.coefs)
-        prog["kl_coef"][site] = c.value;
+      // What functions keep, as it stands for the next step.
+      prog.update(fnStateJson(p));
       writeTextFile((dir / "program.json").string(), prog.dump(2) + "\n");
     }
     p->world->barrier();

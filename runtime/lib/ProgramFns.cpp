@@ -109,15 +109,63 @@ void checkFinite(rlhf_prog *p, const FnProgram &f, const FnInputs &in,
 
 } // namespace
 
+FnRunning *rlhf::exec::runningAt(rlhf_prog *p, const FnProgram &f) {
+  if (!f.keepsMoments())
+    return nullptr;
+  auto [it, fresh] = p->fnState.running.try_emplace(f.describe());
+  if (fresh) {
+    auto r = p->fnState.resumedRunning.find(it->first);
+    if (r != p->fnState.resumedRunning.end())
+      it->second = r->second;
+  }
+  return &it->second;
+}
+
+nlohmann::json rlhf::exec::fnStateJson(const rlhf_prog *p) {
+  // json writes a double so that it reads back the same.
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto &[site, c] : p->fnState.coefs)
+    j["kl_coef"][site] = c.value;
+  for (const auto &[site, r] : p->fnState.running)
+    for (const auto &[v, m] : r.moments)
+      j["running_moments"][site]["%" + std::to_string(v)] = {m.count, m.mean,
+                                                             m.m2};
+  return j;
+}
+
+void rlhf::exec::restoreFnState(rlhf_prog *p, const nlohmann::json &j) {
+  if (!j.is_object())
+    return;
+  if (j.contains("kl_coef") && j["kl_coef"].is_object())
+    for (auto &[site, v] : j["kl_coef"].items())
+      if (v.is_number())
+        p->fnState.resumedCoefs[site] = v.get<double>();
+  if (j.contains("running_moments") && j["running_moments"].is_object())
+    for (auto &[site, values] : j["running_moments"].items()) {
+      if (!values.is_object())
+        continue;
+      for (auto &[v, m] : values.items()) {
+        // "%ID": [count, mean, m2]
+        if (v.size() < 2 || v[0] != '%' || !m.is_array() || m.size() != 3 ||
+            !m[0].is_number() || !m[1].is_number() || !m[2].is_number())
+          continue;
+        const int id = std::atoi(v.c_str() + 1);
+        if (id >= 0)
+          p->fnState.resumedRunning[site].moments[id] = {
+              m[0].get<double>(), m[1].get<double>(), m[2].get<double>()};
+      }
+    }
+}
+
 std::optional<double> rlhf::exec::klCoefAt(rlhf_prog *p, const FnProgram &f) {
   if (!f.klControl())
     return std::nullopt;
-  auto [it, fresh] = p->kl.coefs.try_emplace(f.describe());
+  auto [it, fresh] = p->fnState.coefs.try_emplace(f.describe());
   if (fresh) {
     it->second.ctl = *f.klControl();
-    auto r = p->kl.resumed.find(it->first);
+    auto r = p->fnState.resumedCoefs.find(it->first);
     it->second.value =
-        r != p->kl.resumed.end() ? r->second : f.klControl()->init;
+        r != p->fnState.resumedCoefs.end() ? r->second : f.klControl()->init;
   }
   return it->second.value;
 }
@@ -127,12 +175,12 @@ void rlhf::exec::klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot,
   // An evaluation measures with the coefficient but does not move it.
   if (!f.klControl() || p->eval.seedStep)
     return;
-  p->kl.coefs.at(f.describe()).measured = std::make_pair(slot, rows);
+  p->fnState.coefs.at(f.describe()).measured = std::make_pair(slot, rows);
 }
 
 void rlhf::exec::updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered) {
-  for (auto &site : p->kl.coefs) {
-    KlState::Coef &c = site.second;
+  for (auto &site : p->fnState.coefs) {
+    FnState::Coef &c = site.second;
     if (!c.measured)
       continue;
     auto [slot, rows] = *c.measured;
@@ -141,16 +189,25 @@ void rlhf::exec::updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered) {
     if (std::optional<double> kl = combinedMetric(gathered, slot, false))
       c.value = c.ctl.next(c.value, *kl, rows);
   }
-  // A resumed coefficient no call took: its call moved in the file.
-  for (const auto &[site, value] : p->kl.resumed)
-    if (!p->kl.coefs.count(site) && p->rank == 0)
+  // A resumed coefficient or statistic no call took: its call moved in
+  // the file.
+  for (const auto &[site, value] : p->fnState.resumedCoefs)
+    if (!p->fnState.coefs.count(site) && p->rank == 0)
       std::fprintf(stderr,
                    "%s: warning: --resume: the checkpoint's adaptive KL "
                    "coefficient %.6g of %s matches no call of this step; "
                    "the program's adaptive_kl calls start from their initial "
                    "values\n",
                    p->name.c_str(), value, site.c_str());
-  p->kl.resumed.clear();
+  for (const auto &[site, r] : p->fnState.resumedRunning)
+    if (!p->fnState.running.count(site) && p->rank == 0)
+      std::fprintf(stderr,
+                   "%s: warning: --resume: the checkpoint's running moments "
+                   "of %s match no call of this step; the program's "
+                   "running_mean and running_std start afresh\n",
+                   p->name.c_str(), site.c_str());
+  p->fnState.resumedCoefs.clear();
+  p->fnState.resumedRunning.clear();
 }
 
 extern "C" {
@@ -182,6 +239,9 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
           mask = v->mask;
       }
       in.klCoef = klCoefAt(p, f);
+      in.running = runningAt(p, f);
+      // An evaluation reads the run's statistics without adding to them.
+      in.holdRunning = p->eval.seedStep.has_value();
       if (in.klCoef)
         p->record("kl_coef", *in.klCoef, true);
       std::vector<at::Tensor> out = f.evaluate(in);

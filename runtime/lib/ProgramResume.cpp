@@ -57,9 +57,9 @@ void lockOutDir(const std::string &outDir) {
   // The descriptor stays open: closing it would release the lock.
 }
 
-/// Every rank takes rank 0's `text`, the checkpoint's adaptive KL
-/// coefficients by call site, for their calls' first use.
-void restoreKlCoefs(rlhf_prog *p, const std::string &text) {
+/// Every rank takes rank 0's `text`, what the checkpoint's functions kept
+/// (adaptive KL coefficients, running moments), for their calls' first use.
+void broadcastFnState(rlhf_prog *p, const std::string &text) {
   at::Tensor n = at::tensor({int64_t(text.size())}, at::kLong);
   p->world->broadcast(n, 0);
   if (n.item<int64_t>() == 0)
@@ -74,12 +74,7 @@ void restoreKlCoefs(rlhf_prog *p, const std::string &text) {
   auto r = bytes.accessor<int64_t, 1>();
   for (int64_t i = 0; i < bytes.numel(); ++i)
     got.push_back(char(r[i]));
-  nlohmann::json j = nlohmann::json::parse(got, nullptr, false);
-  if (!j.is_object())
-    return;
-  for (auto &[site, v] : j.items())
-    if (v.is_number())
-      p->kl.resumed[site] = v.get<double>();
+  restoreFnState(p, nlohmann::json::parse(got, nullptr, false));
 }
 
 } // namespace
@@ -162,7 +157,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   at::Tensor saved = at::zeros({int64_t(p->models.size())}, at::kLong);
   // Batches dynamic sampling drew ahead of the steps, per dataset.
   at::Tensor skipped = at::zeros({int64_t(p->datasets.size())}, at::kLong);
-  std::string klCoefs; // program.json's "kl_coef" object, as text
+  std::string fnState; // program.json's functions' state, as text
   if (resumed >= 0 && p->rank == 0) {
     const fs::path dir = checkpointDir(p, resumed);
     auto listing = [](const fs::path &d) {
@@ -222,9 +217,13 @@ void rlhf::exec::openRun(rlhf_prog *p) {
               skipped[int64_t(i)] = wrote[key].value(d.name, int64_t(0)) *
                                     (key == "skipped" ? d.batch : 1);
           }
-      if (!wrote.is_discarded() && wrote.is_object() &&
-          wrote.contains("kl_coef") && wrote["kl_coef"].is_object())
-        klCoefs = wrote["kl_coef"].dump();
+      if (!wrote.is_discarded() && wrote.is_object()) {
+        nlohmann::json state = nlohmann::json::object();
+        for (const char *key : {"kl_coef", "running_moments"})
+          if (wrote.contains(key))
+            state[key] = wrote[key];
+        fnState = state.dump();
+      }
       if (!wrote.is_discarded() && wrote.is_object() &&
           wrote.value("program", p->name) != p->name)
         std::fprintf(stderr,
@@ -247,7 +246,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   }
   p->world->broadcast(saved, 0);
   p->world->broadcast(skipped, 0);
-  restoreKlCoefs(p, klCoefs);
+  broadcastFnState(p, fnState);
   for (size_t i = 0; i < p->datasets.size(); ++i)
     p->datasets[i].skipped = skipped[int64_t(i)].item<int64_t>();
   for (size_t i = 0; i < p->models.size(); ++i) {

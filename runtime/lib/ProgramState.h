@@ -292,7 +292,7 @@ struct rlhf_prog {
   std::deque<rlhf_value> values; ///< this step's values
   FilterState filter;
   EvalState eval;
-  KlState kl;
+  FnState fnState;
   SampleLog samples;
   std::vector<Metric> metrics;
   size_t metricCursor = 0;
@@ -574,6 +574,15 @@ inline std::optional<double> combinedMetric(const at::Tensor &gathered,
   return isTime ? (vals * valid).max().item<double>()
                 : (vals * valid).sum().item<double>() / n;
 }
+
+/// The running moments of `f`'s call site (null for a function without
+/// running_mean or running_std).
+FnRunning *runningAt(rlhf_prog *p, const FnProgram &f);
+
+/// program.json's record of what functions keep across steps, and taking
+/// it back on --resume (before the first call).
+nlohmann::json fnStateJson(const rlhf_prog *p);
+void restoreFnState(rlhf_prog *p, const nlohmann::json &j);
 
 /// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
 /// A call of a step, not an evaluation's, then says with klMeasured where

@@ -4,8 +4,8 @@
 // keeps about sampling across calls and steps. An asynchronous generator's
 // own weights and the samples it made ahead (ProgramAsync.cpp), dynamic
 // sampling's rounds (ProgramFilter.cpp), held-out evaluation's scores
-// (ProgramEval.cpp), adaptive KL coefficients (ProgramFns.cpp) and the
-// samples --log-samples writes (ProgramSamples.cpp).
+// (ProgramEval.cpp), what functions keep across steps (ProgramFns.cpp) and
+// the samples --log-samples writes (ProgramSamples.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,10 +134,13 @@ struct SampleLog {
   rlhf_value *answer = nullptr; ///< the answers a host reward compared with
 };
 
-/// Adaptive KL coefficients (`adaptive_kl`, ProgramFns.cpp), one per call
-/// site, by FnProgram::describe(). Every rank holds the same values: they
-/// move at the end of a step, by metrics every rank has gathered.
-struct KlState {
+/// What functions written in the language keep across steps
+/// (ProgramFns.cpp): adaptive KL coefficients and running moments, one set
+/// per call site, by FnProgram::describe(). Every rank holds the same: host
+/// functions see the same rows on every rank, and a coefficient moves at
+/// the end of a step by metrics every rank has gathered. Checkpoints save
+/// them in program.json.
+struct FnState {
   struct Coef {
     FnKlControl ctl;
     double value = 0;
@@ -145,8 +148,10 @@ struct KlState {
     std::optional<std::pair<size_t, int64_t>> measured;
   };
   std::map<std::string, Coef> coefs;
-  /// A resumed run's values, taken by each call site at its first call.
-  std::map<std::string, double> resumed;
+  std::map<std::string, FnRunning> running;
+  /// A resumed run's, taken by each call site at its first call.
+  std::map<std::string, double> resumedCoefs;
+  std::map<std::string, FnRunning> resumedRunning;
 };
 
 } // namespace rlhf::exec

@@ -218,3 +218,33 @@ func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
   } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
   return
 }
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // expected-error @+1 {{keeps a mean or a standard deviation, not a var}}
+    %v = rlhf.running_moment var %x : tensor<?xf32> -> f64
+    %b = rlhf.splat %v like %x : tensor<?xf32>
+    rlhf.yield %b : tensor<?xf32>
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
+  return
+}
+
+// -----
+
+rlhf.model @actor <name = "tiny", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 128, vocab = 256, max_seq = 64, tie_embeddings = false> head lm trainable
+func.func @f(%t: tensor<8x16xi32, #rlhf.kind<tokens>>, %a: tensor<8xf32, #rlhf.kind<advantages>>) {
+  %s = rlhf.train_step @actor fn "l"(%t, %a) minibatches 1 epochs 1 settings {} body {
+  ^bb0(%x: tensor<?x?xi32>, %y: tensor<?xf32>):
+    // expected-error @+1 {{keeps statistics across calls, so it belongs in the body of an rlhf.compute (a host function), not a loss}}
+    %sd = rlhf.running_moment std %y : tensor<?xf32> -> f64
+    %lp = rlhf.model_output logprobs %x : tensor<?x?xi32> -> tensor<?x?xf32>
+    %m = rlhf.mask_of %x : tensor<?x?xi32> -> tensor<?x?xf32>
+    %l = rlhf.reduce token mean %lp, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    %o = arith.mulf %l, %sd : f64
+    rlhf.yield %o : f64
+  } : tensor<8x16xi32, #rlhf.kind<tokens>>, tensor<8xf32, #rlhf.kind<advantages>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  return
+}

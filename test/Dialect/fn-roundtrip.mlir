@@ -69,3 +69,21 @@ func.func @adaptive(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #
   } : (tensor<8xf32, #rlhf.kind<score>>, tensor<8x16xf32, #rlhf.kind<logprobs>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
   return
 }
+
+// Statistics a host function keeps across calls.
+// CHECK-LABEL: func.func @running
+func.func @running(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "scaled"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // CHECK: rlhf.running_moment mean %{{.*}} : tensor<?xf32> -> f64
+    %m = rlhf.running_moment mean %x : tensor<?xf32> -> f64
+    // CHECK: rlhf.running_moment std %{{.*}} : tensor<?xf32> -> f64
+    %sd = rlhf.running_moment std %x : tensor<?xf32> -> f64
+    %ms = rlhf.splat %m like %x : tensor<?xf32>
+    %ss = rlhf.splat %sd like %x : tensor<?xf32>
+    %c = arith.subf %x, %ms : tensor<?xf32>
+    %o = arith.divf %c, %ss : tensor<?xf32>
+    rlhf.yield %o : tensor<?xf32>
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>>
+  return
+}

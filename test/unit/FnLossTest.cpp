@@ -1,8 +1,9 @@
-//===- FnLossTest.cpp - fn code: losses and adaptive KL -------------------===//
+//===- FnLossTest.cpp - fn code: losses and state across calls ------------===//
 //
 // Losses on a stand-in model (rlhf/runtime/FnProgram.h): gradients,
-// denominators and model outputs; and `adaptive_kl`, the coefficient the
-// run adapts, with its controller.
+// denominators and model outputs; and what functions keep across calls:
+// `adaptive_kl`, the coefficient the run adapts, with its controller, and
+// running moments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -279,6 +280,76 @@ TEST(FnKlControl, ProportionalUpdate) {
   // No measure holds it.
   EXPECT_EQ(c.next(0.1, std::nan(""), 100), 0.1);
   EXPECT_EQ(c.next(0.1, INFINITY, 100), 0.1);
+}
+
+//===----------------------------------------------------------------------===//
+// running_mean, running_std
+//===----------------------------------------------------------------------===//
+
+// Chan et al.'s merge gives the moments of all rows, batch by batch.
+TEST(FnRunning, MomentsMergeBatches) {
+  FnMoments m;
+  EXPECT_EQ(m.stdDev(), 0);
+  m.add(at::tensor({1.0f}));
+  EXPECT_EQ(m.mean, 1);
+  EXPECT_EQ(m.stdDev(), 0); // one row: no spread yet
+  m.add(at::tensor({2.0f, 3.0f, 6.0f}));
+  m.add(at::tensor({-4.0f, 10.0f}));
+  const at::Tensor all =
+      at::tensor({1.0, 2.0, 3.0, 6.0, -4.0, 10.0}, at::kDouble);
+  EXPECT_EQ(m.count, 6);
+  EXPECT_NEAR(m.mean, all.mean().item<double>(), 1e-12);
+  EXPECT_NEAR(m.stdDev(), all.std().item<double>(), 1e-12); // over n - 1
+}
+
+TEST(FnRunning, StateAcrossCallsAndHeldInEvaluation) {
+  FnProgram p = FnProgram::parse(program(
+      "host", {"%0 = input 0 f1", "%1 = running_mean %0", "%2 = running_std %0",
+               "%3 = sub %0 %1", "out score %3", "out m %1", "out s %2"}));
+  EXPECT_TRUE(p.keepsMoments());
+  auto call = [&](at::Tensor x, FnRunning *state, bool hold = false) {
+    FnInputs in{{x}, {at::Tensor()}, 0};
+    in.running = state;
+    in.holdRunning = hold;
+    std::vector<at::Tensor> out = p.evaluate(in);
+    return std::make_pair(out[1].item<double>(), out[2].item<double>());
+  };
+  const at::Tensor a = at::tensor({1.0f, 2.0f}), b = at::tensor({6.0f, 7.0f});
+  // Without a state, the call's rows alone.
+  EXPECT_FLOAT_EQ(call(b, nullptr).first, 6.5f);
+  FnRunning state;
+  // An evaluation before any call reads its own rows, and keeps nothing.
+  EXPECT_FLOAT_EQ(call(a, &state, true).first, 1.5f);
+  EXPECT_TRUE(state.moments.empty());
+  EXPECT_FLOAT_EQ(call(a, &state).first, 1.5f);
+  // Both ops follow one value: its rows count once per call.
+  auto [mean, sd] = call(b, &state);
+  EXPECT_EQ(state.moments.at(0).count, 4);
+  EXPECT_FLOAT_EQ(mean, 4.0f);
+  EXPECT_FLOAT_EQ(
+      sd,
+      float(
+          at::tensor({1.0, 2.0, 6.0, 7.0}, at::kDouble).std().item<double>()));
+  // An evaluation reads the run's moments and adds nothing.
+  EXPECT_FLOAT_EQ(call(at::tensor({100.0f}), &state, true).first, 4.0f);
+  EXPECT_EQ(state.moments.at(0).count, 4);
+}
+
+TEST(FnRunning, VerifierRules) {
+  EXPECT_FALSE(
+      FnProgram::parse(program("host", {"%0 = input 0 f1", "out x %0"}))
+          .keepsMoments());
+  expectRejected({
+      {program("loss",
+               {"%0 = input 0 tok", "%1 = input 1 f1", "%2 = running_mean %1",
+                "%3 = logprobs %0", "%4 = mask_of %0", "%5 = token_mean %3 %4",
+                "%6 = mul %2 %5", "out loss %6"}),
+       "fn 'f': line 4: 'running_mean' keeps statistics across calls, which "
+       "only a host function may do; compute them before the train call"},
+      {program("host", {"%0 = input 0 f2", "%1 = running_std %0", "out s %1"}),
+       "fn 'f': line 3: 'running_std' needs rank 1 for operand 1, %0 (rank "
+       "2) is not"},
+  });
 }
 
 } // namespace

@@ -201,6 +201,13 @@ const FnPrimitiveSpec kFnPrimitives[] = {
      "the variance over every masked token of the batch"},
     {"token_std", "(x: [N, S], mask: [N, S], correction = 1) -> []",
      "the standard deviation over every masked token of the batch"},
+    {"running_mean", "(x: [N]) -> []",
+     "the mean of every row of x this call has seen over the run, this "
+     "batch's included (host functions; saved in checkpoints)"},
+    {"running_std", "(x: [N]) -> []",
+     "the standard deviation (over count - 1) of every row of x this call "
+     "has seen over the run, this batch's included: TRL's score scaling "
+     "(host functions; saved in checkpoints)"},
 };
 
 } // namespace

@@ -215,7 +215,8 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
   const FnPrimitiveSpec &spec = *lookupFnPrimitive(name);
   std::string what = "'" + name.str() + "'";
   // Positional arguments, plus `correction` by name for variances.
-  bool spread = name.ends_with("_var") || name.ends_with("_std");
+  bool spread = (name.ends_with("_var") || name.ends_with("_std")) &&
+                !name.starts_with("running_");
   size_t arity =
       name == "where" || name == "clamp" || name == "discounted_cumsum" ? 3
       : name.starts_with("seq_") || name.starts_with("token_") ||
@@ -275,6 +276,25 @@ std::optional<FnVal> FnEval::primitive(const Expr &e, StringRef name) {
   for (StringRef over : {"seq", "group", "batch", "token"})
     if (name.starts_with(over.str() + "_"))
       return reduction(e, over, name.drop_front(over.size() + 1), args, corr);
+  if (name.starts_with("running_")) {
+    const FnVal &x = args[0];
+    if (loss) {
+      fail(e.loc, what + " keeps statistics across calls, which only a host "
+                         "function may do; compute them in a host function "
+                         "before the train call");
+      return std::nullopt;
+    }
+    if (x.rank != FnRank::Seq) {
+      fail(e.args[0].loc, what +
+                              " follows per-sequence values [N] over the "
+                              "run, but got " +
+                              shapeText(x));
+      return std::nullopt;
+    }
+    FnVal v;
+    v.id = emit(name, {x.id}, FnRank::Scalar, e.loc);
+    return v;
+  }
 
   FnVal v;
   auto combine = [&](std::initializer_list<const FnVal *> vs) {

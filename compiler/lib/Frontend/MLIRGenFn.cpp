@@ -78,6 +78,11 @@ private:
     StringRef name = op.op;
     if (name == "const")
       return b.create<arith::ConstantOp>(loc, b.getF64FloatAttr(op.number));
+    if (name == "running_mean" || name == "running_std")
+      return b.create<r::RunningMomentOp>(
+          loc, b.getF64Type(),
+          name == "running_mean" ? r::ReduceStat::mean : r::ReduceStat::std,
+          arg(op, 0));
     if (name == "adaptive_kl")
       return b.create<r::AdaptiveKlOp>(loc, b.getF64FloatAttr(op.kl.init),
                                        b.getF64FloatAttr(op.kl.target),

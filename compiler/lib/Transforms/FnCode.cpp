@@ -127,6 +127,12 @@ private:
     };
     return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
         .Case([&](arith::ConstantOp c) { return constant(c); })
+        .Case([&](r::RunningMomentOp m) {
+          def(m, (m.getStat() == r::ReduceStat::mean ? "running_mean "
+                                                     : "running_std ") +
+                     ref(m.getInput()));
+          return success();
+        })
         .Case([&](r::AdaptiveKlOp k) {
           def(k, "adaptive_kl " + num(k.getInit().convertToDouble()) + " " +
                      num(k.getTarget().convertToDouble()) + " " +

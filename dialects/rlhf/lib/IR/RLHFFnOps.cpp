@@ -195,6 +195,17 @@ LogicalResult AdaptiveKlOp::verify() {
   return success();
 }
 
+LogicalResult RunningMomentOp::verify() {
+  if (getStat() != ReduceStat::mean && getStat() != ReduceStat::std)
+    return emitOpError() << "keeps a mean or a standard deviation, not a "
+                         << stringifyReduceStat(getStat());
+  if (!isa_and_nonnull<ComputeOp>((*this)->getParentOp()))
+    return emitOpError() << "keeps statistics across calls, so it belongs "
+                            "in the body of an rlhf.compute (a host "
+                            "function), not a loss";
+  return success();
+}
+
 LogicalResult MaskOfOp::verify() {
   if (!isa<BlockArgument>(getInput()))
     return emitOpError() << "reads the mask of a call's input, so its operand "

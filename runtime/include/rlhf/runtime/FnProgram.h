@@ -30,6 +30,13 @@
 //                         coef *= 1 + clip(kl / T - 1, -0.2, 0.2) * N / H,
 //                         N the batch's rows. At most one per program;
 //                         I, T > 0, H >= 1
+//   running_mean %x, running_std %x
+//                         [1] -> [0], host functions only: the mean
+//                         (standard deviation, dividing by count - 1; 0
+//                         before two rows) of every row of x the call site
+//                         has seen over the run, this call's included
+//                         (TRL's RunningMoments). FnInputs::running holds
+//                         them; without it, this call's rows alone
 //   neg exp log sqrt abs sigmoid softplus stop_gradient %x
 //                         rank of x; stop_gradient passes no gradient
 //   add sub mul div min max lt le gt ge eq ne %a %b   equal ranks, or one
@@ -91,6 +98,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,6 +117,8 @@ enum class FnKind : uint8_t {
 /// "rank 0", "rank 1", "rank 2" or "tok".
 const char *fnKindName(FnKind k);
 
+struct FnRunning;
+
 /// What a function is applied to. Float inputs are fp32 (bool converts);
 /// token inputs are integer ids.
 struct FnInputs {
@@ -125,6 +135,27 @@ struct FnInputs {
   at::Tensor rowWeights;
   /// The value of the program's `adaptive_kl` (unset: its initial value).
   std::optional<double> klCoef;
+  /// The call site's running moments (running_mean, running_std), which
+  /// evaluate adds this call's rows to; null: this call's rows alone.
+  FnRunning *running = nullptr;
+  /// Read `running` without adding to it (an evaluation); with none yet,
+  /// this call's rows stand in.
+  bool holdRunning = false;
+};
+
+/// The running moments of one value over a call site's calls: rows, mean,
+/// and the sum of squared deviations from it (Chan et al.'s merge).
+struct FnMoments {
+  double count = 0, mean = 0, m2 = 0;
+  /// Adds the rows of `x`.
+  void add(const at::Tensor &x);
+  /// The standard deviation over count - 1; 0 before two rows.
+  double stdDev() const;
+};
+
+/// A call site's running moments, by the id of the value they follow.
+struct FnRunning {
+  std::map<int, FnMoments> moments;
 };
 
 /// A program's adaptive KL coefficient (`adaptive_kl I T H`).
@@ -174,6 +205,8 @@ public:
   bool readsModel(int64_t input) const;
   /// The token inputs model ops read, ascending.
   std::vector<int64_t> modelInputs() const;
+  /// Whether it reads running moments (running_mean, running_std).
+  bool keepsMoments() const;
   /// Its `adaptive_kl`, if it has one.
   const std::optional<FnKlControl> &klControl() const { return klCtl; }
   /// The index of output `name` in outputNames(), or -1.
@@ -200,6 +233,8 @@ private:
     Input,
     Const,
     AdaptiveKl,
+    RunningMean,
+    RunningStd,
     Neg,
     Exp,
     Log,

@@ -158,6 +158,30 @@ def RLHF_ReduceOp : RLHF_FnOp<"reduce"> {
   let hasVerifier = 1;
 }
 
+// Not pure: each call adds its rows to statistics the run keeps.
+def RLHF_RunningMomentOp : RLHF_Op<"running_moment"> {
+  let summary = "a value's mean or standard deviation over the run's calls";
+  let description = [{
+    The mean, or the standard deviation (over count - 1; 0 before two
+    rows), of every row of a per-sequence value that this call site has
+    seen over the run, this call's rows included: TRL's `RunningMoments`,
+    which its score scaling and normalisation divide by. The runtime keeps
+    the count, mean and sum of squared deviations per call site and value,
+    adds each call's rows once however many ops read them, and saves them in
+    checkpoints. An evaluation reads them without adding to them. Only in
+    host functions (`rlhf.compute`): a loss runs once per micro-batch.
+
+    ```mlir
+    %s = rlhf.running_moment std %score : tensor<?xf32> -> f64
+    ```
+  }];
+  let arguments = (ins RLHF_ReduceStatAttr:$stat, RLHF_FnSeq:$input);
+  let results = (outs F64:$result);
+  let assemblyFormat =
+      "custom<EnumKeyword>($stat) $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def RLHF_LastOp : RLHF_FnOp<"last", [SameOperandsAndResultType]> {
   let summary = "1 at each row's last masked position, 0 elsewhere";
   let description = [{
