@@ -476,8 +476,9 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
     }
     if (p->trace)
       p->trace->flush(*p->world);
-    // Before the checkpoint, which saves the coefficients for the next step.
-    updateKlCoefs(p, all);
+    // Before the checkpoint, which saves what functions keep for the next
+    // step.
+    endStepFnState(p, all);
     if (p->samples.interval > 0 && (step + 1) % p->samples.interval == 0)
       writeSamples(p, "step-" + std::to_string(step + 1) + ".jsonl", step + 1,
                    0, -1);

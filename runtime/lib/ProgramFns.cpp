@@ -178,7 +178,7 @@ void rlhf::exec::klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot,
   p->fnState.coefs.at(f.describe()).measured = std::make_pair(slot, rows);
 }
 
-void rlhf::exec::updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered) {
+void rlhf::exec::endStepFnState(rlhf_prog *p, const at::Tensor &gathered) {
   for (auto &site : p->fnState.coefs) {
     FnState::Coef &c = site.second;
     if (!c.measured)

@@ -592,10 +592,11 @@ std::optional<double> klCoefAt(rlhf_prog *p, const FnProgram &f);
 /// `f`'s call measured its `kl` into metric slot `slot`, over `rows` rows.
 void klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot, int64_t rows);
 
-/// At the end of a step: moves each coefficient a call of the step measured,
-/// by the `kl` combined over ranks (`gathered`, the step's metric slots as
-/// every rank gathered them, [ranks, 2 * slots] value/valid pairs).
-void updateKlCoefs(rlhf_prog *p, const at::Tensor &gathered);
+/// At the end of a step: moves each adaptive KL coefficient a call of the
+/// step measured, by the `kl` combined over ranks (`gathered`, the step's
+/// metric slots as every rank gathered them, [ranks, 2 * slots] value/valid
+/// pairs), and warns of resumed state that no call took.
+void endStepFnState(rlhf_prog *p, const at::Tensor &gathered);
 
 } // namespace rlhf::exec
 
