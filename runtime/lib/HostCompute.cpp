@@ -7,6 +7,21 @@
 
 using namespace rlhf;
 
+std::vector<int64_t>
+rlhf::generatedTokens(const at::TensorAccessor<int64_t, 2> &tokens,
+                      const at::TensorAccessor<int64_t, 2> &mask, int64_t r,
+                      int64_t pad, int64_t eos) {
+  std::vector<int64_t> out;
+  for (int64_t t = 0; t < tokens.size(1); ++t) {
+    if (!mask[r][t] || tokens[r][t] == pad)
+      continue;
+    if (tokens[r][t] == eos)
+      break;
+    out.push_back(tokens[r][t]);
+  }
+  return out;
+}
+
 at::Tensor rlhf::exactMatch(const at::Tensor &seq, const at::Tensor &mask,
                             const at::Tensor &answer, int64_t pad, int64_t eos,
                             std::vector<std::string> *predictions) {
@@ -21,14 +36,8 @@ at::Tensor rlhf::exactMatch(const at::Tensor &seq, const at::Tensor &mask,
   auto m = mask.accessor<int64_t, 2>();
   auto a = answer.accessor<int64_t, 2>();
   for (int64_t i = 0; i < N; ++i) {
-    std::vector<int64_t> gen, want;
-    for (int64_t t = 0; t < seq.size(1); ++t) {
-      if (!m[i][t] || s[i][t] == pad)
-        continue;
-      if (s[i][t] == eos)
-        break;
-      gen.push_back(s[i][t]);
-    }
+    const std::vector<int64_t> gen = generatedTokens(s, m, i, pad, eos);
+    std::vector<int64_t> want;
     for (int64_t t = 0; t < answer.size(1); ++t)
       if (a[i / n][t] != pad)
         want.push_back(a[i / n][t]);

@@ -15,6 +15,7 @@
 #include "ProgramState.h"
 
 #include "rlhf/runtime/Files.h"
+#include "rlhf/runtime/HostCompute.h"
 
 using namespace rlhf;
 using namespace rlhf::exec;
@@ -43,32 +44,24 @@ std::string decoded(const TextTokenizer &tok, const std::vector<int64_t> &ids) {
 
 /// Row `r`'s prompt and response. The prompt is its tokens before the
 /// first generated one, without pad and the leading bos; the response is
-/// its generated tokens up to the first eos, as exact_match reads them.
-std::pair<std::string, std::string> texts(const rlhf_prog *p,
-                                          const at::Tensor &seq,
-                                          const at::Tensor &mask, int64_t r) {
+/// its generated tokens as exact_match reads them (generatedTokens).
+/// `predicted` is `ids` without its first column, which `mask` marks.
+std::pair<std::string, std::string>
+texts(const rlhf_prog *p, const at::TensorAccessor<int64_t, 2> &ids,
+      const at::TensorAccessor<int64_t, 2> &predicted,
+      const at::TensorAccessor<int64_t, 2> &mask, int64_t r) {
   const TextTokenizer &tok = *p->tokenizer;
-  const at::Tensor idsRow = seq[r], maskRow = mask[r];
-  auto ids = idsRow.accessor<int64_t, 1>();
-  auto m = maskRow.accessor<int64_t, 1>(); // m[t] marks token t + 1
-  int64_t first = ids.size(0);
-  for (int64_t t = 0; t < m.size(0); ++t)
-    if (m[t] != 0) {
+  int64_t first = ids.size(1);
+  for (int64_t t = 0; t < mask.size(1) && first == ids.size(1); ++t)
+    if (mask[r][t] != 0)
       first = t + 1;
-      break;
-    }
-  std::vector<int64_t> prompt, response;
+  std::vector<int64_t> prompt;
   for (int64_t t = 0; t < first; ++t)
-    if (ids[t] != tok.pad() && !(prompt.empty() && ids[t] == tok.bos()))
-      prompt.push_back(ids[t]);
-  for (int64_t t = first; t < ids.size(0); ++t) {
-    if (m[t - 1] == 0 || ids[t] == tok.pad())
-      continue;
-    if (ids[t] == tok.eos())
-      break;
-    response.push_back(ids[t]);
-  }
-  return {decoded(tok, prompt), decoded(tok, response)};
+    if (ids[r][t] != tok.pad() && !(prompt.empty() && ids[r][t] == tok.bos()))
+      prompt.push_back(ids[r][t]);
+  return {
+      decoded(tok, prompt),
+      decoded(tok, generatedTokens(predicted, mask, r, tok.pad(), tok.eos()))};
 }
 
 /// Answer row `a`: the dataset's text where the value carries it (as
@@ -132,10 +125,14 @@ void rlhf::exec::writeSamples(rlhf_prog *p, const std::string &file,
           : at::zeros({ids.size(0), ids.size(1) - 1}, at::kLong);
   const at::Tensor scores =
       score ? score->t.to(at::kCPU).to(at::kDouble) : at::Tensor();
+  const at::Tensor predicted = ids.narrow(1, 1, ids.size(1) - 1);
+  const auto idsA = ids.accessor<int64_t, 2>(),
+             predictedA = predicted.accessor<int64_t, 2>(),
+             maskA = mask.accessor<int64_t, 2>();
   std::string out;
   const int64_t n = rows < 0 ? ids.size(0) : std::min(rows, ids.size(0));
   for (int64_t r = 0; r < n; ++r) {
-    auto [prompt, response] = texts(p, ids, mask, r);
+    auto [prompt, response] = texts(p, idsA, predictedA, maskA, r);
     nlohmann::ordered_json j;
     j["step"] = step;
     j["row"] = firstRow + r;

@@ -17,6 +17,15 @@
 
 namespace rlhf {
 
+/// Row `r`'s generated tokens as exact_match compares them: where `mask` is
+/// set, `pad` left out, up to the first `eos`. `tokens` [N, S-1] are the
+/// sequences' predicted tokens (each sequence's tokens after its first), and
+/// `mask` marks the generated ones among them.
+std::vector<int64_t>
+generatedTokens(const at::TensorAccessor<int64_t, 2> &tokens,
+                const at::TensorAccessor<int64_t, 2> &mask, int64_t r,
+                int64_t pad, int64_t eos);
+
 /// 1 where the generated tokens of a sequence (its masked part up to its
 /// first `eos`, `pad` left out) equal the answer's tokens, no more and no
 /// fewer: "44" does not answer "4". `answer` rows repeat for the n samples
