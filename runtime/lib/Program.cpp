@@ -120,19 +120,21 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       {"version", no_argument, nullptr, 'v'},
       {nullptr, 0, nullptr, 0}};
   opterr = 0;
+  // optarg as an integer of at least `min`; `need` says what else it takes.
+  auto count = [&](const char *need, long long min) {
+    char *end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(optarg, &end, 10);
+    if (!end || *end || n < min || errno == ERANGE)
+      die(p, std::string(need) + ", got '" + optarg + "'");
+    return int64_t(n);
+  };
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, nullptr)) != -1) {
     switch (c) {
-    case 's': {
-      char *end = nullptr;
-      errno = 0;
-      long long n = std::strtoll(optarg, &end, 10);
-      if (!end || *end || n < 0 || errno == ERANGE)
-        die(p, std::string("--steps needs a non-negative integer, got '") +
-                   optarg + "'");
-      p->steps = n;
+    case 's':
+      p->steps = count("--steps needs a non-negative integer", 0);
       break;
-    }
     case 'o':
       p->outDir = optarg;
       break;
@@ -164,17 +166,10 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
     case 'q':
       p->quiet = true;
       break;
-    case 'l': {
-      char *end = nullptr;
-      errno = 0;
-      long long n = std::strtoll(optarg, &end, 10);
-      if (!end || *end || n < 1 || errno == ERANGE)
-        die(p, std::string("--log-samples needs a number of steps, 1 or "
-                           "more, got '") +
-                   optarg + "'");
-      p->samples.interval = n;
+    case 'l':
+      p->samples.interval =
+          count("--log-samples needs a number of steps, 1 or more", 1);
       break;
-    }
     case 't':
       p->tracePath = optarg;
       break;
