@@ -16,14 +16,15 @@ using namespace rlhfc::sema::detail;
 
 std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
                                                  llvm::StringMap<Local> &env) {
+  llvm::ArrayRef<SettingSpec> params = adaptiveKlParams();
   std::vector<std::string> names;
-  for (const SettingSpec &p : adaptiveKlParams())
+  for (const SettingSpec &p : params)
     names.push_back(p.name);
   const std::string usage = "'adaptive_kl' takes (init, target, horizon = "
                             "10000): the coefficient to start from, the KL "
                             "to hold, and the rows over which it adapts";
-  double v[3] = {0, 0, adaptiveKlParams()[2].fallback};
-  bool given[3] = {false, false, false};
+  double v[3] = {params[0].fallback, params[1].fallback, params[2].fallback};
+  const Expr *given[3] = {nullptr, nullptr, nullptr};
   size_t pos = 0;
   for (const Arg &a : call.args) {
     size_t k = 0;
@@ -46,7 +47,7 @@ std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
       error(a.loc, "'" + names[k] + "' is given twice");
       return std::nullopt;
     }
-    given[k] = true;
+    given[k] = a.value.get();
     auto val = evalValue(*a.value, env);
     if (!val)
       return std::nullopt;
@@ -59,18 +60,14 @@ std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
     }
     v[k] = val->number;
   }
-  for (size_t k : {0, 1})
-    if (!given[k]) {
+  for (size_t k = 0; k < names.size(); ++k)
+    if (params[k].required && !given[k]) {
       error(call.loc, "missing argument '" + names[k] + "': " + usage);
       return std::nullopt;
     }
+  // A bad value was given (the defaults are good): point at it.
   auto bad = [&](size_t k, const char *what) {
-    const Arg *a = nullptr;
-    size_t p = 0;
-    for (const Arg &x : call.args)
-      if (x.name == names[k] || (x.name.empty() && p++ == k))
-        a = &x;
-    error(a ? a->value->loc : call.loc,
+    error(given[k] ? given[k]->loc : call.loc,
           formatv("{0} of 'adaptive_kl' {1}, got {2}", names[k], what,
                   formatNumber(v[k])));
   };
