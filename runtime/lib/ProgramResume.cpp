@@ -157,7 +157,7 @@ void rlhf::exec::openRun(rlhf_prog *p) {
   at::Tensor saved = at::zeros({int64_t(p->models.size())}, at::kLong);
   // Batches dynamic sampling drew ahead of the steps, per dataset.
   at::Tensor skipped = at::zeros({int64_t(p->datasets.size())}, at::kLong);
-  std::string fnState; // program.json's functions' state, as text
+  std::string fnState; // program.json, as text, for functions' state
   if (resumed >= 0 && p->rank == 0) {
     const fs::path dir = checkpointDir(p, resumed);
     auto listing = [](const fs::path &d) {
@@ -217,13 +217,9 @@ void rlhf::exec::openRun(rlhf_prog *p) {
               skipped[int64_t(i)] = wrote[key].value(d.name, int64_t(0)) *
                                     (key == "skipped" ? d.batch : 1);
           }
-      if (!wrote.is_discarded() && wrote.is_object()) {
-        nlohmann::json state = nlohmann::json::object();
-        for (const char *key : {"kl_coef", "running_moments"})
-          if (wrote.contains(key))
-            state[key] = wrote[key];
-        fnState = state.dump();
-      }
+      // restoreFnState takes its own keys from it.
+      if (!wrote.is_discarded() && wrote.is_object())
+        fnState = wrote.dump();
       if (!wrote.is_discarded() && wrote.is_object() &&
           wrote.value("program", p->name) != p->name)
         std::fprintf(stderr,
