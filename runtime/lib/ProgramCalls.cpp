@@ -28,7 +28,8 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   Settings s(settings);
   // `frozen_steps = K`: the model stays as it started for K steps (a critic
   // warms up meanwhile). Every rank skips alike, collectives too.
-  if (double(p->stepIndex) < s.get("frozen_steps", 0.0)) {
+  const int64_t frozen = int64_t(s.get("frozen_steps", 0.0));
+  if (p->stepIndex < frozen) {
     // Checkpoints hold it still, for --resume to find.
     modelAt(p, mi).changed = true;
     // Its record as a call's, of zeros; nothing is logged.
@@ -48,9 +49,11 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
   moveMoments(p, m, w);
-  // The iteration's rate, the same for each of its optimizer steps.
+  // The iteration's rate, the same for each of its optimizer steps; the
+  // schedule counts the iterations the model trains, so a warmup starts
+  // when the model does.
   const bool scheduled = m.adam.schedule.active();
-  const double lr = m.adam.schedule.at(m.adam.lr, p->stepIndex + 1);
+  const double lr = m.adam.schedule.at(m.adam.lr, p->stepIndex + 1 - frozen);
   if (scheduled)
     m.opt->setLearningRate(lr);
   // The loss's metrics (its outputs after the loss), by name.

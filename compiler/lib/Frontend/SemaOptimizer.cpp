@@ -14,6 +14,7 @@
 #include "rlhf/IR/RLHFOps.h"
 #include "rlhf/runtime/LrScheduleNames.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
@@ -106,26 +107,62 @@ void Sema::checkSchedules(const Instance &inst) {
   const int64_t steps = inst.settings.steps;
   if (steps < 1) // the run's own error says why
     return;
+  // A model starts training once: its train calls share `frozen_steps`, and
+  // its schedule counts the iterations it trains (as verl's and OpenRLHF's
+  // schedulers step only with the model's updates).
+  llvm::DenseMap<const Model *, const Node *> firstTrain;
+  for (const Node &n : inst.nodes) {
+    if (n.kind != Node::Kind::Train)
+      continue;
+    auto [it, fresh] = firstTrain.try_emplace(n.model, &n);
+    const double k = n.attr("frozen_steps", 0),
+                 first = it->second->attr("frozen_steps", 0);
+    if (!fresh && k != first)
+      error(n.loc, formatv("'{0}' is frozen for {1} steps here but {2} at "
+                           "its first train call; a model starts training "
+                           "once, so give its train calls the same "
+                           "'frozen_steps'",
+                           n.model->name, int64_t(k), int64_t(first)))
+              .attachNote(it->second->loc)
+          << "its first train call is here";
+  }
+  auto frozenOf = [&](const Model *m) -> int64_t {
+    auto it = firstTrain.find(m);
+    return it == firstTrain.end()
+               ? 0
+               : int64_t(it->second->attr("frozen_steps", 0));
+  };
   for (const Model *m : inst.models) {
     const Optimizer &o = m->optimizer;
-    if (!m->trainable || !o.scheduled() || !o.loc)
+    const int64_t frozen = frozenOf(m), trained = steps - frozen;
+    if (!m->trainable || !o.scheduled() || !o.loc || trained < 1)
       continue;
     if (o.schedule == "constant") {
-      if (o.warmupSteps > steps)
+      if (o.warmupSteps > trained)
         warning(mlir::Location(o.loc),
-                formatv("'{0}' warms up over {1} iterations, but the run of "
-                        "'{2}' has {3}: its learning rate never reaches lr",
-                        m->name, o.warmupSteps, inst.algorithm, steps));
+                frozen ? formatv("'{0}' warms up over {1} iterations, but it "
+                                 "trains in {2} of the {3} of '{4}' (frozen "
+                                 "for {5}): its learning rate never reaches lr",
+                                 m->name, o.warmupSteps, trained, steps,
+                                 inst.algorithm, frozen)
+                             .str()
+                       : formatv("'{0}' warms up over {1} iterations, but the "
+                                 "run of '{2}' has {3}: its learning rate "
+                                 "never reaches lr",
+                                 m->name, o.warmupSteps, inst.algorithm, steps)
+                             .str());
       continue;
     }
-    int64_t decay = o.decaySteps ? o.decaySteps : steps;
+    int64_t decay = o.decaySteps ? o.decaySteps : trained;
     if (o.warmupSteps >= decay)
       error(mlir::Location(o.loc),
             formatv("'{0}' warms up over {1} iterations, which leaves none "
                     "of the {2} its {3} schedule decays over ({4}); lower "
                     "'warmup_steps' or raise '{5}'",
                     m->name, o.warmupSteps, decay, o.schedule,
-                    o.decaySteps ? "'decay_steps'" : "the run's steps",
+                    o.decaySteps ? "'decay_steps'"
+                    : frozen     ? "the run's steps less 'frozen_steps'"
+                                 : "the run's steps",
                     o.decaySteps ? "decay_steps" : "steps"))
               .attachNote(mlir::Location(inst.loc))
           << "the run is here";

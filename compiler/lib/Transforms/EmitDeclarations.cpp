@@ -62,18 +62,28 @@ void rlhfc::lowering::emitDeclarations(
             e.float64(mloc, a.getRopeLowFreqFactor().convertToDouble()),
             e.float64(mloc, a.getRopeHighFreqFactor().convertToDouble()),
             e.int64(mloc, a.getRopeOriginalMaxSeq())});
-    // The decay's horizon is the program's steps, not --steps: a run
-    // stopped early and resumed follows the same rates.
+    // The decay's horizon is the iterations the program trains the model
+    // (its steps less the train calls' `frozen_steps`, which sema has made
+    // agree), not --steps: a run stopped early and resumed follows the same
+    // rates.
     if (auto o = m.getOptimizerAttr();
         o && m.getTrainable() &&
-        (o.getSchedule() != "constant" || o.getWarmupSteps() > 0))
-      e.call(mloc, "rlhf_prog_set_model_schedule", e.voidTy,
-             {prog, e.string(mloc, m.getSymName()),
-              e.string(mloc, o.getSchedule()),
-              e.int64(mloc, o.getWarmupSteps()),
-              e.int64(mloc,
-                      o.getDecaySteps() ? o.getDecaySteps() : alg.getSteps()),
-              e.float64(mloc, o.getMinLr().convertToDouble())});
+        (o.getSchedule() != "constant" || o.getWarmupSteps() > 0)) {
+      int64_t frozen = 0;
+      alg.walk([&](r::TrainStepOp t) {
+        if (t.getModel() == m.getSymName())
+          if (auto k = t.getSettings().getAs<FloatAttr>("frozen_steps"))
+            frozen = int64_t(k.getValueAsDouble());
+      });
+      e.call(
+          mloc, "rlhf_prog_set_model_schedule", e.voidTy,
+          {prog, e.string(mloc, m.getSymName()),
+           e.string(mloc, o.getSchedule()), e.int64(mloc, o.getWarmupSteps()),
+           e.int64(mloc, o.getDecaySteps()
+                             ? o.getDecaySteps()
+                             : std::max<int64_t>(1, alg.getSteps() - frozen)),
+           e.float64(mloc, o.getMinLr().convertToDouble())});
+    }
   }
   for (r::DatasetOp d : datasets) {
     Location dloc = d.getLoc();

@@ -5,6 +5,10 @@ at the step (iteration i, 1-based, is the scheduler's step i).
 
   lr_check.py METRICS --key lr/actor --schedule cosine --lr 2e-3
               --warmup 2 --decay 6 [--min-lr 2e-4] [--steps N]
+              [--frozen K]
+
+With --frozen K the model trains from step K + 1: steps 1..K must log no
+rate, and step i is the scheduler's step i - K.
 
 Exits non-zero with a message when a step's rate differs by more than 1e-12
 relative, when a step has no rate, or when fewer than --steps are logged.
@@ -33,6 +37,7 @@ def main():
     ap.add_argument("--decay", type=int, required=True)
     ap.add_argument("--min-lr", type=float, default=0.0)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--frozen", type=int, default=0)
     a = ap.parse_args()
 
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=a.lr)
@@ -54,8 +59,13 @@ def main():
         fail(f"{a.metrics}: {len(rows)} steps, need {a.steps}")
     for r in rows:
         step = r["step"]
+        if step <= a.frozen:
+            if a.key in r:
+                fail(f"step {step}: {a.key} logged while frozen")
+            continue
         if a.key not in r:
             fail(f"step {step}: no {a.key}")
+        step -= a.frozen
         # Past the horizon the run holds min_lr, where transformers' cosine
         # would rise again.
         want = a.lr * lam(min(step, a.decay))

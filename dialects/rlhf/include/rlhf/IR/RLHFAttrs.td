@@ -78,11 +78,12 @@ def RLHF_HardwareAttr : RLHF_Attr<"Hardware", "hardware"> {
 def RLHF_OptimizerAttr : RLHF_Attr<"Optimizer", "optimizer"> {
   let summary = "optimizer settings of a trainable model";
   let description = [{
-    Adam's settings and the learning rate per iteration (1-based, as the
-    run counts its steps): `warmup_steps` iterations rise linearly to `lr`
-    (iteration i of them at lr * i / warmup_steps, as Megatron warms up),
-    then `schedule` runs from `lr` to `min_lr` at iteration `decay_steps`
-    (0: the run's steps) and stays there: `constant` keeps `lr`, `linear`
+    Adam's settings and the learning rate per iteration the model trains
+    (1-based; the run's step less its train calls' `frozen_steps`):
+    `warmup_steps` iterations rise linearly to `lr` (iteration i of them at
+    lr * i / warmup_steps, as Megatron warms up), then `schedule` runs from
+    `lr` to `min_lr` at iteration `decay_steps` (0: the iterations the run
+    trains it) and stays there: `constant` keeps `lr`, `linear`
     falls in a line, `cosine` along half a cosine. Every optimizer step of
     an iteration (one per minibatch and epoch) uses that iteration's rate.
     The schedule's settings are left out when they are the defaults.
