@@ -68,6 +68,19 @@ sed -e 's/@filter_groups(max_rounds = 6, expected_rounds = 2)/@filter_groups(max
   test/E2E/Inputs/tiny_dapo_flat.rlhf >"$oversrc"
 build/bin/rlhfc "$oversrc" --emit=obj -o "$dir/obj/tiny_dapo_over.o"
 rm -f "$oversrc"
+# PPO's controls (test/E2E/adaptive-kl.test, frozen-steps.test): an
+# adaptive KL coefficient, and the actor frozen for 2 steps, then warming
+# up; and GRPO on scores normalised by running moments
+# (running-moments.test).
+ctlsrc=$(mktemp --suffix=.rlhf -p examples)
+sed -e 's|kl = 0.01);|kl = adaptive_kl(0.05, 0.02, horizon = 1000));|' \
+  -e 's|ppo_actor_loss(g, adv, clip = 0.2), minibatches = 2);|ppo_actor_loss(g, adv, clip = 0.2), minibatches = 2, frozen_steps = 2);|' \
+  -e 's|model actor  : tiny_arith { trainable; optimizer = adam(lr = 3e-3); }|model actor : tiny_arith { trainable; optimizer = adam(lr = 3e-3, warmup_steps = 2); }|' \
+  examples/tiny_ppo.rlhf >"$ctlsrc"
+build/bin/rlhfc "$ctlsrc" --emit=obj -o "$dir/obj/tiny_ppo_ctl.o"
+rm -f "$ctlsrc"
+build/bin/rlhfc test/E2E/Inputs/tiny_grpo_running_norm.rlhf --emit=obj \
+  -o "$dir/obj/tiny_grpo_norm.o"
 build/bin/rlhf-bench-gpu-runtime --list-points --hardware H100_SXM,H200 \
   >"$dir/points.csv"
 build/bin/rlhf-cost-validate "$dir/points.csv" \

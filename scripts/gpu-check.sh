@@ -11,7 +11,8 @@
 # CUDA IPC; side by side, the ctest tests labelled `gpu`, tiny_grpo trained
 # from the object rlhfc compiled elsewhere, the .rlhf functions on the GPU
 # against the CPU, asynchronous GRPO, sequence parallelism, an ema in
-# bf16 with a resumed run, generation in waves, dynamic sampling, and SFT
+# bf16 with a resumed run, generation in waves, dynamic sampling, PPO's
+# adaptive KL and frozen warm-up and GRPO's running moments, and SFT
 # with its validation loss; on a GPU that
 # docs/validation has no PyTorch rows for, PyTorch at the runtime
 # benchmark's points (scripts/measure-llama-h100.py --runtime-points); then
@@ -329,6 +330,38 @@ dapo_on_gpu() {
     "$out/dapo-flat-run/metrics.jsonl" --key flat --groups 16
 }
 
+# PPO's controls on the GPU against the same program on the CPU, in fp32:
+# the adaptive KL coefficient follows Ziegler's rule from the logged kl
+# (test/E2E/adaptive-kl.test), the frozen actor logs no rate until step 3
+# and then warms up (frozen-steps.test, where transformers is here to
+# check it), and the two runs agree. Then GRPO's running moments of the
+# scores, against every score --log-samples wrote (running-moments.test).
+controls_on_gpu() {
+  link tiny_ppo_ctl || return
+  link tiny_grpo_norm || return
+  export RLHF_PRECISION=fp32
+  on_gpu tiny_ppo_ctl 6 "$out/ctl-run" || return 1
+  rm -rf "$out/ctl-run-cpu"
+  RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+    --no-python "$build/tiny_ppo_ctl" --steps 6 --data sums=examples/data/sums.jsonl \
+    --out "$out/ctl-run-cpu" || return 1
+  "$py" test/E2E/Inputs/kl_check.py "$out/ctl-run/metrics.jsonl" --coef kl_coef \
+    --kl kl --init 0.05 --target 0.02 --horizon 1000 --rows 32 --steps 6 || return 1
+  if "$py" -c 'import transformers' 2>/dev/null; then
+    "$py" test/E2E/Inputs/lr_check.py "$out/ctl-run/metrics.jsonl" --key lr/actor \
+      --schedule constant --lr 3e-3 --warmup 2 --decay 198 --frozen 2 --steps 6 || return 1
+  else
+    echo "no transformers module here: the actor's rates are not checked"
+  fi
+  "$py" test/E2E/Inputs/metrics.py same "$out/ctl-run/metrics.jsonl" \
+    "$out/ctl-run-cpu/metrics.jsonl" --keys reward,kl,kl_coef,loss/critic \
+    --rtol 1e-3 --atol 1e-5 || return 1
+  on_gpu tiny_grpo_norm 6 "$out/norm-run" --data all_sums=examples/data/sums.jsonl \
+    --log-samples 1 || return 1
+  "$py" test/E2E/Inputs/samples_check.py "$out/norm-run" \
+    --files step-1,step-2,step-3,step-4,step-5,step-6 --running score_mean,score_std
+}
+
 # Reallocation between layouts of 4 ranks sharing the GPU, beside a
 # device-to-device copy of the same bytes on every rank at once: through
 # CUDA IPC (one copy per byte), then through host memory (Gloo's staging).
@@ -365,8 +398,8 @@ pytorch_reference() {
     --csv "$out/measured-$tag.csv"
 }
 export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
-  ema_resume_on_gpu waves_on_gpu dapo_on_gpu realloc_bench realloc_bench_host \
-  pytorch_reference
+  ema_resume_on_gpu waves_on_gpu dapo_on_gpu controls_on_gpu realloc_bench \
+  realloc_bench_host pytorch_reference
 
 # Under a budget, the checks each acceptance point needs come first, each
 # capped so that one slow step cannot starve the rest. Timed steps run alone
@@ -402,6 +435,7 @@ cap=150 step sp-on-gpu sp_on_gpu &
 cap=150 step ema-on-gpu ema_resume_on_gpu &
 cap=120 step waves-on-gpu waves_on_gpu &
 cap=120 step dapo-on-gpu dapo_on_gpu &
+cap=120 step controls-on-gpu controls_on_gpu &
 cap=90 step sft-eval-on-gpu sft_eval_on_gpu &
 wait
 tarball=$tar_each
