@@ -39,6 +39,9 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  --overwrite      start afresh in an --out that holds an earlier run,\n"
       "                   deleting its checkpoints and metrics (without it\n"
       "                   such an --out is an error, so nothing is lost)\n"
+      "  --keep-checkpoints K  keep only the newest K checkpoints in\n"
+      "                   OUT/checkpoints, removing older ones as new ones\n"
+      "                   are complete (default: keep every checkpoint)\n"
       "  --export-hf DIR  at the end, write every trainable model as a\n"
       "                   Hugging Face checkpoint in DIR/<model>\n"
       "                   (config.json, safetensors, tokenizer files)\n"
@@ -116,6 +119,7 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       {"quiet", no_argument, nullptr, 'q'},
       {"trace", required_argument, nullptr, 't'},
       {"log-samples", required_argument, nullptr, 'l'},
+      {"keep-checkpoints", required_argument, nullptr, 'k'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'v'},
       {nullptr, 0, nullptr, 0}};
@@ -170,6 +174,10 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
       p->samples.interval =
           count("--log-samples needs a number of steps, 1 or more", 1);
       break;
+    case 'k':
+      p->keepCheckpoints = count(
+          "--keep-checkpoints needs a number of checkpoints, 1 or more", 1);
+      break;
     case 't':
       p->tracePath = optarg;
       break;
@@ -195,6 +203,9 @@ rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
         std::string("unexpected argument '") + argv[optind] + "'; see --help");
   if (p->exportBf16 && p->exportHfDir.empty())
     die(p, "--export-dtype sets what --export-hf writes; add --export-hf DIR");
+  if (p->keepCheckpoints > 0 && p->saveInterval <= 0)
+    die(p, "--keep-checkpoints limits the checkpoints a run saves, but this "
+           "program saves none; compile it with 'save_interval' in its run");
   return p;
 }
 

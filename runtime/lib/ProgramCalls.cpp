@@ -330,11 +330,6 @@ rlhf_value *rlhf_compute(rlhf_prog *p, int64_t kind, int64_t nin,
           throw Error(std::string(label) + " takes " + std::to_string(n) +
                       " inputs, got " + std::to_string(nin));
       };
-      auto one = [&](const char *name, at::Tensor t, at::Tensor mask,
-                     int64_t rows) {
-        return recordValue(
-            p, {{name, tensorValue(p, t, mask, rows, std::nullopt)}});
-      };
       switch (kind) {
       case RLHF_COMPUTE_EXACT_MATCH: {
         need(2);

@@ -11,6 +11,10 @@
 #include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/HfCheckpoint.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 using namespace rlhf;
 using namespace rlhf::exec;
 namespace fs = std::filesystem;
@@ -43,6 +47,42 @@ HfArch exportArch(const ModelState &m, const TextTokenizer *tokenizer) {
     a.padId = tokenizer->pad();
   }
   return a;
+}
+
+/// --keep-checkpoints K: removes OUT/checkpoints/step-N but the newest K up
+/// to `latest` (rank 0, once the marker names the new one, so a crash here
+/// leaves a complete checkpoint behind). Directories past `latest` (a save
+/// cut short) are left for the run to overwrite. A removal that fails is a
+/// warning: the run's results are safe either way.
+void pruneCheckpoints(const rlhf_prog *p, int64_t latest) {
+  const fs::path root = fs::path(p->outDir) / "checkpoints";
+  std::vector<std::pair<int64_t, fs::path>> saved;
+  std::error_code ec;
+  try {
+    for (const fs::directory_entry &e : fs::directory_iterator(root)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) != 0 || name.size() == 5 ||
+          name.find_first_not_of("0123456789", 5) != std::string::npos ||
+          !e.is_directory(ec))
+        continue;
+      int64_t n = std::strtoll(name.c_str() + 5, nullptr, 10);
+      if (n >= 1 && n <= latest)
+        saved.push_back({n, e.path()});
+    }
+  } catch (const fs::filesystem_error &e) {
+    std::fprintf(stderr, "warning: --keep-checkpoints: cannot list '%s': %s\n",
+                 root.string().c_str(), e.code().message().c_str());
+    return;
+  }
+  if (int64_t(saved.size()) <= p->keepCheckpoints)
+    return;
+  std::sort(saved.begin(), saved.end());
+  saved.resize(saved.size() - size_t(p->keepCheckpoints));
+  for (const auto &[n, dir] : saved)
+    if (fs::remove_all(dir, ec); ec)
+      std::fprintf(stderr,
+                   "warning: --keep-checkpoints: cannot remove '%s': %s\n",
+                   dir.string().c_str(), ec.message().c_str());
 }
 
 } // namespace
@@ -102,6 +142,8 @@ void rlhf::exec::saveAll(rlhf_prog *p, int64_t step) {
       fs::path tmp = fs::path(p->outDir) / "checkpoints" / "latest.tmp";
       writeTextFile(tmp.string(), std::to_string(step + 1) + "\n");
       fs::rename(tmp, fs::path(p->outDir) / "checkpoints" / "latest");
+      if (p->keepCheckpoints > 0)
+        pruneCheckpoints(p, step + 1);
     }
   } catch (const Error &e) {
     throw Error(std::string(e.what()) + hint());

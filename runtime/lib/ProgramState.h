@@ -239,6 +239,8 @@ struct rlhf_prog {
   // Settings from the generated constants and the command line.
   std::string name;
   int64_t steps = 0, seed = 0, saveInterval = 0, gpus = 0;
+  /// --keep-checkpoints: the newest this many checkpoints stay; 0: all.
+  int64_t keepCheckpoints = 0;
   double predictedIteration = 0;
   std::vector<double> predictedMemory;
   std::string plannedHardware; ///< the cluster's hardware; empty if unknown
@@ -479,7 +481,8 @@ rlhf_value *generatedValue(rlhf_prog *p, const GeneratedBatch &b,
 std::filesystem::path checkpointDir(const rlhf_prog *p, int64_t step);
 
 /// Checkpoints every model that changed after step index `step` to
-/// checkpointDir (collective), then moves OUT/checkpoints/latest to it.
+/// checkpointDir (collective), then moves OUT/checkpoints/latest to it and,
+/// under --keep-checkpoints, removes the checkpoints older than the kept.
 void saveAll(rlhf_prog *p, int64_t step);
 
 /// The step index of the last complete checkpoint under OUT, or -1.
