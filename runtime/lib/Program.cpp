@@ -98,6 +98,8 @@ extern "C" {
 rlhf_prog *rlhf_prog_create(int argc, char **argv, const char *name,
                             int64_t steps, int64_t seed, int64_t saveInterval,
                             int64_t gpus, double predictedIteration) {
+  // Before LibTorch, Gloo or CUDA start a thread.
+  watchStopRequests();
   auto *p = new rlhf_prog;
   p->name = name;
   p->steps = steps;
@@ -433,13 +435,18 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
     p->metrics.resize(p->metricCursor);
     // Combine every rank's slots: times take the slowest rank, the rest the
     // mean of the ranks that have them.
+    // A last slot says whether the rank was asked to stop (SIGUSR1), so
+    // ranks that got the signal before and after this point agree.
     const int64_t K = int64_t(p->metrics.size());
-    at::Tensor mine = at::zeros({2 * K}, at::kDouble);
+    at::Tensor mine = at::zeros({2 * K + 1}, at::kDouble);
     for (int64_t i = 0; i < K; ++i) {
       mine[2 * i] = p->metrics[size_t(i)].value;
       mine[2 * i + 1] = p->metrics[size_t(i)].valid ? 1.0 : 0.0;
     }
+    mine[2 * K] = stopRequested() ? 1.0 : 0.0;
     at::Tensor all = p->world->allGather(mine.unsqueeze(0));
+    const bool stop =
+        all.select(1, 2 * K).max().item<double>() > 0 && step + 1 < p->steps;
     nlohmann::ordered_json row;
     row["step"] = step + 1; // steps done, as the progress line counts
     std::string line;
@@ -489,17 +496,38 @@ void rlhf_step_end(rlhf_prog *p, int64_t step) {
       writeSamples(p, "step-" + std::to_string(step + 1) + ".jsonl", step + 1,
                    0, -1);
     if (p->saveInterval > 0 &&
-        ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps))
+        ((step + 1) % p->saveInterval == 0 || step + 1 == p->steps || stop))
       saveAll(p, step);
     p->values.clear();
+    if (stop) {
+      // The evaluation due now runs when the run resumes.
+      if (p->rank == 0) {
+        std::printf(
+            p->saveInterval > 0
+                ? "stopped on request (SIGUSR1) after step %lld of %lld, "
+                  "checkpoint saved: continue with --resume\n"
+                : "stopped on request (SIGUSR1) after step %lld of %lld; "
+                  "the program saves no checkpoints (save_interval = 0), "
+                  "so the run cannot be resumed\n",
+            (long long)step + 1, (long long)p->steps);
+        std::fflush(stdout);
+      }
+      p->steps = step + 1;
+      p->stoppedEarly = true;
+      return 0;
+    }
     evaluateIfDue(p, step + 1);
     return 0;
   });
+  // The generated loop runs to the program's steps: a stopped run ends here.
+  if (p->stoppedEarly)
+    std::exit(rlhf_prog_finish(p) == 0 ? RLHF_EXIT_STOPPED : 1);
 }
 
 int rlhf_prog_finish(rlhf_prog *p) {
   return guarded(p, "finish", [&] {
-    if (!p->exportHfDir.empty())
+    // A stopped run's models are not final: --resume exports them.
+    if (!p->exportHfDir.empty() && !p->stoppedEarly)
       exportHf(p);
     at::Tensor peaks =
         at::tensor({peakRssBytes(), p->peaks->overall()}, at::kDouble)
@@ -517,9 +545,10 @@ int rlhf_prog_finish(rlhf_prog *p) {
                                       ? "the planned hardware"
                                       : p->plannedHardware;
       const long long ran = (long long)(p->steps - p->firstStep);
-      std::printf("done: %lld step%s in %.1f s (plan predicted %.3g s/step "
+      std::printf("%s: %lld step%s in %.1f s (plan predicted %.3g s/step "
                   "on %s%s)\n",
-                  ran, ran == 1 ? "" : "s", wall, p->predictedIteration,
+                  p->stoppedEarly ? "stopped" : "done", ran,
+                  ran == 1 ? "" : "s", wall, p->predictedIteration,
                   planned.c_str(), ranOn.c_str());
       if (std::string f = filterReport(p); !f.empty())
         std::printf("%s\n", f.c_str());

@@ -241,6 +241,8 @@ struct rlhf_prog {
   int64_t steps = 0, seed = 0, saveInterval = 0, gpus = 0;
   /// --keep-checkpoints: the newest this many checkpoints stay; 0: all.
   int64_t keepCheckpoints = 0;
+  /// Stopped on request (SIGUSR1) before the run's last step.
+  bool stoppedEarly = false;
   double predictedIteration = 0;
   std::vector<double> predictedMemory;
   std::string plannedHardware; ///< the cluster's hardware; empty if unknown
@@ -487,6 +489,12 @@ void saveAll(rlhf_prog *p, int64_t step);
 
 /// The step index of the last complete checkpoint under OUT, or -1.
 int64_t latestCheckpoint(const rlhf_prog *p);
+
+/// Takes SIGUSR1 as a request to checkpoint after the step in progress and
+/// stop (StopRequest.cpp); call before any thread starts.
+void watchStopRequests();
+/// Whether this process got SIGUSR1 (ranks agree at a step's end).
+bool stopRequested();
 
 /// --export-hf: every trainable model's final weights, gathered whole to
 /// rank 0 and written as a Hugging Face checkpoint in DIR/<model>, with the

@@ -9,10 +9,13 @@
 
 #include "Supervise.h"
 
+#include "rlhf/runtime/rlhf_program.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <poll.h>
@@ -67,6 +70,16 @@ int rlhfrun::supervise(std::vector<Worker> &workers, NodeLink *link,
   /// noted after it, as the local ones are.
   std::vector<std::pair<int, unsigned>> remoteStopped;
   int exitCode = 0, forwardedSignal = 0;
+  /// SIGUSR1 reached the workers: they save a checkpoint after the step in
+  /// progress and exit with RLHF_EXIT_STOPPED, which is then no failure.
+  bool checkpointRequested = false;
+  auto requestCheckpoint = [&] {
+    if (!checkpointRequested)
+      errs() << "rlhf-run: SIGUSR1: the workers save a checkpoint after the "
+                "step in progress and stop\n";
+    checkpointRequested = true;
+    signalAll(workers, SIGUSR1);
+  };
   unsigned localSignals = 0;
   bool stopping = false, reportedDone = false, jobDone = false;
   Clock::time_point settleAt, killAt;
@@ -136,7 +149,11 @@ int rlhfrun::supervise(std::vector<Worker> &workers, NodeLink *link,
     if (ready > 0) {
       if (fds[0].revents & POLLIN) {
         unsigned char sig = 0;
-        if (read(c.signalFd, &sig, 1) == 1) {
+        if (read(c.signalFd, &sig, 1) == 1 && sig == SIGUSR1) {
+          requestCheckpoint();
+          if (link)
+            link->reportSignal(sig);
+        } else if (sig) {
           if (++localSignals > 1)
             signalAll(workers, SIGKILL); // second ^C: no more waiting
           if (link && !forwardedSignal)
@@ -158,6 +175,10 @@ int rlhfrun::supervise(std::vector<Worker> &workers, NodeLink *link,
           onFailure(e.node, e.rank, e.status);
           break;
         case NodeEvent::Signal:
+          if (e.status == SIGUSR1) {
+            requestCheckpoint();
+            break;
+          }
           if (forwardedSignal)
             break;
           errs() << formatv("rlhf-run: node {0} got signal {1}{2}\n", e.node,
@@ -198,7 +219,10 @@ int rlhfrun::supervise(std::vector<Worker> &workers, NodeLink *link,
           continue;
         w.running = false;
         w.status = status;
-        bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        bool failed = !(WIFEXITED(status) &&
+                        (WEXITSTATUS(status) == 0 ||
+                         (checkpointRequested &&
+                          WEXITSTATUS(status) == RLHF_EXIT_STOPPED)));
         if (failed && !decided && !stopping && !forwardedSignal) {
           onFailure(c.nodeRank, w.rank, status);
           if (link)
@@ -274,5 +298,14 @@ int rlhfrun::supervise(std::vector<Worker> &workers, NodeLink *link,
     errs() << "rlhf-run: stopped by signal " << forwardedSignal << "\n";
     return 128 + forwardedSignal;
   }
+  // Asked to stop early, the workers did (a request during the last step
+  // lets the run finish).
+  for (auto &w : workers)
+    if (checkpointRequested && WIFEXITED(w.status) &&
+        WEXITSTATUS(w.status) == RLHF_EXIT_STOPPED) {
+      errs() << "rlhf-run: stopped on request after a checkpoint; continue "
+                "with --resume\n";
+      return RLHF_EXIT_STOPPED;
+    }
   return 0;
 }

@@ -313,7 +313,10 @@ int main(int argc, char **argv) {
       "failing\n"
       "worker's code. Across nodes, run one rlhf-run per node; the launchers\n"
       "watch each other, so a failed worker or a dead node ends the job on\n"
-      "every node. Inside a Slurm step the nodes come from Slurm. Options\n"
+      "every node. Inside a Slurm step the nodes come from Slurm. SIGUSR1\n"
+      "asks the workers to save a checkpoint after the step in progress and\n"
+      "stop (exit 75; continue with --resume): give it before a time limit,\n"
+      "as with sbatch --signal=USR1@300. Options\n"
       "after <program> go to the program (--steps, --out, --resume,\n"
       "--export-hf DIR, ...; see <program> --help).\n");
   if (numWorkers == 0) {
@@ -368,6 +371,8 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+  // A request, not an end: the workers checkpoint and stop (Supervise.cpp).
+  sigaction(SIGUSR1, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   std::optional<PortFile> portFile;

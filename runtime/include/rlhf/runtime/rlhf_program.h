@@ -101,6 +101,10 @@ void rlhf_step_begin(rlhf_prog *p, int64_t step);
 /* Metrics, progress line, checkpoint at the save interval; frees the step's
  * values. */
 void rlhf_step_end(rlhf_prog *p, int64_t step);
+/* The exit status of a run stopped on request (SIGUSR1: a checkpoint after
+   the step in progress, then the end), as EX_TEMPFAIL: continue it with
+   --resume. */
+#define RLHF_EXIT_STOPPED 75
 /* Prints the memory summary and leaves the job; returns main's exit status. */
 int rlhf_prog_finish(rlhf_prog *p);
 
