@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanHardware.h"
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include "rlhf/runtime/Files.h"
 

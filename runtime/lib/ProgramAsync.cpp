@@ -22,7 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include "rlhf/runtime/SafeTensors.h"
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include <cmath>
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/HfCheckpoint.h"

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/HostCompute.h"

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include <cstdio>
 #include <cstdlib>

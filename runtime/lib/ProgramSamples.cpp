@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProgramState.h"
+#include "ProgramSteps.h"
 
 #include "rlhf/runtime/Files.h"
 #include "rlhf/runtime/HostCompute.h"

@@ -558,57 +558,6 @@ void evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss, int64_t nin,
                   rlhf_value *const *ins, const int64_t *lay,
                   int64_t minibatches, const char *settings, const char *label);
 
-/// --log-samples: a generation's `seq`, the first of the step is kept.
-void noteGenerated(rlhf_prog *p, rlhf_value *seq);
-/// --log-samples: a reward of the kept generation's rows: a host reward
-/// (`host`, which compared them with `answer`, one row per prompt) or a
-/// frozen reward model's score.
-void noteReward(rlhf_prog *p, rlhf_value *score, bool host,
-                rlhf_value *answer = nullptr);
-/// --log-samples: appends the kept generation, decoded, with its reward
-/// (rows from `firstRow` on, the first `rows` of them, all when negative)
-/// to OUT/samples/FILE, and forgets it. Collective: every rank calls it.
-void writeSamples(rlhf_prog *p, const std::string &file, int64_t step,
-                  int64_t firstRow, int64_t rows);
-
-/// Metric slot `slot` of a step as every rank gathered them (`gathered`,
-/// [ranks, 2 * slots] value/valid pairs): the mean over the ranks that
-/// recorded it, or none; the slowest rank's for a time. The same numbers
-/// and arithmetic on every rank give every rank the same value.
-inline std::optional<double> combinedMetric(const at::Tensor &gathered,
-                                            size_t slot, bool isTime) {
-  at::Tensor vals = gathered.select(1, int64_t(2 * slot)),
-             valid = gathered.select(1, int64_t(2 * slot + 1));
-  const double n = valid.sum().item<double>();
-  if (n == 0)
-    return std::nullopt;
-  return isTime ? (vals * valid).max().item<double>()
-                : (vals * valid).sum().item<double>() / n;
-}
-
-/// The running moments of `f`'s call site (null for a function without
-/// running_mean or running_std).
-FnRunning *runningAt(rlhf_prog *p, const FnProgram &f);
-
-/// program.json's record of what functions keep across steps, and taking
-/// it back on --resume (before the first call).
-nlohmann::json fnStateJson(const rlhf_prog *p);
-void restoreFnState(rlhf_prog *p, const nlohmann::json &j);
-
-/// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
-/// A call of a step, not an evaluation's, then says with klMeasured where
-/// its `kl` went.
-std::optional<double> klCoefAt(rlhf_prog *p, const FnProgram &f);
-
-/// `f`'s call measured its `kl` into metric slot `slot`, over `rows` rows.
-void klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot, int64_t rows);
-
-/// At the end of a step: moves each adaptive KL coefficient a call of the
-/// step measured, by the `kl` combined over ranks (`gathered`, the step's
-/// metric slots as every rank gathered them, [ranks, 2 * slots] value/valid
-/// pairs), and warns of resumed state that no call took.
-void endStepFnState(rlhf_prog *p, const at::Tensor &gathered);
-
 } // namespace rlhf::exec
 
 #endif // RLHF_RUNTIME_LIB_PROGRAMSTATE_H
