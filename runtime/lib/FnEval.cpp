@@ -13,6 +13,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -290,6 +291,22 @@ struct FnProgram::Eval {
     return stat == 2 ? var : var.sqrt();
   }
 
+  /// The largest (`max`) or smallest value of `v` where `m` is not 0, per
+  /// row (`perRow`) or over all; 0 where nothing is masked. The gradient
+  /// goes to the extreme (shared among ties, as at::amax).
+  static at::Tensor extreme(bool max, const at::Tensor &v, const at::Tensor &m,
+                            bool perRow) {
+    const double fill = max ? -std::numeric_limits<double>::infinity()
+                            : std::numeric_limits<double>::infinity();
+    at::Tensor on = m != 0;
+    at::Tensor x = at::where(on, v, at::full({}, fill, v.options()));
+    if (perRow)
+      return at::where(on.any(1), max ? x.amax(1) : x.amin(1),
+                       at::zeros({}, v.options()));
+    return at::where(on.any(), max ? x.amax() : x.amin(),
+                     at::zeros({}, v.options()));
+  }
+
   at::Tensor compute(const Instr &i, const std::vector<double> *denoms) {
     auto a = [&](size_t j) { return val[size_t(i.args[j])]; };
     const bool loss = f.fnMode == Mode::Loss;
@@ -361,7 +378,9 @@ struct FnProgram::Eval {
     case Op::GroupSum:
     case Op::GroupMean:
     case Op::GroupVar:
-    case Op::GroupStd: {
+    case Op::GroupStd:
+    case Op::GroupMax:
+    case Op::GroupMin: {
       const int64_t G = i.n[0];
       if (N % G)
         fail(i, std::to_string(N) + " rows do not split into groups of " +
@@ -369,6 +388,10 @@ struct FnProgram::Eval {
       at::Tensor g = a(0).reshape({-1, G}), s;
       if (i.op == Op::GroupSum)
         s = g.sum(1, true);
+      else if (i.op == Op::GroupMax)
+        s = g.amax(1, true);
+      else if (i.op == Op::GroupMin)
+        s = g.amin(1, true);
       else if (i.op == Op::GroupMean)
         s = g.mean(1, true);
       else if (i.op == Op::GroupVar)
@@ -393,6 +416,16 @@ struct FnProgram::Eval {
         return weighed(masked(a(0), a(1))).sum() / denom(i, denoms);
       return stat(int(i.op) - int(Op::TokenSum), a(0), a(1), std::nullopt,
                   i.n.empty() ? 0 : i.n[0]);
+    case Op::SeqMax:
+    case Op::SeqMin:
+    case Op::TokenMax:
+    case Op::TokenMin:
+      return extreme(i.op == Op::SeqMax || i.op == Op::TokenMax, a(0), a(1),
+                     i.op <= Op::SeqMin);
+    case Op::BatchMax:
+      return a(0).numel() ? a(0).amax() : at::zeros({}, a(0).options());
+    case Op::BatchMin:
+      return a(0).numel() ? a(0).amin() : at::zeros({}, a(0).options());
     case Op::Last:
       return lastOf(a(0));
     case Op::Next: {

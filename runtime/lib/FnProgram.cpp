@@ -115,6 +115,14 @@ struct FnProgram::Parser {
         {"token_mean", Op::TokenMean, "%x %m"},
         {"token_var", Op::TokenVar, "%x %m C"},
         {"token_std", Op::TokenStd, "%x %m C"},
+        {"seq_max", Op::SeqMax, "%x %m"},
+        {"seq_min", Op::SeqMin, "%x %m"},
+        {"group_max", Op::GroupMax, "%x G"},
+        {"group_min", Op::GroupMin, "%x G"},
+        {"batch_max", Op::BatchMax, "%x"},
+        {"batch_min", Op::BatchMin, "%x"},
+        {"token_max", Op::TokenMax, "%x %m"},
+        {"token_min", Op::TokenMin, "%x %m"},
         {"last", Op::Last, "%m"},
         {"next", Op::Next, "%x"},
         {"next_masked", Op::NextMasked, "%x %m"},
@@ -302,7 +310,8 @@ struct FnProgram::Parser {
   /// Reductions a loss cannot split over micro-batches.
   static bool wholeBatch(Op op) {
     return (op >= Op::GroupSum && op <= Op::GroupStd) || op == Op::BatchVar ||
-           op == Op::BatchStd || op == Op::TokenVar || op == Op::TokenStd;
+           op == Op::BatchStd || op == Op::TokenVar || op == Op::TokenStd ||
+           (op >= Op::GroupMax && op <= Op::TokenMin);
   }
   static bool batchSum(Op op) {
     return op == Op::BatchSum || op == Op::BatchMean || op == Op::TokenSum ||
@@ -383,16 +392,25 @@ struct FnProgram::Parser {
       [[fallthrough]];
     case Op::SeqSum:
     case Op::SeqMean:
+    case Op::SeqMax:
+    case Op::SeqMin:
     case Op::TokenSum:
     case Op::TokenMean:
+    case Op::TokenMax:
+    case Op::TokenMin: {
       need(in, 0, FnKind::PerToken);
       need(in, 1, FnKind::PerToken);
-      in.kind = in.op <= Op::SeqStd ? FnKind::PerSeq : FnKind::Scalar;
-      if (loss && in.op >= Op::TokenSum && f.code[size_t(in.args[1])].model)
+      const bool perSeq =
+          in.op <= Op::SeqStd || in.op == Op::SeqMax || in.op == Op::SeqMin;
+      in.kind = perSeq ? FnKind::PerSeq : FnKind::Scalar;
+      if (loss && !perSeq && f.code[size_t(in.args[1])].model)
         fail("the mask of '" + op + "' (" + ref(in.args[1]) +
              ") depends on the model; a loss's token masks must come from "
              "its inputs");
       break;
+    }
+    case Op::GroupMax:
+    case Op::GroupMin:
     case Op::GroupSum:
     case Op::GroupMean:
     case Op::GroupVar:
@@ -414,6 +432,8 @@ struct FnProgram::Parser {
       [[fallthrough]];
     case Op::BatchSum:
     case Op::BatchMean:
+    case Op::BatchMax:
+    case Op::BatchMin:
       need(in, 0, FnKind::PerSeq);
       in.kind = FnKind::Scalar;
       break;

@@ -248,3 +248,18 @@ func.func @f(%t: tensor<8x16xi32, #rlhf.kind<tokens>>, %a: tensor<8xf32, #rlhf.k
   } : tensor<8x16xi32, #rlhf.kind<tokens>>, tensor<8xf32, #rlhf.kind<advantages>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
   return
 }
+
+// -----
+
+rlhf.model @actor <name = "tiny", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 128, vocab = 256, max_seq = 64, tie_embeddings = false> head lm trainable
+func.func @f(%t: tensor<8x16xi32, #rlhf.kind<tokens>>) {
+  %s = rlhf.train_step @actor fn "l"(%t) minibatches 1 epochs 1 settings {} body {
+  ^bb0(%x: tensor<?x?xi32>):
+    %m = rlhf.mask_of %x : tensor<?x?xi32> -> tensor<?x?xf32>
+    %lp = rlhf.model_output logprobs %x : tensor<?x?xi32> -> tensor<?x?xf32>
+    // expected-error @+1 {{takes the max over the batch's tokens, which a loss, run once per micro-batch, does not see whole; compute it in a host function}}
+    %r = rlhf.reduce token max %lp, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    rlhf.yield %r : f64
+  } : tensor<8x16xi32, #rlhf.kind<tokens>> -> !rlhf.record<loss: tensor<f32, #rlhf.kind<loss>>>
+  return
+}

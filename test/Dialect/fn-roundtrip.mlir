@@ -37,6 +37,12 @@ func.func @ops(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #rlhf.
     %gs = rlhf.reduce group std %sm {group = 4 : i64, correction = 0 : i64} : tensor<?xf32> -> tensor<?xf32>
     // CHECK: rlhf.reduce token var %{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x?xf32> -> f64
     %tv = rlhf.reduce token var %la, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    // CHECK: rlhf.reduce seq max %{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %sx = rlhf.reduce seq max %dc, %m2 : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    // CHECK: rlhf.reduce group min %{{.*}} {group = 4 : i64} : tensor<?xf32> -> tensor<?xf32>
+    %gn = rlhf.reduce group min %sx {group = 4 : i64} : tensor<?xf32> -> tensor<?xf32>
+    // CHECK: rlhf.reduce token max %{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x?xf32> -> f64
+    %tx = rlhf.reduce token max %la, %m : tensor<?x?xf32>, tensor<?x?xf32> -> f64
     // CHECK: rlhf.yield %{{.*}} : tensor<?xf32>
     rlhf.yield %gs : tensor<?xf32>
   } : (tensor<8xf32, #rlhf.kind<score>>, tensor<8x16xf32, #rlhf.kind<logprobs>>, tensor<8x16xi32, #rlhf.kind<tokens>>) -> !rlhf.record<advantages: tensor<8xf32, #rlhf.kind<advantages>>>

@@ -488,7 +488,10 @@ std::optional<FnVal> FnEval::reduction(const Expr &e, StringRef over,
   if (!noTokens(x, what, e.loc) || !notReduced(x, what, e.loc))
     return std::nullopt;
   bool spread = stat == "var" || stat == "std";
-  if (loss && (over == "group" || (spread && over != "seq"))) {
+  // A loss's sums and means over the batch add up across micro-batches (the
+  // runtime divides by the batch's counts); spreads and extremes do not.
+  bool extreme = stat == "max" || stat == "min";
+  if (loss && (over == "group" || ((spread || extreme) && over != "seq"))) {
     fail(e.loc, what + " needs the whole batch at once, but a loss runs on "
                        "micro-batches; compute it in a host function and "
                        "pass the result in");

@@ -158,6 +158,19 @@ LogicalResult ReduceOp::verify() {
     return emitOpError() << "has a group size but does not reduce over groups";
   if (getCorrectionAttr().getInt() < 0)
     return emitOpError() << "correction must not be negative";
+  // Sums and means over a loss's micro-batches add up to the batch's (the
+  // runtime divides by the whole batch's counts); extremes do not.
+  const bool extreme =
+      getStat() == ReduceStat::max || getStat() == ReduceStat::min;
+  if (extreme &&
+      (getOver() == ReduceOver::batch || getOver() == ReduceOver::token) &&
+      (*this)->getParentOfType<TrainStepOp>())
+    return emitOpError() << "takes the " << stringifyReduceStat(getStat())
+                         << (getOver() == ReduceOver::token
+                                 ? " over the batch's tokens"
+                                 : " over the batch")
+                         << ", which a loss, run once per micro-batch, does "
+                            "not see whole; compute it in a host function";
   return success();
 }
 

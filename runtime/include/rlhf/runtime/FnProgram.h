@@ -57,6 +57,10 @@
 //                         [1] -> [0]; var divides by max(N-C, 1)
 //   token_sum %x %m, token_mean %x %m, token_var %x %m C, token_std %x %m C
 //                         [2] -> [0] over all masked tokens, as seq_*
+//   seq_max, seq_min, group_max, group_min, batch_max, batch_min, token_max,
+//   token_min             as the sums: the largest (smallest) value, of the
+//                         masked ones for seq_ and token_ (0 where there is
+//                         none); batch_ and token_ ones not in losses
 //   last %m               [2] 1 at each row's last position with m != 0
 //   next %x               [2] out[:, t] = x[:, t+1], 0 at the end
 //   next_masked %x %m     [2] out[:, t] = x[:, u], u the next position after
@@ -274,6 +278,14 @@ private:
     TokenMean,
     TokenVar,
     TokenStd,
+    SeqMax,
+    SeqMin,
+    GroupMax,
+    GroupMin,
+    BatchMax,
+    BatchMin,
+    TokenMax,
+    TokenMin,
     Last,
     Next,
     NextMasked,

@@ -55,7 +55,9 @@ def RLHF_ReduceStat : I32EnumAttr<"ReduceStat", "the statistic a reduction takes
     I32EnumAttrCase<"sum", 0>,
     I32EnumAttrCase<"mean", 1>,
     I32EnumAttrCase<"var", 2>,
-    I32EnumAttrCase<"std", 3>]> {
+    I32EnumAttrCase<"std", 3>,
+    I32EnumAttrCase<"max", 4>,
+    I32EnumAttrCase<"min", 5>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::rlhf";
 }

@@ -129,7 +129,7 @@ def RLHF_BroadcastOp : RLHF_FnOp<"broadcast", [AllTypesMatch<["like", "result"]>
 }
 
 def RLHF_ReduceOp : RLHF_FnOp<"reduce"> {
-  let summary = "a masked sum, mean, variance or standard deviation";
+  let summary = "a masked sum, mean, variance, standard deviation, max or min";
   let description = [{
     `over` says what is reduced:
     - `seq`: each row of a per-token value under `mask`, `[N, S] -> [N]`;
@@ -139,7 +139,11 @@ def RLHF_ReduceOp : RLHF_FnOp<"reduce"> {
     - `token`: every masked token of the batch, `[N, S] -> scalar`.
 
     Means divide by the mask total (at least 1); variances by the count less
-    `correction` (at least 1), as `torch.var` does.
+    `correction` (at least 1), as `torch.var` does. `max` and `min` take the
+    largest or smallest masked value (0 where a row has none), and pass
+    the gradient to it (shared among ties, as `torch.amax`). Over the batch
+    or its tokens they belong in a host function (`rlhf.compute`): a loss
+    runs once per micro-batch, whose extreme is not the batch's.
 
     ```mlir
     %m = rlhf.reduce seq mean %x, %mask : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
