@@ -62,6 +62,53 @@ TEST(FnLoss, StopGradientKeepsTheValueWithoutTheGradient) {
   EXPECT_GT((grad(through) - gWant).abs().max().item<double>(), 1e-4);
 }
 
+// A sequence's extremes in a loss: the value of the largest (smallest)
+// masked log-prob, with the gradient on that token alone; a row with no
+// masked token gives 0 and no gradient. Over the batch or its tokens they
+// are refused: a micro-batch's extreme is not the batch's.
+TEST(FnLoss, SequenceExtremesAndTheirGradients) {
+  // A loss of the sum over rows of op %4, `op` (per sequence).
+  auto code = [](const std::string &op) {
+    return program("loss", {"%0 = input 0 tok", "%1 = logprobs %0",
+                            "%2 = mask_of %0", "%3 = seq_sum %1 %2"}) +
+           "\n" + op + "\n%5 = batch_sum %4\nout loss %5";
+  };
+  auto prog = [&](const char *stat) {
+    return FnProgram::parse(code(std::string("%4 = seq_") + stat + " %1 %2"));
+  };
+  const int64_t N = 3, S = 4, V = 6;
+  at::Tensor seq = at::randint(1, V, {N, S}, at::kLong);
+  at::Tensor mask = f({1, 1, 0, 0, 1, 1, 0, 0, 0}, {N, S - 1});
+  FnInputs in{{seq}, {mask}, 0};
+  for (bool max : {true, false}) {
+    at::Tensor logits = at::randn({N, S, V}).requires_grad_(true);
+    FnModel model = [&](int64_t, const at::Tensor &) { return logits; };
+    std::vector<double> d = {1};
+    at::Tensor loss = prog(max ? "max" : "min").evaluate(in, &model, &d).at(0);
+    loss.backward();
+    at::Tensor g = logits.grad().clone();
+    logits.mutable_grad() = at::Tensor();
+    // By hand: row 0's tokens 0-1, row 1's tokens 1-2, row 2 none.
+    at::Tensor lp = tokenLogprobs(logits, seq);
+    auto pick = [&](at::Tensor a, at::Tensor b) {
+      return max ? at::maximum(a, b) : at::minimum(a, b);
+    };
+    at::Tensor want = pick(lp[0][0], lp[0][1]) + pick(lp[1][1], lp[1][2]);
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5);
+    want.backward();
+    expectClose(g, logits.grad(), max ? "d seq_max" : "d seq_min");
+    EXPECT_EQ(g[2].abs().sum().item<double>(), 0.0)
+        << "a row with no masked token passes no gradient";
+  }
+  expectRejected(
+      {{code("%4 = token_max %1 %2"),
+        "fn 'f': line 6: 'token_max' is not allowed in a loss: it needs the "
+        "whole batch, which micro-batches split"},
+       {code("%4 = batch_min %3"),
+        "fn 'f': line 6: 'batch_min' is not allowed in a loss: it needs the "
+        "whole batch, which micro-batches split"}});
+}
+
 TEST(FnLoss, DenominatorsAndModelOutputs) {
   FnProgram p = FnProgram::parse(program(
       "loss",
