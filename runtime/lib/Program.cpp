@@ -86,7 +86,9 @@ void usage(const char *argv0, const rlhf_prog *p) {
       "  RLHF_PIPELINE_SCHEDULE=sequential|1f1b  train pipeline stages\n"
       "                               one micro-batch at a time (for\n"
       "                               comparison; slower), or 1F1B (default)\n"
-      "An unknown value of any of these stops the program at start.\n",
+      "An unknown value of any of these stops the program at start.\n"
+      "SIGUSR1 saves a checkpoint after the step in progress and stops\n"
+      "(exit 75; continue with --resume), as before a time limit.\n",
       argv0, p->name.c_str(), (long long)p->gpus, argv0, (long long)p->gpus,
       argv0, (long long)p->steps, p->name.c_str());
 }
