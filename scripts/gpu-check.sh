@@ -196,15 +196,19 @@ link() {
     return 77
   fi
 }
-# on_gpu PROG STEPS OUT [ARGS...]: four ranks sharing the GPU over Gloo.
-on_gpu() {
-  local prog=$1 steps=$2 dir=$3
-  shift 3
+# ranks_on DEVICE PROG STEPS OUT [ARGS...]: four ranks of PROG on DEVICE,
+# afresh in OUT; on_gpu shares the GPU among them over Gloo, on_cpu is the
+# same run on the CPU to compare with.
+ranks_on() {
+  local dev=$1 prog=$2 steps=$3 dir=$4
+  shift 4
   rm -rf "$dir"
-  RLHF_DEVICE=cuda "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
+  RLHF_DEVICE=$dev "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
     --no-python "$build/$prog" --steps "$steps" --data sums=examples/data/sums.jsonl \
     --out "$dir" "$@"
 }
+on_gpu() { ranks_on cuda "$@"; }
+on_cpu() { ranks_on cpu "$@"; }
 
 # tiny_grpo, compiled by rlhfc on the build machine, linked here against the
 # runtime (the command docs/runtime.md gives), four ranks sharing the GPU
@@ -227,10 +231,7 @@ fn_on_gpu() {
   link tiny_grpo tiny_grpo_fn || return
   export RLHF_PRECISION=fp32
   on_gpu tiny_grpo_fn 10 "$out/tiny_grpo-10" || return 1
-  rm -rf "$out/tiny_grpo-10-cpu"
-  RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    --no-python "$build/tiny_grpo_fn" --steps 10 --data sums=examples/data/sums.jsonl \
-    --out "$out/tiny_grpo-10-cpu" || return 1
+  on_cpu tiny_grpo_fn 10 "$out/tiny_grpo-10-cpu" || return 1
   "$py" test/E2E/Inputs/metrics.py same "$out/tiny_grpo-10/metrics.jsonl" \
     "$out/tiny_grpo-10-cpu/metrics.jsonl" --keys reward,loss/actor \
     --rtol 1e-3 --atol 1e-5
@@ -341,10 +342,7 @@ controls_on_gpu() {
   link tiny_grpo_norm || return
   export RLHF_PRECISION=fp32
   on_gpu tiny_ppo_ctl 6 "$out/ctl-run" || return 1
-  rm -rf "$out/ctl-run-cpu"
-  RLHF_DEVICE=cpu "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    --no-python "$build/tiny_ppo_ctl" --steps 6 --data sums=examples/data/sums.jsonl \
-    --out "$out/ctl-run-cpu" || return 1
+  on_cpu tiny_ppo_ctl 6 "$out/ctl-run-cpu" || return 1
   "$py" test/E2E/Inputs/kl_check.py "$out/ctl-run/metrics.jsonl" --coef kl_coef \
     --kl kl --init 0.05 --target 0.02 --horizon 1000 --rows 32 --steps 6 || return 1
   if "$py" -c 'import transformers' 2>/dev/null; then
@@ -397,7 +395,7 @@ pytorch_reference() {
   "$py" scripts/measure-llama-h100.py --runtime-points --hardware "$hw" \
     --csv "$out/measured-$tag.csv"
 }
-export -f link on_gpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
+export -f link ranks_on on_gpu on_cpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
   ema_resume_on_gpu waves_on_gpu dapo_on_gpu controls_on_gpu realloc_bench \
   realloc_bench_host pytorch_reference
 
