@@ -31,7 +31,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   const int64_t frozen = int64_t(s.get("frozen_steps", 0.0));
   if (p->stepIndex < frozen) {
     // Checkpoints hold it still, for --resume to find.
-    modelAt(p, mi).changed = true;
+    m.changed = true;
     // Its record as a call's, of zeros; nothing is logged.
     std::map<std::string, rlhf_value *> fields;
     for (size_t k = 0; k < loss.outputNames().size(); ++k)

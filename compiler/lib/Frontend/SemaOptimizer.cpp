@@ -117,6 +117,10 @@ void Sema::checkSchedules(const Instance &inst) {
     auto [it, fresh] = firstTrain.try_emplace(n.model, &n);
     const double k = n.attr("frozen_steps", 0),
                  first = it->second->attr("frozen_steps", 0);
+    if (k >= steps)
+      warning(n.loc, formatv("'{0}' stays frozen for {1} steps, but the run "
+                             "of '{2}' has {3}: this call never trains it",
+                             n.model->name, int64_t(k), inst.algorithm, steps));
     if (!fresh && k != first)
       error(n.loc, formatv("'{0}' is frozen for {1} steps here but {2} at "
                            "its first train call; a model starts training "
@@ -167,11 +171,4 @@ void Sema::checkSchedules(const Instance &inst) {
               .attachNote(mlir::Location(inst.loc))
           << "the run is here";
   }
-  // A train call frozen for the whole run never trains.
-  for (const Node &n : inst.nodes)
-    if (n.kind == Node::Kind::Train && n.attr("frozen_steps", 0) >= steps)
-      warning(n.loc, formatv("'{0}' stays frozen for {1} steps, but the run "
-                             "of '{2}' has {3}: this call never trains it",
-                             n.model->name, int64_t(n.attr("frozen_steps", 0)),
-                             inst.algorithm, steps));
 }

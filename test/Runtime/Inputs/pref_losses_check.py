@@ -100,11 +100,10 @@ def main():
         "log_odds": log_odds.mean(),
         "nll": nll}
 
-    tolist = lambda t: t.tolist()
     inputs = {
-        "inputs": [tolist(c), tolist(r), tolist(ref_c), tolist(ref_r)],
-        "masks": [tolist(mc), tolist(mr), None, None],
-        "model": {"0": tolist(logits_c), "1": tolist(logits_r)}}
+        "inputs": [c.tolist(), r.tolist(), ref_c.tolist(), ref_r.tolist()],
+        "masks": [mc.tolist(), mr.tolist(), None, None],
+        "model": {"0": logits_c.tolist(), "1": logits_r.tolist()}}
     for fn, outs in want.items():
         two = fn in ("simpo_loss", "orpo_loss")
         x = dict(inputs)

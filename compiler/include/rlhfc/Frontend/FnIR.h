@@ -31,8 +31,7 @@ struct FnKlControl {
 /// input, const, adaptive_kl, running_mean, running_std, neg exp log sqrt abs
 /// sigmoid softplus stop_gradient, add sub mul div min max lt le gt ge eq ne,
 /// where, clamp, broadcast, seq_|group_|batch_|token_ sum|mean|var|std|max|min,
-/// last,
-/// next, rcumsum, mask_of, and in losses logprobs values score entropy.
+/// last, next, rcumsum, mask_of, and in losses logprobs values score entropy.
 struct FnOp {
   std::string op;
   std::vector<int> args; ///< indices of earlier ops
