@@ -329,6 +329,10 @@ struct FnProgram::Eval {
       return a(0).exp();
     case Op::Log:
       return a(0).log();
+    case Op::Log1p:
+      return a(0).log1p();
+    case Op::Expm1:
+      return a(0).expm1();
     case Op::Sqrt:
       return a(0).sqrt();
     case Op::Abs:

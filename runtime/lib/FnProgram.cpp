@@ -79,6 +79,8 @@ struct FnProgram::Parser {
         {"neg", Op::Neg, "%x"},
         {"exp", Op::Exp, "%x"},
         {"log", Op::Log, "%x"},
+        {"log1p", Op::Log1p, "%x"},
+        {"expm1", Op::Expm1, "%x"},
         {"sqrt", Op::Sqrt, "%x"},
         {"abs", Op::Abs, "%x"},
         {"sigmoid", Op::Sigmoid, "%x"},

@@ -243,7 +243,7 @@ namespace {
 /// far more often than byte flips do.
 const std::vector<std::vector<llvm::StringRef>> &swaps() {
   static const std::vector<std::vector<llvm::StringRef>> classes = {
-      {"exp", "log", "sqrt", "abs", "sigmoid", "softplus"},
+      {"exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus"},
       {"min", "max"},
       {"seq_sum", "seq_mean", "seq_var", "seq_std", "group_sum", "group_mean",
        "group_var", "group_std", "batch_sum", "batch_mean", "batch_var",

@@ -291,6 +291,18 @@ TEST(FnOps, Elementwise) {
   EXPECT_TRUE(at::allclose(u[2], at::sigmoid(x)));
   EXPECT_TRUE(at::allclose(u[3], at::log1p(x.exp())));
   EXPECT_TRUE(at::allclose(u[4], f({0, 1, 1}, {3})));
+  // Near 0 they keep the digits that log(1 + x) and exp(x) - 1 lose in
+  // float: 1 + 1e-8 rounds to 1.
+  at::Tensor tiny = f({1e-8f, -1e-8f, 0.5f}, {3});
+  auto w =
+      run(program("host", {"%0 = input 0 f1", "%1 = log1p %0", "%2 = expm1 %0",
+                           "out log1p %1", "out expm1 %2"}),
+          {tiny});
+  EXPECT_TRUE(at::allclose(w[0], at::log1p(tiny.to(at::kDouble)).to(at::kFloat),
+                           1e-6, 0));
+  EXPECT_TRUE(at::allclose(w[1], at::expm1(tiny.to(at::kDouble)).to(at::kFloat),
+                           1e-6, 0));
+  EXPECT_NE(w[0][0].item<float>(), 0.f);
 }
 
 TEST(FnOps, ClampBroadcastAndBoolInputs) {

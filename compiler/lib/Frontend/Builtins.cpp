@@ -148,6 +148,10 @@ namespace {
 const FnPrimitiveSpec kFnPrimitives[] = {
     {"exp", "(x) -> x", "e to the power x, elementwise"},
     {"log", "(x) -> x", "the natural logarithm, elementwise"},
+    {"log1p", "(x) -> x",
+     "log(1 + x), accurate where x is near 0, elementwise"},
+    {"expm1", "(x) -> x",
+     "exp(x) - 1, accurate where x is near 0, elementwise"},
     {"sqrt", "(x) -> x", "the square root, elementwise"},
     {"abs", "(x) -> x", "the absolute value, elementwise"},
     {"sigmoid", "(x) -> x", "1 / (1 + exp(-x)), elementwise"},

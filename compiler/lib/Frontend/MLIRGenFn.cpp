@@ -93,6 +93,10 @@ private:
       return b.create<math::ExpOp>(loc, arg(op, 0));
     if (name == "log")
       return b.create<math::LogOp>(loc, arg(op, 0));
+    if (name == "log1p")
+      return b.create<math::Log1pOp>(loc, arg(op, 0));
+    if (name == "expm1")
+      return b.create<math::ExpM1Op>(loc, arg(op, 0));
     if (name == "sqrt")
       return b.create<math::SqrtOp>(loc, arg(op, 0));
     if (name == "abs")

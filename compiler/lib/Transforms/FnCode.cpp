@@ -150,6 +150,8 @@ private:
         .Case([&](arith::NegFOp) { return unary("neg"); })
         .Case([&](math::ExpOp) { return unary("exp"); })
         .Case([&](math::LogOp) { return unary("log"); })
+        .Case([&](math::Log1pOp) { return unary("log1p"); })
+        .Case([&](math::ExpM1Op) { return unary("expm1"); })
         .Case([&](math::SqrtOp) { return unary("sqrt"); })
         .Case([&](math::AbsFOp) { return unary("abs"); })
         .Case([&](r::SigmoidOp) { return unary("sigmoid"); })

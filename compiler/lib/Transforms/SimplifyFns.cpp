@@ -75,21 +75,24 @@ struct SimplifyFns : rlhfc::impl::RLHFSimplifyFnsBase<SimplifyFns> {
         return signalPassFailure();
       // What folding leaves unfolded outside its domain: sqrt(-1).
       bad = op->getRegion(0).walk([&](Operation *m) {
-        if (!isa<math::SqrtOp, math::RsqrtOp, math::LogOp>(m))
+        if (!isa<math::SqrtOp, math::RsqrtOp, math::LogOp, math::Log1pOp>(m))
           return WalkResult::advance();
         auto c = m->getOperand(0).getDefiningOp<arith::ConstantOp>();
         auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
         if (!f)
           return WalkResult::advance();
         double x = f.getValueAsDouble();
-        if (isa<math::SqrtOp>(m) ? x >= 0 : x > 0)
+        if (isa<math::SqrtOp>(m)    ? x >= 0
+            : isa<math::Log1pOp>(m) ? x > -1
+                                    : x > 0)
           return WalkResult::advance();
         char text[32];
         std::snprintf(text, sizeof text, "%g", x);
         m->emitError() << "the "
-                       << (isa<math::LogOp>(m)    ? "log"
-                           : isa<math::SqrtOp>(m) ? "square root"
-                                                  : "inverse square root")
+                       << (isa<math::LogOp>(m)     ? "log"
+                           : isa<math::Log1pOp>(m) ? "log1p"
+                           : isa<math::SqrtOp>(m)  ? "square root"
+                                                   : "inverse square root")
                        << " of the constant " << text
                        << " is not a finite number; fix the constant";
         return WalkResult::interrupt();

@@ -28,10 +28,11 @@ struct FnKlControl {
 };
 
 /// One op of a body. `op` is the runtime's opcode (runtime FnProgram.h):
-/// input, const, adaptive_kl, running_mean, running_std, neg exp log sqrt abs
-/// sigmoid softplus stop_gradient, add sub mul div min max lt le gt ge eq ne,
-/// where, clamp, broadcast, seq_|group_|batch_|token_ sum|mean|var|std|max|min,
-/// last, next, rcumsum, mask_of, and in losses logprobs values score entropy.
+/// input, const, adaptive_kl, running_mean, running_std, neg exp log log1p
+/// expm1 sqrt abs sigmoid softplus stop_gradient, add sub mul div min max lt le
+/// gt ge eq ne, where, clamp, broadcast, seq_|group_|batch_|token_
+/// sum|mean|var|std|max|min, last, next, rcumsum, mask_of, and in losses
+/// logprobs values score entropy.
 struct FnOp {
   std::string op;
   std::vector<int> args; ///< indices of earlier ops

@@ -37,7 +37,7 @@
 //                         has seen over the run, this call's included
 //                         (TRL's RunningMoments). FnInputs::running holds
 //                         them; without it, this call's rows alone
-//   neg exp log sqrt abs sigmoid softplus stop_gradient %x
+//   neg exp log log1p expm1 sqrt abs sigmoid softplus stop_gradient %x
 //                         rank of x; stop_gradient passes no gradient
 //   add sub mul div min max lt le gt ge eq ne %a %b   equal ranks, or one
 //                         rank 0; comparisons give 0/1; ranks 1 and 2 never
@@ -242,6 +242,8 @@ private:
     Neg,
     Exp,
     Log,
+    Log1p,
+    Expm1,
     Sqrt,
     Abs,
     Sigmoid,
