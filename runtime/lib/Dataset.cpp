@@ -53,6 +53,9 @@ JsonlDataset::JsonlDataset(const std::string &path,
           ? "text"
           : "prompt";
   std::vector<std::string> read = fields;
+  // Made from the rows' prompts and completions, not read.
+  read.erase(std::remove(read.begin(), read.end(), "kl_completion"),
+             read.end());
   size_t ownColumns = read.size();
   if (tmpl) {
     read.erase(std::remove(read.begin(), read.end(), target), read.end());
@@ -97,7 +100,14 @@ JsonlDataset::JsonlDataset(const std::string &path,
                     (k < ownColumns ? ""
                                     : ", which the prompt template uses; add "
                                       "it to the row or change 'template'"));
-      if (it->is_string())
+      if (f == "label" && !it->is_boolean() && !it->is_number())
+        throw Error(where +
+                    "field \"label\" must be true, false or a "
+                    "number, got " +
+                    it->dump());
+      if (f == "label")
+        ex[f] = it->is_boolean() ? (it->get<bool>() ? "1" : "0") : it->dump();
+      else if (it->is_string())
         ex[f] = it->get<std::string>();
       else if (it->is_number())
         ex[f] = it->dump();

@@ -263,7 +263,11 @@ void reportCuts(rlhf_prog *p, DatasetState &d, const std::string &f,
 // trained on at every real token, unless the dataset also has `prompt`:
 // then a row's column is the completion of its prompt (TRL's
 // prompt-completion rows), the sequence is the prompt followed by it, and
-// its mask covers the completion only.
+// its mask covers the completion only. `completion` is such a column in
+// unpaired rows (KTO's prompt, completion, label), and `kl_completion` is
+// each row's prompt followed by the next row's completion (the last row's
+// by the first's), the mismatched pairs KTO estimates its KL from, as TRL
+// builds them per batch.
 rlhf_value *rlhf::exec::loadRows(rlhf_prog *p, DatasetState &d,
                                  std::vector<Example> examples,
                                  const std::string &where) {
@@ -285,6 +289,16 @@ rlhf_value *rlhf::exec::loadRows(rlhf_prog *p, DatasetState &d,
     }
   std::map<std::string, rlhf_value *> fields;
   for (const std::string &f : d.fields) {
+    if (f == "label") { // checked when read: a number, or 0/1 for a bool
+      std::vector<float> label;
+      for (const Example &row : *rows)
+        label.push_back(float(std::strtod(row.at(f).c_str(), nullptr)));
+      fields[f] = tensorValue(p, at::tensor(label, at::kFloat), at::Tensor(), B,
+                              std::nullopt);
+      continue;
+    }
+    const bool mismatched = f == "kl_completion";
+    const std::string column = mismatched ? "completion" : f;
     const bool answer = f == "answer", prompt = f == "prompt";
     const bool completion = hasPrompt && !prompt && !answer;
     const int64_t width = prompt   ? d.promptLen
@@ -302,7 +316,8 @@ rlhf_value *rlhf::exec::loadRows(rlhf_prog *p, DatasetState &d,
       } else if (completion) {
         ids = prompts[size_t(b)];
         start[b][0] = int64_t(ids.size());
-        std::vector<int64_t> c = tok.encode(row.at(f), false);
+        const Example &from = mismatched ? (*rows)[size_t((b + 1) % B)] : row;
+        std::vector<int64_t> c = tok.encode(from.at(column), false);
         c.push_back(tok.eos());
         ids.insert(ids.end(), c.begin(), c.end());
       } else {
@@ -320,7 +335,9 @@ rlhf_value *rlhf::exec::loadRows(rlhf_prog *p, DatasetState &d,
       t[b].narrow(0, off, int64_t(ids.size()))
           .copy_(at::tensor(ids, at::kLong));
     }
-    reportCuts(p, d, f, prompt ? promptCuts : cuts, width, completion, where);
+    // A mismatched pair cut short only shortens a KL estimate.
+    if (!mismatched)
+      reportCuts(p, d, f, prompt ? promptCuts : cuts, width, completion, where);
     at::Tensor mask;
     if (!prompt && !answer) {
       // Whole sequences: every real token is predicted and trained on;

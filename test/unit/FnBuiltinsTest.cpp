@@ -341,61 +341,18 @@ TEST(FnBuiltins, TrainStepChecksTheFnBatch) {
 // The C entry points
 //===----------------------------------------------------------------------===//
 
-/// Sets environment variables for the life of the object.
-class ScopedEnv {
-public:
-  void set(const char *name, const char *value) {
-    const char *old = std::getenv(name);
-    saved.emplace_back(name,
-                       old ? std::optional<std::string>(old) : std::nullopt);
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-      if (it->second)
-        setenv(it->first.c_str(), it->second->c_str(), 1);
-      else
-        unsetenv(it->first.c_str());
-    }
-  }
-
-private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-};
-
 // A one-rank job: rlhf_apply gives the oracle's GAE (values, masks, rows),
 // and rlhf_train trains a model exactly as the oracle trains its twin
 // (two minibatches of two micro-batches, two epochs).
 TEST(FnProgramCalls, ApplyAndTrainFnMatchTheOracle) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() /
-                 ("rlhf-fn-calls-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  OneRankJob job("fn-calls", 1, 3);
+  const std::filesystem::path &dir = job.dir;
+  rlhf_prog *p = job.p;
   {
     std::ofstream data(dir / "prompts.jsonl");
     for (const char *s : {"abc", "hello", "xyz q", "rlhf", "fn code", "gae"})
       data << "{\"prompt\": \"" << s << "\"}\n";
   }
-  ScopedEnv env;
-  env.set("WORLD_SIZE", nullptr);
-  env.set("RANK", nullptr);
-  env.set("RLHF_DEVICE", nullptr);
-  env.set("RLHF_PRECISION", nullptr);
-  env.set("MASTER_ADDR", "127.0.0.1");
-  env.set("MASTER_PORT", "0");
-  env.set("RLHF_RENDEZVOUS_FILE", (dir / "port").c_str());
-  std::vector<std::string> args = {"fn-test", "--out", (dir / "run").string(),
-                                   "--quiet"};
-  std::vector<char *> argv;
-  for (std::string &a : args)
-    argv.push_back(a.data());
-  optind = 1;
-  rlhf_prog *p = rlhf_prog_create(int(argv.size()), argv.data(), "fn_test", 1,
-                                  3, 0, 1, 0.0);
   const int64_t arch[] = {2, 64, 4, 2, 176, 512, 64, 0, 0, 0};
   const int64_t lay[] = {0, 1, 1, 1, 2, 1, 1}; // rlhf_program.h's layout arrays
   // Models of one architecture start equal; eps as in trainOnce.
@@ -510,7 +467,6 @@ TEST(FnProgramCalls, ApplyAndTrainFnMatchTheOracle) {
   EXPECT_GT(moved, 1e-6) << "training moved no weight";
   rlhf_step_end(p, step);
   EXPECT_EQ(rlhf_prog_finish(p), 0);
-  fs::remove_all(dir);
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 //===- FnTestUtil.h - helpers of the fn code tests --------------*- C++ -*-===//
 //
-// Shared by FnProgramTest.cpp (verifier, ops) and FnBuiltinsTest.cpp (the
-// stdlib's re-expressions of the built-ins against the C++).
+// Shared by FnProgramTest.cpp (verifier, ops), FnBuiltinsTest.cpp (the
+// stdlib's re-expressions of the built-ins against the C++) and
+// DatasetRowsTest.cpp (a program's dataset batches).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +104,63 @@ inline at::Tensor run1(const std::string &code, std::vector<at::Tensor> inputs,
                        std::vector<at::Tensor> masks = {}, int64_t pad = 0) {
   return run(code, std::move(inputs), std::move(masks), pad).at(0);
 }
+
+/// Sets environment variables for the life of the object.
+class ScopedEnv {
+public:
+  void set(const char *name, const char *value) {
+    const char *old = std::getenv(name);
+    saved.emplace_back(name,
+                       old ? std::optional<std::string>(old) : std::nullopt);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
+    }
+  }
+
+private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+};
+
+/// A one-rank program on the CPU, as a compiled executable creates it, in
+/// a fresh folder (for its data files and --out) removed at the end. Add
+/// models and datasets to `p`, then rlhf_prog_start.
+struct OneRankJob {
+  std::filesystem::path dir;
+  ScopedEnv env;
+  rlhf_prog *p = nullptr;
+
+  OneRankJob(const std::string &name, int64_t steps, int64_t seed) {
+    dir = std::filesystem::temp_directory_path() /
+          ("rlhf-" + name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    env.set("WORLD_SIZE", nullptr);
+    env.set("RANK", nullptr);
+    env.set("RLHF_DEVICE", nullptr);
+    env.set("RLHF_PRECISION", nullptr);
+    env.set("MASTER_ADDR", "127.0.0.1");
+    env.set("MASTER_PORT", "0");
+    env.set("RLHF_RENDEZVOUS_FILE", (dir / "port").c_str());
+    std::vector<std::string> args = {name, "--out", (dir / "run").string(),
+                                     "--quiet"};
+    std::vector<char *> argv;
+    for (std::string &a : args)
+      argv.push_back(a.data());
+    optind = 1;
+    p = rlhf_prog_create(int(argv.size()), argv.data(), name.c_str(), steps,
+                         seed, 0, 1, 0.0);
+  }
+  ~OneRankJob() { std::filesystem::remove_all(dir); }
+};
 
 } // namespace rlhf::fntest
 

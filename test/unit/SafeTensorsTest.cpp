@@ -260,6 +260,37 @@ TEST(Dataset, BatchesAreSeededAndResumable) {
   EXPECT_TRUE(std::equal(span.begin(), span.end(), walk.begin() + 7));
 }
 
+TEST(Dataset, LabelsAreBoolsOrNumbers) {
+  std::string path = tmpPath("l.jsonl");
+  std::ofstream(path) << "{\"prompt\": \"a\", \"completion\": \"b\", "
+                         "\"label\": true}\n"
+                         "{\"prompt\": \"a\", \"completion\": \"b\", "
+                         "\"label\": false}\n"
+                         "{\"prompt\": \"a\", \"completion\": \"b\", "
+                         "\"label\": 2.5}\n";
+  // kl_completion is made, not read: the rows have no such column.
+  rlhf::JsonlDataset ds(path,
+                        {"prompt", "completion", "label", "kl_completion"});
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds[0].at("label"), "1");
+  EXPECT_EQ(ds[1].at("label"), "0");
+  EXPECT_EQ(ds[2].at("label"), "2.5");
+  std::ofstream(path) << "{\"prompt\": \"a\", \"completion\": \"b\", "
+                         "\"label\": true}\n"
+                         "{\"prompt\": \"a\", \"completion\": \"b\", "
+                         "\"label\": \"yes\"}\n";
+  try {
+    rlhf::JsonlDataset bad(path, {"prompt", "completion", "label"});
+    ADD_FAILURE() << "a string label was read";
+  } catch (const rlhf::Error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "l.jsonl:2: field \"label\" must be true, false or a "
+                  "number, got \"yes\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Dataset, BadLinesNameTheLine) {
   auto expectError = [&](const std::string &text, const std::string &want) {
     std::string path = tmpPath("bad.jsonl");

@@ -44,13 +44,15 @@ void Sema::resolveDataset(const EntityDecl &d) {
                          "'fields = [prompt, answer];'");
     return;
   }
-  static const std::vector<std::string> roles = {"prompt", "answer", "chosen",
-                                                 "rejected", "text"};
+  static const std::vector<std::string> roles = {
+      "prompt", "answer", "chosen", "rejected", "text", "completion", "label"};
   auto typeOf = [&](StringRef field) {
     TensorType t{TensorKind::Tokens, DType::I32, {ds.batch, ds.maxPromptLen}};
     if (field == "answer") {
       t.kind = TensorKind::Answer;
       t.shape = {ds.batch, std::max<int64_t>(ds.maxResponseLen, 1)};
+    } else if (field == "label") {
+      t = TensorType{TensorKind::Score, DType::F32, {ds.batch}};
     } else if (field != "prompt") {
       t.shape = {ds.batch, ds.maxPromptLen + ds.maxResponseLen};
     }
@@ -62,10 +64,17 @@ void Sema::resolveDataset(const EntityDecl &d) {
       error(el->loc, "a dataset field is a name such as 'prompt'");
       continue;
     }
+    if (el->text == "kl_completion") {
+      error(el->loc, "'kl_completion' is not a column: a dataset with "
+                     "'completion' makes it from its rows; remove it from "
+                     "'fields'");
+      continue;
+    }
     bool role = llvm::is_contained(roles, el->text);
     if (!role && !tp) {
       error(el->loc, formatv("unknown dataset field '{0}' (fields are "
-                             "prompt, answer, chosen, rejected and text){1}",
+                             "prompt, answer, chosen, rejected, text, "
+                             "completion and label){1}",
                              el->text, didYouMean(el->text, roles)));
       continue;
     }
@@ -88,7 +97,45 @@ void Sema::resolveDataset(const EntityDecl &d) {
     error(d.loc, "dataset '" + d.name +
                      "' has preference pairs but no "
                      "'max_response_len'; set it to the longest response");
+  if (seen.count("completion"))
+    checkCompletions(d, ds, *f, tp != nullptr);
+
   p.datasets[d.name] = ds;
+}
+
+// Unpaired completions (KTO's rows: prompt, completion, label) are read after
+// their prompt, so a template may render it; `kl_completion` pairs each
+// prompt with the next row's completion, the mismatched pairs from which
+// KTO estimates its reference point.
+void Sema::checkCompletions(const EntityDecl &d, Dataset &ds,
+                            const Property &fields, bool templated) {
+  // A template renders `prompt`, unless the dataset holds whole texts.
+  const bool prompted = llvm::is_contained(ds.fields, "prompt") ||
+                        (templated && !llvm::is_contained(ds.fields, "text"));
+  if (!prompted) {
+    error(fields.value->loc,
+          formatv("dataset '{0}' has 'completion' but no 'prompt': a "
+                  "completion continues its row's prompt; list 'prompt' "
+                  "too, or read whole sequences as 'text'",
+                  ds.name));
+    return;
+  }
+  if (!ds.maxResponseLen) {
+    error(d.loc, "dataset '" + d.name +
+                     "' has completions but no 'max_response_len'; set it "
+                     "to the longest completion");
+    return;
+  }
+  if (ds.batch == 1)
+    warning(d.loc, "dataset '" + d.name +
+                       "' reads 1 row per step, so 'kl_completion' pairs "
+                       "each prompt with its own completion, not another "
+                       "row's; KTO's reference point needs 'batch' of 2 or "
+                       "more");
+  TensorType t{TensorKind::Tokens,
+               DType::I32,
+               {ds.batch, ds.maxPromptLen + ds.maxResponseLen}};
+  ds.type.fields.push_back(Field{"kl_completion", t});
 }
 
 void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
@@ -151,7 +198,8 @@ void Sema::checkPromptTemplate(const Property &tp, const Dataset &ds) {
     known = false;
   }
   for (const std::string &c : ds.fields)
-    if (known && !used.count(c) && c != "answer" && c != "text")
+    if (known && !used.count(c) && c != "answer" && c != "text" &&
+        c != "completion" && c != "label")
       warning(e.loc, formatv("field '{0}' of dataset '{1}' is not used by its "
                              "template; remove it from 'fields'",
                              c, ds.name));

@@ -228,6 +228,8 @@ private:
   /// Located errors for a dataset's malformed `template`, or one naming a
   /// column the dataset does not list.
   void checkPromptTemplate(const Property &tp, const Dataset &ds);
+  void checkCompletions(const EntityDecl &d, Dataset &ds,
+                        const Property &fields, bool templated);
 
   // ---- algorithms: names only (bodies are typed per run) ------------------
   void checkAlgorithmNames(const AlgorithmDecl &a);

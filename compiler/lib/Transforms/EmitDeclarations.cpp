@@ -94,12 +94,11 @@ void rlhfc::lowering::emitDeclarations(
       auto t = cast<RankedTensorType>(type);
       batch = t.getDimSize(0);
       StringRef n = name.getValue();
-      if (n == "prompt")
-        promptLen = t.getDimSize(1);
-      else if (n == "answer")
-        answerLen = t.getDimSize(1);
-      else
-        seqLen = t.getDimSize(1);
+      // `label` is one number per row, and says nothing of the lengths.
+      if (t.getRank() == 2)
+        (n == "prompt"   ? promptLen
+         : n == "answer" ? answerLen
+                         : seqLen) = t.getDimSize(1);
       fields += (fields.empty() ? "" : ",") + n.str();
     }
     // max_response_len: whole sequences are P + R; answers are R wide.

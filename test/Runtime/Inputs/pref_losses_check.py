@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Golden check of the stdlib's preference losses (dpo_loss with label
-smoothing, ipo_loss, simpo_loss, orpo_loss): their fn code, evaluated by
-rlhf-fn-eval on random pairs, against PyTorch written as TRL computes each
-loss (DPOTrainer's sigmoid with label_smoothing and ipo, CPOTrainer's simpo,
-ORPOTrainer's odds ratio).
+smoothing, ipo_loss, simpo_loss, orpo_loss, and KTO's kto_kl and kto_loss):
+their fn code, evaluated by rlhf-fn-eval on random pairs, against PyTorch
+written as TRL computes each loss (DPOTrainer's sigmoid with label_smoothing
+and ipo, CPOTrainer's simpo, ORPOTrainer's odds ratio, KTOTrainer's kto).
 
   pref_losses_check.py FN_EVAL FNCODE --seed S
 
@@ -45,6 +45,66 @@ def batch(gen):
 def logprobs(seq, logits):
     lp = F.log_softmax(logits.double()[:, :-1], -1)
     return lp.gather(-1, seq[:, 1:, None])[..., 0]
+
+
+def run(fn_eval, fncode, fn, x):
+    return json.loads(subprocess.run(
+        [fn_eval, fncode, "--fn", fn, "-"], input=json.dumps(x),
+        capture_output=True, text=True, check=True).stdout)
+
+
+def close(fn, k, got, want):
+    if not math.isclose(got, float(want), rel_tol=1e-5, abs_tol=1e-6):
+        fail(f"{fn}: {k} {got!r}, PyTorch {float(want)!r}")
+
+
+def check_kto(a, gen):
+    """KTOTrainer.kto_loss with loss_type "kto": the reference point from
+    mismatched rows, (policy - reference) summed log-probabilities averaged
+    over the batch and clamped at 0, then each row's sigmoid loss by its
+    label, weighted per class, averaged over every row."""
+    kl_seq, kl_mask, _ = batch(gen)
+    pk = -torch.rand(N, L - 1, generator=gen).double() * 3
+    rk = -torch.rand(N, L - 1, generator=gen).double() * 3
+    zs = []
+    # Both orders: one of the two means is negative and clamps to 0.
+    for lp, ref in ((pk, rk), (rk, pk)):
+        want = ((lp * kl_mask).sum(-1) - (ref * kl_mask).sum(-1)).mean()
+        want = want.clamp(min=0)
+        got = run(a.fn_eval, a.fncode, "kto_kl", {
+            "inputs": [kl_seq.tolist(), lp.tolist(), ref.tolist()],
+            "masks": [kl_mask.tolist(), None, None]})["kl"]
+        if len(got) != N:
+            fail(f"kto_kl: {len(got)} rows, want {N}")
+        for g in got:
+            close("kto_kl", "kl", g, want)
+        zs.append(float(want))
+    if min(zs) != 0 or max(zs) <= 0:
+        fail(f"kto_kl: the two orders gave {zs}; one should clamp to 0")
+
+    seq, mask, logits = batch(gen)
+    ref = -torch.rand(N, L - 1, generator=gen).double() * 3
+    label = torch.tensor([1.0, 0.0] * (N // 2))[torch.randperm(N, generator=gen)]
+    beta, wd, wu = 0.3, 1.5, 0.7
+    z = torch.tensor(max(zs) / 4, dtype=torch.double)
+    lr = (logprobs(seq, logits) * mask).sum(-1) - (ref * mask).sum(-1)
+    good = label > 0
+    chosen = wd * (1 - torch.sigmoid(beta * (lr[good] - z)))
+    rejected = wu * (1 - torch.sigmoid(beta * (z - lr[~good])))
+    want = {"loss": torch.cat([chosen, rejected]).nanmean(), "kl": z,
+            "accuracy": torch.where(good, lr > z, lr < z).double().mean()}
+    got = run(a.fn_eval, a.fncode, "kto_loss", {
+        "inputs": [seq.tolist(), ref.tolist(), label.tolist(),
+                   [float(z)] * N],
+        "masks": [mask.tolist(), None, None, None],
+        "model": {"0": logits.tolist()}})
+    for k, v in want.items():
+        if k not in got:
+            fail(f"kto_loss: no output {k} in {sorted(got)}")
+        close("kto_loss", k, got[k], v)
+    print("OK: kto_kl: " + ", ".join(f"{x:.6g}" for x in zs))
+    print("OK: kto_loss: " + ", ".join(
+        f"{k} {float(v):.6g}" for k, v in want.items()))
 
 
 def main():
@@ -109,16 +169,14 @@ def main():
         x = dict(inputs)
         if two:
             x["inputs"], x["masks"] = x["inputs"][:2], x["masks"][:2]
-        got = json.loads(subprocess.run(
-            [a.fn_eval, a.fncode, "--fn", fn, "-"], input=json.dumps(x),
-            capture_output=True, text=True, check=True).stdout)
+        got = run(a.fn_eval, a.fncode, fn, x)
         for k, v in outs.items():
             if k not in got:
                 fail(f"{fn}: no output {k} in {sorted(got)}")
-            if not math.isclose(got[k], float(v), rel_tol=1e-5, abs_tol=1e-6):
-                fail(f"{fn}: {k} {got[k]!r}, PyTorch {float(v)!r}")
+            close(fn, k, got[k], v)
         print(f"OK: {fn}: " + ", ".join(
             f"{k} {float(v):.6g}" for k, v in outs.items()))
+    check_kto(a, gen)
 
 
 if __name__ == "__main__":
