@@ -81,6 +81,15 @@ build/bin/rlhfc "$ctlsrc" --emit=obj -o "$dir/obj/tiny_ppo_ctl.o"
 rm -f "$ctlsrc"
 build/bin/rlhfc test/E2E/Inputs/tiny_grpo_running_norm.rlhf --emit=obj \
   -o "$dir/obj/tiny_grpo_norm.o"
+# Offline preference learning on four ranks (gpu-check's preference step):
+# DPO on prompt-completion pairs and KTO on unpaired rows.
+for prog in dpo_completion tiny_kto; do
+  prefsrc=$(mktemp --suffix=.rlhf -p test/E2E/Inputs)
+  sed -e 's/gpus_per_node = 2;/gpus_per_node = 4;/' \
+    "test/E2E/Inputs/$prog.rlhf" >"$prefsrc"
+  build/bin/rlhfc "$prefsrc" --emit=obj -o "$dir/obj/$prog.o"
+  rm -f "$prefsrc"
+done
 build/bin/rlhf-bench-gpu-runtime --list-points --hardware H100_SXM,H200 \
   >"$dir/points.csv"
 build/bin/rlhf-cost-validate "$dir/points.csv" \

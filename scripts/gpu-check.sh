@@ -198,14 +198,15 @@ link() {
 }
 # ranks_on DEVICE PROG STEPS OUT [ARGS...]: four ranks of PROG on DEVICE,
 # afresh in OUT; on_gpu shares the GPU among them over Gloo, on_cpu is the
-# same run on the CPU to compare with.
+# same run on the CPU to compare with. The data is `sums` unless `data`
+# names another (data=prefs=FILE on_gpu ...).
 ranks_on() {
   local dev=$1 prog=$2 steps=$3 dir=$4
   shift 4
   rm -rf "$dir"
   RLHF_DEVICE=$dev "$py" -m torch.distributed.run --standalone --nproc-per-node 4 \
-    --no-python "$build/$prog" --steps "$steps" --data sums=examples/data/sums.jsonl \
-    --out "$dir" "$@"
+    --no-python "$build/$prog" --steps "$steps" \
+    --data "${data:-sums=examples/data/sums.jsonl}" --out "$dir" "$@"
 }
 on_gpu() { ranks_on cuda "$@"; }
 on_cpu() { ranks_on cpu "$@"; }
@@ -360,6 +361,30 @@ controls_on_gpu() {
     --files step-1,step-2,step-3,step-4,step-5,step-6 --running score_mean,score_std
 }
 
+# Offline preference learning, no generation: DPO on prompt-completion
+# pairs and KTO on unpaired rows (a dataset's label and its kl_completion)
+# on the GPU against the same programs on the CPU, in fp32: with nothing
+# sampled, the losses agree step by step (prompt-completion.test and
+# kto.test on the CPU). The accuracies are left out: a margin near 0 may
+# fall on either side of it on the two devices.
+preference_on_gpu() {
+  link dpo_completion || return
+  link tiny_kto || return
+  export RLHF_PRECISION=fp32
+  local prefs=prefs=test/E2E/Inputs/prompt-completion.jsonl
+  local rows=feedback=test/E2E/Inputs/kto-feedback.jsonl
+  data=$prefs on_gpu dpo_completion 10 "$out/dpo-run" || return 1
+  data=$prefs on_cpu dpo_completion 10 "$out/dpo-run-cpu" || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/dpo-run/metrics.jsonl" \
+    "$out/dpo-run-cpu/metrics.jsonl" \
+    --keys loss/policy,reward_margin/policy --rtol 1e-3 --atol 1e-5 || return 1
+  data=$rows on_gpu tiny_kto 10 "$out/kto-run" || return 1
+  data=$rows on_cpu tiny_kto 10 "$out/kto-run-cpu" || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/kto-run/metrics.jsonl" \
+    "$out/kto-run-cpu/metrics.jsonl" --keys loss/policy,kl/policy \
+    --rtol 1e-3 --atol 1e-5
+}
+
 # Reallocation between layouts of 4 ranks sharing the GPU, beside a
 # device-to-device copy of the same bytes on every rank at once: through
 # CUDA IPC (one copy per byte), then through host memory (Gloo's staging).
@@ -396,7 +421,7 @@ pytorch_reference() {
     --csv "$out/measured-$tag.csv"
 }
 export -f link ranks_on on_gpu on_cpu link_and_train fn_on_gpu async_on_gpu sp_on_gpu \
-  ema_resume_on_gpu waves_on_gpu dapo_on_gpu controls_on_gpu realloc_bench \
+  ema_resume_on_gpu waves_on_gpu dapo_on_gpu controls_on_gpu preference_on_gpu realloc_bench \
   realloc_bench_host pytorch_reference
 
 # Under a budget, the checks each acceptance point needs come first, each
@@ -434,6 +459,7 @@ cap=150 step ema-on-gpu ema_resume_on_gpu &
 cap=120 step waves-on-gpu waves_on_gpu &
 cap=120 step dapo-on-gpu dapo_on_gpu &
 cap=120 step controls-on-gpu controls_on_gpu &
+cap=90 step preference-on-gpu preference_on_gpu &
 cap=90 step sft-eval-on-gpu sft_eval_on_gpu &
 wait
 tarball=$tar_each
