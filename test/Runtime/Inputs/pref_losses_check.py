@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Golden check of the stdlib's preference losses (dpo_loss with label
-smoothing, ipo_loss, simpo_loss, orpo_loss, and KTO's kto_kl and kto_loss):
-their fn code, evaluated by rlhf-fn-eval on random pairs, against PyTorch
-written as TRL computes each loss (DPOTrainer's sigmoid with label_smoothing
-and ipo, CPOTrainer's simpo, ORPOTrainer's odds ratio, KTOTrainer's kto).
+smoothing and rpo_alpha, hinge_loss, ipo_loss, simpo_loss, orpo_loss, and
+KTO's kto_kl and kto_loss): their fn code, evaluated by rlhf-fn-eval on
+random pairs, against PyTorch written as TRL computes each loss
+(DPOTrainer's sigmoid with label_smoothing and rpo_alpha, hinge and ipo,
+CPOTrainer's simpo, ORPOTrainer's odds ratio, KTOTrainer's kto).
 
   pref_losses_check.py FN_EVAL FNCODE --seed S
 
@@ -126,12 +127,21 @@ def main():
     ref_avg_c, ref_avg_r = ref_sum_c / mc.sum(-1), ref_sum_r / mr.sum(-1)
 
     want = {}
-    # DPOTrainer, loss_type "sigmoid" with label_smoothing.
-    beta, ls = 0.2, 0.1
+    # DPOTrainer, loss_type "sigmoid" with label_smoothing, plus rpo_alpha
+    # times the chosen tokens' cross-entropy (a mean over the batch's
+    # chosen tokens).
+    beta, ls, alpha = 0.2, 0.1, 0.7
     m = (sum_c - sum_r) - (ref_sum_c - ref_sum_r)
     want["dpo_loss"] = {
         "loss": (-F.logsigmoid(beta * m) * (1 - ls)
-                 - F.logsigmoid(-beta * m) * ls).mean(),
+                 - F.logsigmoid(-beta * m) * ls).mean()
+                + alpha * -(lc * mc).sum() / mc.sum(),
+        "accuracy": (m > 0).double().mean(),
+        "reward_margin": (beta * m).mean()}
+    # DPOTrainer, loss_type "hinge" (SLiC): relu(1 - beta * margin).
+    beta = 0.4
+    want["hinge_loss"] = {
+        "loss": torch.relu(1 - beta * m).mean(),
         "accuracy": (m > 0).double().mean(),
         "reward_margin": (beta * m).mean()}
     # DPOTrainer, loss_type "ipo" (log-probabilities averaged per sequence).
