@@ -81,6 +81,12 @@ build/bin/rlhfc "$ctlsrc" --emit=obj -o "$dir/obj/tiny_ppo_ctl.o"
 rm -f "$ctlsrc"
 build/bin/rlhfc test/E2E/Inputs/tiny_grpo_running_norm.rlhf --emit=obj \
   -o "$dir/obj/tiny_grpo_norm.o"
+# GRPO with an adaptive entropy bonus (test/E2E/adaptive-entropy.test).
+entsrc=$(mktemp --suffix=.rlhf -p examples)
+sed -e 's|actor.train(grpo_loss(g, adv, lr, kl = 0.05)|actor.train(ppo_entropy_loss(g, adv, entropy = adaptive_entropy(0, 2.6, delta = 0.01, max = 0.03))|' \
+  -e '/lr  = ref.inference/d' examples/tiny_grpo.rlhf >"$entsrc"
+build/bin/rlhfc "$entsrc" --emit=obj -o "$dir/obj/tiny_grpo_ent.o"
+rm -f "$entsrc"
 # Offline preference learning on four ranks (gpu-check's preference step):
 # DPO on prompt-completion pairs and KTO on unpaired rows.
 for prog in dpo_completion tiny_kto; do

@@ -337,10 +337,13 @@ dapo_on_gpu() {
 # (test/E2E/adaptive-kl.test), the frozen actor logs no rate until step 3
 # and then warms up (frozen-steps.test, where transformers is here to
 # check it), and the two runs agree. Then GRPO's running moments of the
-# scores, against every score --log-samples wrote (running-moments.test).
+# scores, against every score --log-samples wrote (running-moments.test),
+# and an adaptive entropy bonus, against Skywork-OR1's rule and the same
+# run on the CPU (adaptive-entropy.test).
 controls_on_gpu() {
   link tiny_ppo_ctl || return
   link tiny_grpo_norm || return
+  link tiny_grpo_ent || return
   export RLHF_PRECISION=fp32
   on_gpu tiny_ppo_ctl 6 "$out/ctl-run" || return 1
   on_cpu tiny_ppo_ctl 6 "$out/ctl-run-cpu" || return 1
@@ -358,7 +361,16 @@ controls_on_gpu() {
   on_gpu tiny_grpo_norm 6 "$out/norm-run" --data all_sums=examples/data/sums.jsonl \
     --log-samples 1 || return 1
   "$py" test/E2E/Inputs/samples_check.py "$out/norm-run" \
-    --files step-1,step-2,step-3,step-4,step-5,step-6 --running score_mean,score_std
+    --files step-1,step-2,step-3,step-4,step-5,step-6 --running score_mean,score_std \
+    || return 1
+  on_gpu tiny_grpo_ent 12 "$out/ent-run" || return 1
+  on_cpu tiny_grpo_ent 12 "$out/ent-run-cpu" || return 1
+  "$py" test/E2E/Inputs/entropy_check.py "$out/ent-run/metrics.jsonl" \
+    --coef entropy_coef/actor --entropy entropy/actor --init 0 --target 2.6 \
+    --delta 0.01 --max 0.03 --min 0 --steps 12 || return 1
+  "$py" test/E2E/Inputs/metrics.py same "$out/ent-run/metrics.jsonl" \
+    "$out/ent-run-cpu/metrics.jsonl" --keys reward,entropy/actor,entropy_coef/actor \
+    --rtol 1e-3 --atol 1e-5
 }
 
 # Offline preference learning, no generation: DPO on prompt-completion

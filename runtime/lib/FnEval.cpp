@@ -316,7 +316,12 @@ struct FnProgram::Eval {
     case Op::Const:
       return at::scalar_tensor(i.nums[0], opts);
     case Op::AdaptiveKl:
-      return at::scalar_tensor(in.klCoef.value_or(i.nums[0]), opts);
+    case Op::AdaptiveEntropy: {
+      const size_t k =
+          size_t(i.op == Op::AdaptiveKl ? FnControl::Kind::Kl
+                                        : FnControl::Kind::Entropy);
+      return at::scalar_tensor(in.coefs[k].value_or(i.nums[0]), opts);
+    }
     case Op::RunningMean:
     case Op::RunningStd: {
       const FnMoments m = moments(i.args[0]);

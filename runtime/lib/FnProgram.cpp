@@ -74,6 +74,7 @@ struct FnProgram::Parser {
         {"input", Op::Input, "I KIND"},
         {"const", Op::Const, "X"},
         {"adaptive_kl", Op::AdaptiveKl, "X X X"},
+        {"adaptive_entropy", Op::AdaptiveEntropy, "X X X X X"},
         {"running_mean", Op::RunningMean, "%x"},
         {"running_std", Op::RunningStd, "%x"},
         {"neg", Op::Neg, "%x"},
@@ -357,17 +358,40 @@ struct FnProgram::Parser {
       need(in, 0, FnKind::PerSeq);
       in.kind = FnKind::Scalar;
       break;
-    case Op::AdaptiveKl: {
-      if (f.klCtl)
-        fail("a second 'adaptive_kl'; a function adapts one KL coefficient");
-      const double init = in.nums[0], target = in.nums[1], horizon = in.nums[2];
+    case Op::AdaptiveKl:
+    case Op::AdaptiveEntropy: {
+      FnControl c;
+      c.kind = in.op == Op::AdaptiveKl ? FnControl::Kind::Kl
+                                       : FnControl::Kind::Entropy;
+      c.init = in.nums[0];
+      c.target = in.nums[1];
+      std::optional<FnControl> &slot = f.ctls[size_t(c.kind)];
+      if (slot)
+        fail("a second '" + op + "'; a function adapts one such coefficient");
+      double sum = c.init + c.target;
+      for (double x : in.nums)
+        sum += x;
       // Written so that a nan fails too.
-      if (!(init > 0) || !(target > 0) || !(horizon >= 1) ||
-          !std::isfinite(init + target + horizon))
-        fail("'adaptive_kl' needs an initial value and a target above 0 and "
-             "a horizon of at least 1, got " +
-             numText(init) + " " + numText(target) + " " + numText(horizon));
-      f.klCtl = FnKlControl{init, target, horizon};
+      if (c.kind == FnControl::Kind::Kl) {
+        c.horizon = in.nums[2];
+        if (!(c.init > 0) || !(c.target > 0) || !(c.horizon >= 1) ||
+            !std::isfinite(sum))
+          fail("'adaptive_kl' needs an initial value and a target above 0 "
+               "and a horizon of at least 1, got " +
+               numText(c.init) + " " + numText(c.target) + " " +
+               numText(c.horizon));
+      } else {
+        c.delta = in.nums[2];
+        c.max = in.nums[3];
+        c.min = in.nums[4];
+        if (!(c.target > 0) || !(c.delta > 0) || !(c.min >= 0) ||
+            !(c.init >= c.min) || !(c.max >= c.init) || !std::isfinite(sum))
+          fail("'adaptive_entropy' needs a target and a step above 0 and "
+               "0 <= min <= init <= max, got " +
+               numText(c.init) + " " + numText(c.target) + " " +
+               numText(c.delta) + " " + numText(c.max) + " " + numText(c.min));
+      }
+      slot = c;
       in.kind = FnKind::Scalar;
       break;
     }
@@ -547,16 +571,22 @@ struct FnProgram::Parser {
              "every input 0.." + std::to_string(f.inputs.size() - 1) +
              ", unused ones too");
       }
-    // The coefficient follows the KL the call measures.
-    if (f.klCtl) {
-      const int k = f.outputIndex("kl");
+    // A coefficient follows what the call measures: the KL, the entropy.
+    for (const std::optional<FnControl> &c : f.ctls) {
+      if (!c)
+        continue;
+      const Op op =
+          c->kind == FnControl::Kind::Kl ? Op::AdaptiveKl : Op::AdaptiveEntropy;
+      const int k = f.outputIndex(c->metric());
       for (const Instr &in : f.code)
-        if (in.op == Op::AdaptiveKl)
+        if (in.op == op)
           line = in.line;
       if (k < 0 || (f.fnMode == Mode::Loss && k == 0) ||
           f.outputKind(size_t(k)) != FnKind::Scalar)
-        fail("'adaptive_kl' adapts to the KL the function measures, but it "
-             "has no rank-0 output 'kl'" +
+        fail("'" + std::string(c->op()) + "' adapts to the " +
+             (c->kind == FnControl::Kind::Kl ? "KL" : "entropy") +
+             " the function measures, but it has no rank-0 output '" +
+             c->metric() + "'" +
              std::string(f.fnMode == Mode::Loss ? " after the loss" : ""));
     }
   }
@@ -587,13 +617,30 @@ bool FnProgram::keepsMoments() const {
   return false;
 }
 
-double FnKlControl::next(double coef, double kl, int64_t rows) const {
-  // Ziegler et al.'s proportional controller, as TRL's and verl's
-  // AdaptiveKLController.
-  if (!std::isfinite(kl))
-    return coef; // no measure: hold
-  const double err = std::clamp(kl / target - 1.0, -0.2, 0.2);
-  return coef * (1.0 + err * double(rows) / horizon);
+FnControl::State FnControl::next(State s, double m, int64_t rows) const {
+  if (!std::isfinite(m))
+    return s; // no measure: hold
+  if (kind == Kind::Kl) {
+    // Ziegler et al.'s proportional controller, as TRL's and verl's
+    // AdaptiveKLController.
+    const double err = std::clamp(m / target - 1.0, -0.2, 0.2);
+    s.value *= 1.0 + err * double(rows) / horizon;
+    return s;
+  }
+  // Skywork-OR1's EntController: a fixed step toward the target, and the
+  // entropy term only while the entropy is under it.
+  const bool low = m < target;
+  s.value = std::clamp(s.value + (low ? delta : -delta), min, max);
+  s.on = low;
+  return s;
+}
+
+const char *FnControl::op() const {
+  return kind == Kind::Kl ? "adaptive_kl" : "adaptive_entropy";
+}
+
+const char *FnControl::metric() const {
+  return kind == Kind::Kl ? "kl" : "entropy";
 }
 
 FnKind FnProgram::outputKind(size_t i) const {

@@ -45,7 +45,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   o.minibatches = minibatches;
   o.recompute = s.get("recompute", 0.0) != 0.0;
   o.zero = s.get("zero", 0.0) != 0.0;
-  o.klCoef = klCoefAt(p, loss);
+  o.coefs = coefsAt(p, loss);
   // Adam moments follow the parameters when the train layout changed
   // (collective, so every rank takes part).
   moveMoments(p, m, w);
@@ -111,8 +111,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   p->record("grad_norm/" + m.name, gradNorm, member);
   if (scheduled)
     p->record("lr/" + m.name, lr, member);
-  if (o.klCoef)
-    p->record("kl_coef/" + m.name, *o.klCoef, member);
+  recordCoefs(p, loss, o.coefs, "/" + m.name, member);
   std::map<std::string, rlhf_value *> fields;
   auto scalar = [&](double v) {
     return tensorValue(p, at::full({}, v, at::kFloat), at::Tensor(), 1,
@@ -122,8 +121,7 @@ rlhf_value *rlhf::exec::trainCall(rlhf_prog *p, int64_t mi,
   fnMetrics.resize(numMetrics, 0.0); // ranks outside the layout
   for (size_t k = 0; k < numMetrics; ++k) {
     const std::string &name = loss.outputNames()[k + 1];
-    if (name == "kl")
-      klMeasured(p, loss, p->metricCursor, nin ? ins[0]->rows : 0);
+    noteMeasured(p, loss, name, p->metricCursor, nin ? ins[0]->rows : 0);
     p->record(name + "/" + m.name, fnMetrics[k], member);
     fields[name] = scalar(fnMetrics[k]);
   }

@@ -252,7 +252,7 @@ void rlhf::exec::evalLossCall(rlhf_prog *p, int64_t mi, const FnProgram &loss,
   Settings s(settings);
   TrainOptions o;
   o.loss = &loss;
-  o.klCoef = klCoefAt(p, loss);
+  o.coefs = coefsAt(p, loss);
   o.pad = p->tokenizer->pad();
   // The train call's micro-batches of rows, all of the batch's at once.
   o.microBatches =

@@ -124,8 +124,13 @@ FnRunning *rlhf::exec::runningAt(rlhf_prog *p, const FnProgram &f) {
 nlohmann::json rlhf::exec::fnStateJson(const rlhf_prog *p) {
   // json writes a double so that it reads back the same.
   nlohmann::json j = nlohmann::json::object();
-  for (const auto &[site, c] : p->fnState.coefs)
-    j["kl_coef"][site] = c.value;
+  // kl_coef: {site: value}; entropy_coef: {site: [value, on]}.
+  for (const auto &[key, c] : p->fnState.coefs) {
+    if (c.ctl.kind == FnControl::Kind::Kl)
+      j["kl_coef"][key.second] = c.state.value;
+    else
+      j["entropy_coef"][key.second] = {c.state.value, c.state.on};
+  }
   for (const auto &[site, r] : p->fnState.running)
     for (const auto &[v, m] : r.moments)
       j["running_moments"][site]["%" + std::to_string(v)] = {m.count, m.mean,
@@ -139,7 +144,14 @@ void rlhf::exec::restoreFnState(rlhf_prog *p, const nlohmann::json &j) {
   if (j.contains("kl_coef") && j["kl_coef"].is_object())
     for (auto &[site, v] : j["kl_coef"].items())
       if (v.is_number())
-        p->fnState.resumedCoefs[site] = v.get<double>();
+        p->fnState.resumedCoefs[{int(FnControl::Kind::Kl), site}] = {
+            v.get<double>(), true};
+  if (j.contains("entropy_coef") && j["entropy_coef"].is_object())
+    for (auto &[site, v] : j["entropy_coef"].items())
+      if (v.is_array() && v.size() == 2 && v[0].is_number() &&
+          v[1].is_boolean())
+        p->fnState.resumedCoefs[{int(FnControl::Kind::Entropy), site}] = {
+            v[0].get<double>(), v[1].get<bool>()};
   if (j.contains("running_moments") && j["running_moments"].is_object())
     for (auto &[site, values] : j["running_moments"].items()) {
       if (!values.is_object())
@@ -157,25 +169,43 @@ void rlhf::exec::restoreFnState(rlhf_prog *p, const nlohmann::json &j) {
     }
 }
 
-std::optional<double> rlhf::exec::klCoefAt(rlhf_prog *p, const FnProgram &f) {
-  if (!f.klControl())
-    return std::nullopt;
-  auto [it, fresh] = p->fnState.coefs.try_emplace(f.describe());
-  if (fresh) {
-    it->second.ctl = *f.klControl();
-    auto r = p->fnState.resumedCoefs.find(it->first);
-    it->second.value =
-        r != p->fnState.resumedCoefs.end() ? r->second : f.klControl()->init;
+FnCoefs rlhf::exec::coefsAt(rlhf_prog *p, const FnProgram &f) {
+  FnCoefs out;
+  for (const std::optional<FnControl> &c : f.controls()) {
+    if (!c)
+      continue;
+    const FnState::CoefKey key{int(c->kind), f.describe()};
+    auto [it, fresh] = p->fnState.coefs.try_emplace(key);
+    if (fresh) {
+      it->second.ctl = *c;
+      auto r = p->fnState.resumedCoefs.find(key);
+      it->second.state =
+          r != p->fnState.resumedCoefs.end() ? r->second : c->start();
+    }
+    out[size_t(c->kind)] = FnControl::coefficient(it->second.state);
   }
-  return it->second.value;
+  return out;
 }
 
-void rlhf::exec::klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot,
-                            int64_t rows) {
-  // An evaluation measures with the coefficient but does not move it.
-  if (!f.klControl() || p->eval.seedStep)
+void rlhf::exec::recordCoefs(rlhf_prog *p, const FnProgram &f,
+                             const FnCoefs &coefs, const std::string &suffix,
+                             bool member) {
+  for (const std::optional<FnControl> &c : f.controls())
+    if (c && coefs[size_t(c->kind)])
+      p->record(std::string(c->metric()) + "_coef" + suffix,
+                *coefs[size_t(c->kind)], member);
+}
+
+void rlhf::exec::noteMeasured(rlhf_prog *p, const FnProgram &f,
+                              const std::string &output, size_t slot,
+                              int64_t rows) {
+  // An evaluation measures with the coefficients but does not move them.
+  if (p->eval.seedStep)
     return;
-  p->fnState.coefs.at(f.describe()).measured = std::make_pair(slot, rows);
+  for (const std::optional<FnControl> &c : f.controls())
+    if (c && output == c->metric())
+      p->fnState.coefs.at({int(c->kind), f.describe()}).measured =
+          std::make_pair(slot, rows);
 }
 
 void rlhf::exec::endStepFnState(rlhf_prog *p, const at::Tensor &gathered) {
@@ -185,20 +215,23 @@ void rlhf::exec::endStepFnState(rlhf_prog *p, const at::Tensor &gathered) {
       continue;
     auto [slot, rows] = *c.measured;
     c.measured.reset();
-    // The kl the step logged, which every rank computes alike.
-    if (std::optional<double> kl = combinedMetric(gathered, slot, false))
-      c.value = c.ctl.next(c.value, *kl, rows);
+    // The kl or entropy the step logged, which every rank computes alike.
+    if (std::optional<double> m = combinedMetric(gathered, slot, false))
+      c.state = c.ctl.next(c.state, *m, rows);
   }
   // A resumed coefficient or statistic no call took: its call moved in
   // the file.
-  for (const auto &[site, value] : p->fnState.resumedCoefs)
-    if (!p->fnState.coefs.count(site) && p->rank == 0)
+  for (const auto &[key, state] : p->fnState.resumedCoefs)
+    if (!p->fnState.coefs.count(key) && p->rank == 0) {
+      const bool kl = key.first == int(FnControl::Kind::Kl);
       std::fprintf(stderr,
-                   "%s: warning: --resume: the checkpoint's adaptive KL "
+                   "%s: warning: --resume: the checkpoint's adaptive %s "
                    "coefficient %.6g of %s matches no call of this step; "
-                   "the program's adaptive_kl calls start from their initial "
+                   "the program's %s calls start from their initial "
                    "values\n",
-                   p->name.c_str(), value, site.c_str());
+                   p->name.c_str(), kl ? "KL" : "entropy", state.value,
+                   key.second.c_str(), kl ? "adaptive_kl" : "adaptive_entropy");
+    }
   for (const auto &[site, r] : p->fnState.resumedRunning)
     if (!p->fnState.running.count(site) && p->rank == 0)
       std::fprintf(stderr,
@@ -238,12 +271,11 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
         if (!mask.defined())
           mask = v->mask;
       }
-      in.klCoef = klCoefAt(p, f);
+      in.coefs = coefsAt(p, f);
       in.running = runningAt(p, f);
       // An evaluation reads the run's statistics without adding to them.
       in.holdRunning = p->eval.seedStep.has_value();
-      if (in.klCoef)
-        p->record("kl_coef", *in.klCoef, true);
+      recordCoefs(p, f, in.coefs, "", true);
       std::vector<at::Tensor> out = f.evaluate(in);
       for (at::Tensor &t : out)
         t = t.to(at::kCPU);
@@ -256,8 +288,7 @@ rlhf_value *rlhf_apply(rlhf_prog *p, const char *code, int64_t nin,
             kind == FnKind::Scalar ? 1 : rows, std::nullopt);
         // A scalar output is a metric (every rank computed the same).
         if (kind == FnKind::Scalar) {
-          if (int(k) == f.outputIndex("kl"))
-            klMeasured(p, f, p->metricCursor, rows);
+          noteMeasured(p, f, f.outputNames()[k], p->metricCursor, rows);
           p->record(f.outputNames()[k], out[k].item<double>(), true);
         }
       }

@@ -53,18 +53,24 @@ FnRunning *runningAt(rlhf_prog *p, const FnProgram &f);
 nlohmann::json fnStateJson(const rlhf_prog *p);
 void restoreFnState(rlhf_prog *p, const nlohmann::json &j);
 
-/// The coefficient of `f`'s `adaptive_kl` for this call (none without one).
-/// A call of a step, not an evaluation's, then says with klMeasured where
-/// its `kl` went.
-std::optional<double> klCoefAt(rlhf_prog *p, const FnProgram &f);
+/// The values of `f`'s adaptive coefficients (adaptive_kl,
+/// adaptive_entropy) for this call. A call of a step, not an evaluation's,
+/// then says with noteMeasured where its `kl` or `entropy` went.
+FnCoefs coefsAt(rlhf_prog *p, const FnProgram &f);
 
-/// `f`'s call measured its `kl` into metric slot `slot`, over `rows` rows.
-void klMeasured(rlhf_prog *p, const FnProgram &f, size_t slot, int64_t rows);
+/// Logs them as `kl_coef` and `entropy_coef`, with `suffix` ("/actor").
+void recordCoefs(rlhf_prog *p, const FnProgram &f, const FnCoefs &coefs,
+                 const std::string &suffix, bool member);
 
-/// At the end of a step: moves each adaptive KL coefficient a call of the
-/// step measured, by the `kl` combined over ranks (`gathered`, the step's
-/// metric slots as every rank gathered them, as combinedMetric reads them),
-/// and warns of resumed state that no call took.
+/// `f`'s call logged its output `output` into metric slot `slot`, over
+/// `rows` rows: the measure of its coefficient that follows it, if any.
+void noteMeasured(rlhf_prog *p, const FnProgram &f, const std::string &output,
+                  size_t slot, int64_t rows);
+
+/// At the end of a step: moves each adaptive coefficient a call of the
+/// step measured, by the `kl` or `entropy` combined over ranks (`gathered`,
+/// the step's metric slots as every rank gathered them, as combinedMetric
+/// reads them), and warns of resumed state that no call took.
 void endStepFnState(rlhf_prog *p, const at::Tensor &gathered);
 
 } // namespace rlhf::exec

@@ -142,15 +142,17 @@ struct SampleLog {
 /// them in program.json.
 struct FnState {
   struct Coef {
-    FnKlControl ctl;
-    double value = 0;
+    FnControl ctl;
+    FnControl::State state;
     /// This step's measure: its metric slot and the batch's rows.
     std::optional<std::pair<size_t, int64_t>> measured;
   };
-  std::map<std::string, Coef> coefs;
+  /// By the kind of coefficient (FnControl::Kind) and the call site.
+  using CoefKey = std::pair<int, std::string>;
+  std::map<CoefKey, Coef> coefs;
   std::map<std::string, FnRunning> running;
   /// A resumed run's, taken by each call site at its first call.
-  std::map<std::string, double> resumedCoefs;
+  std::map<CoefKey, FnControl::State> resumedCoefs;
   std::map<std::string, FnRunning> resumedRunning;
 };
 

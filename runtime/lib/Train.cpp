@@ -39,7 +39,7 @@ TrainBatch rows(const TrainBatch &b, int64_t lo, int64_t n) {
 }
 
 FnInputs fnInputs(const TrainBatch &b, const TrainOptions &o) {
-  return {b.inputs, b.masks, o.pad, b.rowWeights, o.klCoef};
+  return {b.inputs, b.masks, o.pad, b.rowWeights, o.coefs};
 }
 
 /// The rows of the batch, checked before it is split.

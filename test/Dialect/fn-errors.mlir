@@ -224,6 +224,36 @@ func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
 func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
   %r = rlhf.compute fn "g"(%s) {} body {
   ^bb0(%x: tensor<?xf32>):
+    // expected-error @+1 {{adapts to the entropy its call measures, but the call has no number result 'entropy'}}
+    %e = rlhf.adaptive_entropy init 0.000000e+00 target 2.000000e-01 delta 1.000000e-04 max 5.000000e-03 min 0.000000e+00
+    %k = rlhf.reduce batch mean %x : tensor<?xf32> -> f64
+    %b = rlhf.splat %e like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    rlhf.yield %o, %k : tensor<?xf32>, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // expected-error @+1 {{needs a target and a delta above 0 and 0 <= min <= init <= max}}
+    %e = rlhf.adaptive_entropy init 1.000000e-02 target 2.000000e-01 delta 1.000000e-04 max 5.000000e-03 min 0.000000e+00
+    %k = rlhf.reduce batch mean %x : tensor<?xf32> -> f64
+    %b = rlhf.splat %e like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    rlhf.yield %o, %k : tensor<?xf32>, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, entropy: tensor<f32, #rlhf.kind<number>>>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "g"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
     // expected-error @+1 {{keeps a mean or a standard deviation, not a var}}
     %v = rlhf.running_moment var %x : tensor<?xf32> -> f64
     %b = rlhf.splat %v like %x : tensor<?xf32>

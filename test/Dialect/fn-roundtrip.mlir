@@ -76,6 +76,24 @@ func.func @adaptive(%s: tensor<8xf32, #rlhf.kind<score>>, %l: tensor<8x16xf32, #
   return
 }
 
+// An entropy coefficient the run adapts, beside a KL one, in a function
+// whose call measures both.
+// CHECK-LABEL: func.func @adaptive_entropy
+func.func @adaptive_entropy(%s: tensor<8xf32, #rlhf.kind<score>>) {
+  %r = rlhf.compute fn "shaped"(%s) {} body {
+  ^bb0(%x: tensor<?xf32>):
+    // CHECK: rlhf.adaptive_entropy init 0.000000e+00 target 2.000000e-01 delta 1.000000e-04 max 5.000000e-03 min 0.000000e+00
+    %e = rlhf.adaptive_entropy init 0.000000e+00 target 2.000000e-01 delta 1.000000e-04 max 5.000000e-03 min 0.000000e+00
+    %beta = rlhf.adaptive_kl init 5.000000e-02 target 1.000000e-01 horizon 1.000000e+04
+    %c = arith.addf %e, %beta : f64
+    %b = rlhf.splat %c like %x : tensor<?xf32>
+    %o = arith.mulf %b, %x : tensor<?xf32>
+    %k = rlhf.reduce batch mean %x : tensor<?xf32> -> f64
+    rlhf.yield %o, %k, %k : tensor<?xf32>, f64, f64
+  } : (tensor<8xf32, #rlhf.kind<score>>) -> !rlhf.record<score: tensor<8xf32, #rlhf.kind<score>>, kl: tensor<f32, #rlhf.kind<number>>, entropy: tensor<f32, #rlhf.kind<number>>>
+  return
+}
+
 // Statistics a host function keeps across calls.
 // CHECK-LABEL: func.func @running
 func.func @running(%s: tensor<8xf32, #rlhf.kind<score>>) {

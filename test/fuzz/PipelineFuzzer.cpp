@@ -155,13 +155,19 @@ std::vector<FnCall> fnCalls(mlir::ModuleOp module) {
 
 /// Checks the fn code of every rlhf_apply and rlhf_train call in `m`
 /// against the runtime's parser and against `planned` (each matched call is
-/// taken out of it); returns how many there were. RLHF_FUZZ_FNCODE_DIR
+/// taken out of it; an evaluation, which runs the iteration's calls again
+/// on held-out rows, takes them out of a copy of its own); returns how many
+/// there were. RLHF_FUZZ_FNCODE_DIR
 /// names a folder to write each fn code to (the seeds of the fn code
 /// target).
 unsigned checkFnCode(llvm::Module &m, std::vector<FnCall> &planned) {
   static const char *dumpDir = std::getenv("RLHF_FUZZ_FNCODE_DIR");
   unsigned n = 0;
-  for (llvm::Function &fn : m)
+  const std::vector<FnCall> all = planned;
+  for (llvm::Function &fn : m) {
+    std::vector<FnCall> evalCalls = all;
+    std::vector<FnCall> &pool =
+        fn.getName().starts_with("__rlhf_eval_") ? evalCalls : planned;
     for (llvm::BasicBlock &bb : fn)
       for (llvm::Instruction &inst : bb) {
         auto *call = llvm::dyn_cast<llvm::CallInst>(&inst);
@@ -217,16 +223,17 @@ unsigned checkFnCode(llvm::Module &m, std::vector<FnCall> &planned) {
           fail("fn code of the wrong mode: ", entry + " of " + s.name);
         FnCall got{s.name, s.loss, s.inputs, s.outKinds, s.outNames};
         auto it = llvm::find_if(
-            planned, [&](const FnCall &c) { return c.accepts(got); });
-        if (it == planned.end()) {
+            pool, [&](const FnCall &c) { return c.accepts(got); });
+        if (it == pool.end()) {
           std::string want;
-          for (const FnCall &c : planned)
+          for (const FnCall &c : pool)
             want += "\n  planned: " + c.str();
           fail("fn code that declares no planned call: ",
                got.str() + want + "\n" + code.str());
         }
-        planned.erase(it);
+        pool.erase(it);
       }
+  }
   return n;
 }
 

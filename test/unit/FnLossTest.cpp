@@ -246,15 +246,18 @@ TEST(FnKlControl, VerifierRules) {
       program("host", {"%0 = input 0 f1", "%1 = adaptive_kl 0.05 0.1 1000",
                        "%2 = mul %1 %0", "%3 = batch_mean %0", "out score %2",
                        "out kl %3"}));
-  ASSERT_TRUE(p.klControl().has_value());
-  EXPECT_EQ(p.klControl()->init, 0.05);
-  EXPECT_EQ(p.klControl()->target, 0.1);
-  EXPECT_EQ(p.klControl()->horizon, 1000);
+  const std::optional<FnControl> &kl = p.controls()[0];
+  ASSERT_TRUE(kl.has_value());
+  EXPECT_EQ(kl->kind, FnControl::Kind::Kl);
+  EXPECT_EQ(kl->init, 0.05);
+  EXPECT_EQ(kl->target, 0.1);
+  EXPECT_EQ(kl->horizon, 1000);
+  EXPECT_FALSE(p.controls()[1].has_value());
   EXPECT_EQ(p.outputIndex("kl"), 1);
   EXPECT_EQ(p.outputIndex("nope"), -1);
   EXPECT_FALSE(
       FnProgram::parse(program("host", {"%0 = input 0 f1", "out x %0"}))
-          .klControl()
+          .controls()[0]
           .has_value());
   expectRejected({
       {program("host", {"%0 = input 0 f1", "%1 = adaptive_kl 0.05 0.1 1000",
@@ -269,7 +272,7 @@ TEST(FnKlControl, VerifierRules) {
       {program("host", {"%0 = input 0 f1", "%1 = adaptive_kl 0.05 0.1 1000",
                         "%2 = adaptive_kl 0.05 0.1 1000", "%3 = batch_mean %0",
                         "out kl %3"}),
-       "fn 'f': line 4: a second 'adaptive_kl'; a function adapts one KL "
+       "fn 'f': line 4: a second 'adaptive_kl'; a function adapts one such "
        "coefficient"},
       {program("host", {"%0 = input 0 f1", "%1 = adaptive_kl 0 0.1 1000",
                         "%2 = batch_mean %0", "out kl %2"}),
@@ -302,7 +305,7 @@ TEST(FnKlControl, EvaluatesToTheRunsCoefficient) {
   FnInputs in{{x}, {at::Tensor()}, 0};
   // Before the run sets it, the initial value.
   EXPECT_TRUE(at::equal(p.evaluate(in)[0], x * 0.5f));
-  in.klCoef = 2.0;
+  in.coefs[0] = 2.0;
   EXPECT_TRUE(at::equal(p.evaluate(in)[0], x * 2.0f));
   // In a loss it is a constant factor of a batch reduction, which the
   // micro-batch rule allows.
@@ -317,16 +320,119 @@ TEST(FnKlControl, EvaluatesToTheRunsCoefficient) {
 // Ziegler et al.'s controller: the error against the target, clipped to
 // 20%, moves the coefficient by rows / horizon of it.
 TEST(FnKlControl, ProportionalUpdate) {
-  const FnKlControl c{0.1, 0.1, 1000};
-  EXPECT_DOUBLE_EQ(c.next(0.1, 0.1, 100), 0.1);         // on target
-  EXPECT_DOUBLE_EQ(c.next(0.1, 0.11, 100), 0.1 * 1.01); // 10% over
-  EXPECT_DOUBLE_EQ(c.next(0.1, 0.09, 100), 0.1 * 0.99); // 10% under
-  EXPECT_DOUBLE_EQ(c.next(0.1, 5.0, 100), 0.1 * 1.02);  // clipped at +20%
-  EXPECT_DOUBLE_EQ(c.next(0.1, 0.0, 100), 0.1 * 0.98);  // clipped at -20%
-  EXPECT_DOUBLE_EQ(c.next(0.1, 0.2, 500), 0.1 * 1.1);   // more rows
+  FnControl c;
+  c.init = c.target = 0.1;
+  c.horizon = 1000;
+  auto next = [&](double m, int64_t rows) {
+    return c.next(c.start(), m, rows).value;
+  };
+  EXPECT_DOUBLE_EQ(next(0.1, 100), 0.1);         // on target
+  EXPECT_DOUBLE_EQ(next(0.11, 100), 0.1 * 1.01); // 10% over
+  EXPECT_DOUBLE_EQ(next(0.09, 100), 0.1 * 0.99); // 10% under
+  EXPECT_DOUBLE_EQ(next(5.0, 100), 0.1 * 1.02);  // clipped at +20%
+  EXPECT_DOUBLE_EQ(next(0.0, 100), 0.1 * 0.98);  // clipped at -20%
+  EXPECT_DOUBLE_EQ(next(0.2, 500), 0.1 * 1.1);   // more rows
   // No measure holds it.
-  EXPECT_EQ(c.next(0.1, std::nan(""), 100), 0.1);
-  EXPECT_EQ(c.next(0.1, INFINITY, 100), 0.1);
+  EXPECT_EQ(next(std::nan(""), 100), 0.1);
+  EXPECT_EQ(next(INFINITY, 100), 0.1);
+  EXPECT_TRUE(c.next(c.start(), 5.0, 100).on);
+}
+
+//===----------------------------------------------------------------------===//
+// adaptive_entropy
+//===----------------------------------------------------------------------===//
+
+TEST(FnEntropyControl, VerifierRules) {
+  FnProgram p = FnProgram::parse(program(
+      "host", {"%0 = input 0 f1", "%1 = adaptive_entropy 0 0.2 0.0001 0.005 0",
+               "%2 = mul %1 %0", "%3 = batch_mean %0", "out score %2",
+               "out entropy %3"}));
+  const std::optional<FnControl> &e = p.controls()[1];
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, FnControl::Kind::Entropy);
+  EXPECT_EQ(e->target, 0.2);
+  EXPECT_EQ(e->delta, 0.0001);
+  EXPECT_EQ(e->max, 0.005);
+  EXPECT_EQ(e->min, 0);
+  EXPECT_FALSE(p.controls()[0].has_value());
+  // One of each kind may stand in one function.
+  EXPECT_EQ(
+      errorOf(program("host",
+                      {"%0 = input 0 f1", "%1 = adaptive_kl 0.05 0.1 1000",
+                       "%2 = adaptive_entropy 0 0.2 0.001 0.01 0",
+                       "%3 = mul %1 %0", "%4 = mul %2 %3", "%5 = batch_mean %0",
+                       "out score %4", "out kl %5", "out entropy %5"})),
+      "");
+  expectRejected({
+      {program("host",
+               {"%0 = input 0 f1", "%1 = adaptive_entropy 0 0.2 0.001 0.01 0",
+                "%2 = mul %1 %0", "%3 = batch_mean %0", "out score %2",
+                "out kl %3"}),
+       "fn 'f': line 3: 'adaptive_entropy' adapts to the entropy the "
+       "function measures, but it has no rank-0 output 'entropy'"},
+      {program("host",
+               {"%0 = input 0 f1", "%1 = adaptive_entropy 0 0.2 0.001 0.01 0",
+                "%2 = adaptive_entropy 0 0.2 0.001 0.01 0",
+                "%3 = batch_mean %0", "out entropy %3"}),
+       "fn 'f': line 4: a second 'adaptive_entropy'; a function adapts one "
+       "such coefficient"},
+      // The initial value must lie within the bounds.
+      {program("host", {"%0 = input 0 f1",
+                        "%1 = adaptive_entropy 0.02 0.2 0.001 0.01 0",
+                        "%2 = batch_mean %0", "out entropy %2"}),
+       "fn 'f': line 3: 'adaptive_entropy' needs a target and a step above 0 "
+       "and 0 <= min <= init <= max, got 0.02 0.2 0.001 0.01 0"},
+      {program("host",
+               {"%0 = input 0 f1", "%1 = adaptive_entropy 0 0.2 0 0.01 0",
+                "%2 = batch_mean %0", "out entropy %2"}),
+       "fn 'f': line 3: 'adaptive_entropy' needs a target and a step above 0 "
+       "and 0 <= min <= init <= max, got 0 0.2 0 0.01 0"},
+  });
+}
+
+// Skywork-OR1's EntController: a step of delta up while the entropy is
+// under the target and down otherwise, within [min, max]; the coefficient
+// applies only while the last entropy was under the target.
+TEST(FnEntropyControl, StepsTowardTheTarget) {
+  FnControl c;
+  c.kind = FnControl::Kind::Entropy;
+  c.init = 0;
+  c.target = 0.2;
+  c.delta = 0.001;
+  c.max = 0.0025;
+  c.min = 0;
+  FnControl::State s = c.start();
+  EXPECT_EQ(FnControl::coefficient(s), 0.0);
+  s = c.next(s, 0.1, 64); // under the target: up, and on
+  EXPECT_DOUBLE_EQ(s.value, 0.001);
+  EXPECT_TRUE(s.on);
+  EXPECT_DOUBLE_EQ(FnControl::coefficient(s), 0.001);
+  s = c.next(s, 0.1, 64);
+  s = c.next(s, 0.1, 64); // capped at max
+  EXPECT_DOUBLE_EQ(s.value, 0.0025);
+  s = c.next(s, 0.3, 64); // over: down, and off
+  EXPECT_DOUBLE_EQ(s.value, 0.0015);
+  EXPECT_FALSE(s.on);
+  EXPECT_EQ(FnControl::coefficient(s), 0.0);
+  s = c.next(s, 0.2, 64); // at the target counts as over
+  s = c.next(s, 0.5, 64); // floored at min
+  EXPECT_DOUBLE_EQ(s.value, 0.0);
+  // No measure holds it.
+  FnControl::State held = c.next(s, std::nan(""), 64);
+  EXPECT_EQ(held.value, s.value);
+  EXPECT_EQ(held.on, s.on);
+}
+
+TEST(FnEntropyControl, EvaluatesToTheRunsCoefficient) {
+  FnProgram p = FnProgram::parse(program(
+      "host", {"%0 = input 0 f1",
+               "%1 = adaptive_entropy 0.001 0.2 0.001 0.01 0", "%2 = mul %1 %0",
+               "%3 = batch_mean %0", "out score %2", "out entropy %3"}));
+  at::Tensor x = at::tensor({1.0f, -2.0f, 4.0f});
+  FnInputs in{{x}, {at::Tensor()}, 0};
+  EXPECT_TRUE(at::allclose(p.evaluate(in)[0], x * 0.001f));
+  in.coefs[1] = 0.0;
+  EXPECT_TRUE(at::equal(p.evaluate(in)[0], x * 0.0f));
 }
 
 //===----------------------------------------------------------------------===//

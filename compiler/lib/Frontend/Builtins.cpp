@@ -243,21 +243,8 @@ llvm::ArrayRef<FnPrimitiveSpec> rlhfc::allFnPrimitives() {
   return kFnPrimitives;
 }
 
-const FnPrimitiveSpec &rlhfc::adaptiveKlSpec() {
-  static const FnPrimitiveSpec spec{
-      "adaptive_kl",
-      "(init: number, target: number, horizon: number = 10000) -> number",
-      "a KL coefficient the run adapts (Ziegler et al.'s controller, as "
-      "TRL's and verl's): give it for a number parameter of a function "
-      "whose result `kl` measures the KL, as in `gae(..., kl = "
-      "adaptive_kl(0.05, 0.02))`. After each step `coef *= 1 + clip(kl / "
-      "target - 1, -0.2, 0.2) * N / horizon`, N the call's rows; logged as "
-      "`kl_coef` and saved in checkpoints"};
-  return spec;
-}
-
-llvm::ArrayRef<SettingSpec> rlhfc::adaptiveKlParams() {
-  static const SettingSpec params[] = {
+llvm::ArrayRef<ControlSpec> rlhfc::allControls() {
+  static const SettingSpec klParams[] = {
       {"init", 0, 0, kInf, false, true, "the coefficient of the first step"},
       {"target", 0, 0, kInf, false, true,
        "the KL to hold, in the units of the call's `kl`"},
@@ -265,7 +252,49 @@ llvm::ArrayRef<SettingSpec> rlhfc::adaptiveKlParams() {
        "rows over which the coefficient adapts: each step moves it by at "
        "most 20% of N / horizon"},
   };
-  return params;
+  // Skywork-OR1's defaults (its 7B and 32B recipes): a step of 1e-4 up to
+  // 0.005, from 0.
+  static const SettingSpec entropyParams[] = {
+      {"init", 0, 0, kInf, false, true, "the coefficient of the first step"},
+      {"target", 0, 0, kInf, false, true,
+       "the entropy to hold, in the units of the call's `entropy` (nats "
+       "per token)"},
+      {"delta", 0.0001, 0, kInf, false, false,
+       "how far one step moves the coefficient"},
+      {"max", 0.005, 0, kInf, false, false, "the largest coefficient"},
+      {"min", 0, 0, kInf, false, false, "the smallest coefficient"},
+  };
+  static const ControlSpec controls[] = {
+      {{"adaptive_kl",
+        "(init: number, target: number, horizon: number = 10000) -> number",
+        "a KL coefficient the run adapts (Ziegler et al.'s controller, as "
+        "TRL's and verl's): give it for a number parameter of a function "
+        "whose result `kl` measures the KL, as in `gae(..., kl = "
+        "adaptive_kl(0.05, 0.02))`. After each step `coef *= 1 + clip(kl / "
+        "target - 1, -0.2, 0.2) * N / horizon`, N the call's rows; logged as "
+        "`kl_coef` and saved in checkpoints"},
+       klParams},
+      {{"adaptive_entropy",
+        "(init: number, target: number, delta: number = 0.0001, max: number "
+        "= 0.005, min: number = 0) -> number",
+        "an entropy bonus coefficient the run adapts (Skywork-OR1's adaptive "
+        "entropy control): give it for a number parameter of a function "
+        "whose result `entropy` measures the policy's entropy, as in "
+        "`ppo_entropy_loss(..., entropy = adaptive_entropy(0, 0.2))`. After "
+        "each step it rises by delta while the entropy is under target and "
+        "falls by delta otherwise, within [min, max], and applies only "
+        "while the entropy is under target; logged as `entropy_coef` and "
+        "saved in checkpoints"},
+       entropyParams},
+  };
+  return controls;
+}
+
+const ControlSpec *rlhfc::lookupControl(llvm::StringRef name) {
+  for (const ControlSpec &c : allControls())
+    if (name == c.spec.name)
+      return &c;
+  return nullptr;
 }
 
 std::string rlhfc::settingDefault(const SettingSpec &s) {

@@ -344,30 +344,33 @@ std::optional<FnBody> FnChecker::instantiate(const FnDecl &d,
     const ast::FnParam &p = d.params[i];
     if (args[i].tensor)
       params.push_back(ev.input(inputs++, p.type, p.type.dims));
-    else if (args[i].kl)
-      params.push_back(ev.adaptiveKl(*args[i].kl, args[i].loc));
+    else if (args[i].control)
+      params.push_back(ev.adaptive(*args[i].control, args[i].loc));
     else
       params.push_back(ev.number(args[i].number));
   }
   auto out = ev.run(std::move(params));
   if (!out)
     return std::nullopt;
-  // The coefficient follows the KL the call measures: a number result
-  // named kl (a loss's metric).
+  // A coefficient follows what the call measures: a number result named
+  // kl or entropy (a loss's metric).
   for (size_t i = 0; i < d.params.size(); ++i) {
-    if (!args[i].kl)
+    if (!args[i].control)
       continue;
-    auto kl = llvm::find_if(d.results, [](const auto &r) {
-      return r.first == "kl" && r.second.dims.empty();
+    const FnControl &c = *args[i].control;
+    const bool kl = c.kind == FnControl::Kind::Kl;
+    auto m = llvm::find_if(d.results, [&](const auto &r) {
+      return r.first == c.metric() && r.second.dims.empty();
     });
-    if (kl == d.results.end() || (isLoss(d) && kl == d.results.begin())) {
+    if (m == d.results.end() || (isLoss(d) && m == d.results.begin())) {
       error(args[i].loc ? mlir::Location(args[i].loc) : call,
-            "adaptive_kl moves '" + d.params[i].name +
-                "' after each call toward a target KL, which it reads from "
-                "the call's number result 'kl', but '" +
-                d.name +
-                "' has none; return the KL it measures as 'kl: number', "
-                "as gae and grpo_loss do");
+            std::string(c.name()) + " moves '" + d.params[i].name +
+                "' after each call toward a target " + (kl ? "KL" : "entropy") +
+                ", which it reads from the call's number result '" +
+                c.metric() + "', but '" + d.name + "' has none; return the " +
+                (kl ? "KL" : "entropy") + " it measures as '" + c.metric() +
+                ": number', as " +
+                (kl ? "gae and grpo_loss do" : "ppo_entropy_loss does"));
       return std::nullopt;
     }
   }

@@ -29,8 +29,9 @@ struct FnArg {
   std::optional<TensorType> tensor; ///< tensor parameters
   double number = 0;                ///< number parameters
   bool integer = false;
-  /// A number parameter given `adaptive_kl(...)`: the run sets its value.
-  std::optional<FnKlControl> kl;
+  /// A number parameter given `adaptive_kl(...)` or
+  /// `adaptive_entropy(...)`: the run sets its value.
+  std::optional<FnControl> control;
   mlir::LocationAttr loc; ///< the argument, for errors
 };
 

@@ -114,12 +114,12 @@ FnVal FnEval::number(std::optional<double> value) {
   return v;
 }
 
-FnVal FnEval::adaptiveKl(const FnKlControl &kl, mlir::LocationAttr loc) {
+FnVal FnEval::adaptive(const FnControl &c, mlir::LocationAttr loc) {
   FnVal v;
   v.number = true;
-  v.id = emit("adaptive_kl", {}, FnRank::Scalar,
+  v.id = emit(c.name(), {}, FnRank::Scalar,
               loc ? mlir::Location(loc) : mlir::Location(top.loc));
-  ops[size_t(v.id)].kl = kl;
+  ops[size_t(v.id)].control = c;
   return v;
 }
 
@@ -510,11 +510,15 @@ std::optional<FnVal> FnEval::call(const Expr &e) {
     return userCall(e, *d);
   if (lookupFnPrimitive(callee.text))
     return primitive(e, callee.text);
-  if (callee.text == "adaptive_kl") {
-    fail(callee.loc, "adaptive_kl(...) is given where an algorithm calls a "
-                     "function: declare a number parameter here, such as "
-                     "'kl: number', and pass 'kl = adaptive_kl(...)' at the "
-                     "call");
+  if (lookupControl(callee.text)) {
+    const bool kl = callee.text == "adaptive_kl";
+    fail(callee.loc, callee.text +
+                         "(...) is given where an algorithm calls a "
+                         "function: declare a number parameter here, such as "
+                         "'" +
+                         (kl ? "kl" : "entropy") + ": number', and pass '" +
+                         (kl ? "kl" : "entropy") + " = " + callee.text +
+                         "(...)' at the call");
     return std::nullopt;
   }
   std::vector<std::string> names = c.names();

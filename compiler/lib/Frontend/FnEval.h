@@ -51,8 +51,9 @@ public:
   FnVal input(int64_t index, const ast::FnType &t,
               std::vector<std::string> dims);
   FnVal number(std::optional<double> value);
-  /// A number the run adapts (`adaptive_kl`), unknown before it.
-  FnVal adaptiveKl(const FnKlControl &kl, mlir::LocationAttr loc);
+  /// A number the run adapts (`adaptive_kl`, `adaptive_entropy`), unknown
+  /// before it.
+  FnVal adaptive(const FnControl &c, mlir::LocationAttr loc);
 
   std::vector<FnOp> ops;
   std::map<std::string, int64_t> sizes; ///< instantiation: dimension sizes

@@ -84,9 +84,15 @@ private:
           name == "running_mean" ? r::ReduceStat::mean : r::ReduceStat::std,
           arg(op, 0));
     if (name == "adaptive_kl")
-      return b.create<r::AdaptiveKlOp>(loc, b.getF64FloatAttr(op.kl.init),
-                                       b.getF64FloatAttr(op.kl.target),
-                                       b.getF64FloatAttr(op.kl.horizon));
+      return b.create<r::AdaptiveKlOp>(loc, b.getF64FloatAttr(op.control.init),
+                                       b.getF64FloatAttr(op.control.target),
+                                       b.getF64FloatAttr(op.control.horizon));
+    if (name == "adaptive_entropy")
+      return b.create<r::AdaptiveEntropyOp>(
+          loc, b.getF64FloatAttr(op.control.init),
+          b.getF64FloatAttr(op.control.target),
+          b.getF64FloatAttr(op.control.delta),
+          b.getF64FloatAttr(op.control.max), b.getF64FloatAttr(op.control.min));
     if (name == "neg")
       return b.create<arith::NegFOp>(loc, arg(op, 0));
     if (name == "exp")

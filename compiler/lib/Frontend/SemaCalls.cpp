@@ -323,6 +323,14 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
             "v, g.logprobs, lr, kl = adaptive_kl(0.05, 0.1))'");
       return std::nullopt;
     }
+    if (fname == "adaptive_entropy") {
+      error(call.base->loc,
+            "adaptive_entropy(...) is an entropy coefficient the run "
+            "adapts, given for a number parameter of a function's call, as "
+            "in 'ppo_entropy_loss(g, adv, entropy = adaptive_entropy(0, "
+            "0.2))'");
+      return std::nullopt;
+    }
     if (lookupFnPrimitive(fname)) {
       error(call.base->loc, "'" + fname +
                                 "' works inside functions; write "

@@ -14,17 +14,29 @@ using namespace rlhfc;
 using namespace rlhfc::sema;
 using namespace rlhfc::sema::detail;
 
-std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
-                                                 llvm::StringMap<Local> &env) {
-  llvm::ArrayRef<SettingSpec> params = adaptiveKlParams();
+std::optional<FnControl>
+Sema::checkAdaptiveControl(const Expr &call, llvm::StringMap<Local> &env) {
+  const ControlSpec &spec = *lookupControl(call.base->text);
+  const std::string fname = spec.spec.name;
+  FnControl c;
+  c.kind =
+      fname == "adaptive_kl" ? FnControl::Kind::Kl : FnControl::Kind::Entropy;
+  llvm::ArrayRef<SettingSpec> params = spec.params;
   std::vector<std::string> names;
-  for (const SettingSpec &p : params)
+  std::vector<double> v;
+  for (const SettingSpec &p : params) {
     names.push_back(p.name);
-  const std::string usage = "'adaptive_kl' takes (init, target, horizon = "
-                            "10000): the coefficient to start from, the KL "
-                            "to hold, and the rows over which it adapts";
-  double v[3] = {params[0].fallback, params[1].fallback, params[2].fallback};
-  const Expr *given[3] = {nullptr, nullptr, nullptr};
+    v.push_back(p.fallback);
+  }
+  const std::string usage =
+      c.kind == FnControl::Kind::Kl
+          ? "'adaptive_kl' takes (init, target, horizon = 10000): the "
+            "coefficient to start from, the KL to hold, and the rows over "
+            "which it adapts"
+          : "'adaptive_entropy' takes (init, target, delta = 0.0001, max = "
+            "0.005, min = 0): the coefficient to start from, the entropy to "
+            "hold, its step and its bounds";
+  std::vector<const Expr *> given(names.size(), nullptr);
   size_t pos = 0;
   for (const Arg &a : call.args) {
     size_t k = 0;
@@ -37,7 +49,7 @@ std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
     } else {
       auto it = llvm::find(names, a.name);
       if (it == names.end()) {
-        error(a.loc, "'adaptive_kl' has no parameter '" + a.name + "'" +
+        error(a.loc, "'" + fname + "' has no parameter '" + a.name + "'" +
                          didYouMean(a.name, names));
         return std::nullopt;
       }
@@ -53,7 +65,7 @@ std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
       return std::nullopt;
     if (val->kind != Value::Number || val->dim != UnitDim::None) {
       error(a.value->loc,
-            "'" + names[k] + "' of 'adaptive_kl' is a plain number, not " +
+            "'" + names[k] + "' of '" + fname + "' is a plain number, not " +
                 (val->kind == Value::Number ? unitDimName(val->dim).str()
                                             : describe(*val)));
       return std::nullopt;
@@ -66,25 +78,40 @@ std::optional<FnKlControl> Sema::checkAdaptiveKl(const Expr &call,
       return std::nullopt;
     }
   // A bad value was given (the defaults are good): point at it.
-  auto bad = [&](size_t k, const char *what) {
+  auto bad = [&](size_t k, const std::string &what) {
     error(given[k] ? given[k]->loc : call.loc,
-          formatv("{0} of 'adaptive_kl' {1}, got {2}", names[k], what,
+          formatv("{0} of '{1}' {2}, got {3}", names[k], fname, what,
                   formatNumber(v[k])));
+    return std::nullopt;
   };
-  // A multiplicative controller never leaves 0.
-  if (!(v[0] > 0)) {
-    bad(0, "is the coefficient to start from and must be above 0");
-    return std::nullopt;
+  c.init = v[0];
+  c.target = v[1];
+  if (c.kind == FnControl::Kind::Kl) {
+    // A multiplicative controller never leaves 0.
+    if (!(v[0] > 0))
+      return bad(0, "is the coefficient to start from and must be above 0");
+    if (!(v[1] > 0))
+      return bad(1, "is the KL to hold and must be above 0");
+    if (!(v[2] >= 1))
+      return bad(2, "counts rows and must be at least 1");
+    c.horizon = v[2];
+    return c;
   }
-  if (!(v[1] > 0)) {
-    bad(1, "is the KL to hold and must be above 0");
-    return std::nullopt;
-  }
-  if (!(v[2] >= 1)) {
-    bad(2, "counts rows and must be at least 1");
-    return std::nullopt;
-  }
-  return FnKlControl{v[0], v[1], v[2]};
+  c.delta = v[2];
+  c.max = v[3];
+  c.min = v[4];
+  if (!(c.target > 0))
+    return bad(1, "is the entropy to hold and must be above 0");
+  if (!(c.delta > 0))
+    return bad(2, "is the step of the coefficient and must be above 0");
+  if (!(c.min >= 0))
+    return bad(4, "bounds an entropy bonus, which is not negative");
+  if (!(c.max >= c.min))
+    return bad(3, "must be at least min (" + formatNumber(c.min) + ")");
+  if (!(c.init >= c.min && c.init <= c.max))
+    return bad(0, "must lie within [min, max] = [" + formatNumber(c.min) +
+                      ", " + formatNumber(c.max) + "]");
+  return c;
 }
 
 std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
@@ -101,19 +128,20 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   // 'ppo_actor_loss(g, adv)' binds g.seq and g.logprobs), but leaves a
   // parameter for each tensor argument after it (so 'gae(r, v, lp, lr)'
   // binds r's score alone, though r has values too).
-  // adaptive_kl(...) arguments, by the expression given.
-  std::map<const Expr *, FnKlControl> adaptive;
+  // adaptive_kl(...) and adaptive_entropy(...) arguments, by the
+  // expression given.
+  std::map<const Expr *, FnControl> adaptive;
   auto argValue = [&](const Expr &e) -> std::optional<Value> {
-    if (!isAdaptiveKl(e))
+    if (!isAdaptiveControl(e))
       return evalValue(e, env);
-    auto kl = checkAdaptiveKl(e, env);
-    if (!kl)
+    auto c = checkAdaptiveControl(e, env);
+    if (!c)
       return std::nullopt;
-    adaptive[&e] = *kl;
+    adaptive[&e] = *c;
     Value v;
     v.kind = Value::Number;
-    v.number = kl->init;
-    v.origin = "adaptive_kl(...)";
+    v.number = c->init;
+    v.origin = std::string(c->name()) + "(...)";
     return v;
   };
   std::vector<std::optional<Value>> positional;
@@ -236,24 +264,28 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
     const Expr &ex = *exprs[i];
     const Value &v = *vals[i];
     arg.loc = ex.loc;
-    if (auto kl = adaptive.find(&ex); kl != adaptive.end()) {
+    if (auto ctl = adaptive.find(&ex); ctl != adaptive.end()) {
+      const FnControl &c = ctl->second;
       const char *why = isTensor(i) ? "takes a tensor"
                         : prm.type.kind == "int"
                             ? "is an int, fixed before the run"
                             : nullptr;
       if (why) {
-        explainShift(error(ex.loc, formatv("'{0}' of {1} {2}; adaptive_kl "
-                                           "gives a number the run adapts",
-                                           prm.name, callee, why)));
+        explainShift(error(ex.loc, formatv("'{0}' of {1} {2}; {3} gives a "
+                                           "number the run adapts",
+                                           prm.name, callee, why, c.name())));
         return std::nullopt;
       }
-      if (llvm::any_of(args, [](const FnArg &a) { return a.kl.has_value(); })) {
-        error(ex.loc, callee + " is given a second adaptive_kl; one call "
-                               "adapts one coefficient, to its 'kl'");
+      if (llvm::any_of(args, [&](const FnArg &a) {
+            return a.control && a.control->kind == c.kind;
+          })) {
+        error(ex.loc, formatv("{0} is given a second {1}; one call adapts "
+                              "one such coefficient, to its '{2}'",
+                              callee, c.name(), c.metric()));
         return std::nullopt;
       }
-      arg.kl = kl->second;
-      arg.number = kl->second.init;
+      arg.control = c;
+      arg.number = c.init;
       args.push_back(arg);
       continue;
     }
@@ -313,17 +345,17 @@ std::optional<Node> Sema::checkFnCall(const Expr &call, const ast::FnDecl &fn,
   // Each call moves the coefficient by at most 20% of rows / horizon: more
   // than all of it would turn it negative.
   for (const FnArg &a : args) {
-    if (!a.kl)
+    if (!a.control || a.control->kind != FnControl::Kind::Kl)
       continue;
     auto t = llvm::find_if(args, [](const FnArg &x) { return x.tensor; });
     int64_t rows = t != args.end() ? t->tensor->batch() : 1;
-    if (a.kl->horizon <= 0.2 * double(rows)) {
+    if (a.control->horizon <= 0.2 * double(rows)) {
       error(a.loc,
             formatv("with {0} rows per call, a horizon of {1} could scale "
                     "the coefficient by 1 - 0.2 * {0} / {1}, which is not "
                     "above 0; use a horizon above {2} (TRL and verl use "
                     "10000)",
-                    rows, formatNumber(a.kl->horizon),
+                    rows, formatNumber(a.control->horizon),
                     formatNumber(0.2 * double(rows))));
       return std::nullopt;
     }

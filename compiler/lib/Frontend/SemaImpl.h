@@ -73,11 +73,12 @@ inline std::string withArticle(StringRef noun) {
   return (vowel ? "an " : "a ") + noun.str();
 }
 
-/// Whether `e` is a call of `adaptive_kl`, the KL coefficient the run
-/// adapts; only a number argument of a function's call may be one.
-inline bool isAdaptiveKl(const Expr &e) {
+/// Whether `e` is a call of `adaptive_kl` or `adaptive_entropy`, a
+/// coefficient the run adapts; only a number argument of a function's call
+/// may be one.
+inline bool isAdaptiveControl(const Expr &e) {
   return e.kind == Expr::Kind::Call && e.base &&
-         e.base->kind == Expr::Kind::Name && e.base->text == "adaptive_kl";
+         e.base->kind == Expr::Kind::Name && lookupControl(e.base->text);
 }
 
 inline std::string didYouMean(StringRef word,
@@ -356,10 +357,10 @@ private:
   /// numbers, then instantiates its body for them.
   std::optional<Node> checkFnCall(const Expr &call, const ast::FnDecl &fn,
                                   llvm::StringMap<Local> &env);
-  /// The arguments of `adaptive_kl(init, target, horizon)`, given for a
-  /// function's number parameter.
-  std::optional<FnKlControl> checkAdaptiveKl(const Expr &call,
-                                             llvm::StringMap<Local> &env);
+  /// The arguments of `adaptive_kl(...)` or `adaptive_entropy(...)`, given
+  /// for a function's number parameter.
+  std::optional<FnControl> checkAdaptiveControl(const Expr &call,
+                                                llvm::StringMap<Local> &env);
 
   const HfImport *hfImport(const EntityDecl &d);
   std::vector<std::string> symbolOrder;

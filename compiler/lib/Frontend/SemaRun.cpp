@@ -59,10 +59,10 @@ void Sema::walkNames(const Expr &e,
     return;
   case Expr::Kind::Call:
     if (e.base->kind == Expr::Kind::Name &&
-        (fns.find(e.base->text) || isAdaptiveKl(e)) &&
+        (fns.find(e.base->text) || isAdaptiveControl(e)) &&
         !locals.count(e.base->text)) {
-      // a function written in the language, or adaptive_kl (checked
-      // where it is given)
+      // a function written in the language, or adaptive_kl or
+      // adaptive_entropy (checked where it is given)
     } else if (e.base->kind == Expr::Kind::Name) {
       if (!lookupBuiltin(e.base->text) &&
           (locals.count(e.base->text) || symbols.count(e.base->text))) {

@@ -250,8 +250,9 @@ private:
       for (const SettingSpec &s : m->settings)
         if (!given.count(s.name))
           setting(s, index++);
-    } else if (!isMethod && callee == adaptiveKlSpec().name) {
-      for (const SettingSpec &s : adaptiveKlParams())
+    } else if (const ControlSpec *c =
+                   isMethod ? nullptr : lookupControl(callee)) {
+      for (const SettingSpec &s : c->params)
         if (!given.count(s.name))
           setting(s, index++);
     } else if (const ast::FnDecl *f =
@@ -372,12 +373,12 @@ private:
       if (!scope.lookupFunction(b.name))
         add(b.name, mlsp::CompletionItemKind::Function, b.signature,
             std::string("2") + b.name, "", b.summary);
-    // An argument of a call may be an adaptive KL coefficient.
-    if (openParen(text, offset)) {
-      const FnPrimitiveSpec &kl = adaptiveKlSpec();
-      add(kl.name, mlsp::CompletionItemKind::Function, kl.signature,
-          std::string("2") + kl.name, std::string(kl.name) + "(", kl.summary);
-    }
+    // An argument of a call may be a coefficient the run adapts.
+    if (openParen(text, offset))
+      for (const ControlSpec &c : allControls())
+        add(c.spec.name, mlsp::CompletionItemKind::Function, c.spec.signature,
+            std::string("2") + c.spec.name, std::string(c.spec.name) + "(",
+            c.spec.summary);
     functions();
   }
 

@@ -221,10 +221,9 @@ void rlhfc::lsp::functionHover(Document &doc, const Occurrence &o,
   case Kind::Function:
     return declHover(doc, o, os);
   case Kind::Primitive:
-    if (o.name == adaptiveKlSpec().name)
-      os << "**" << o.name << "** `" << o.name << adaptiveKlSpec().signature
-         << "`\n\n"
-         << adaptiveKlSpec().summary;
+    if (const ControlSpec *c = lookupControl(o.name))
+      os << "**" << o.name << "** `" << o.name << c->spec.signature << "`\n\n"
+         << c->spec.summary;
     else if (const FnPrimitiveSpec *p = lookupFnPrimitive(o.name))
       os << "**primitive** `" << p->name << p->signature << "`\n\n"
          << p->summary;

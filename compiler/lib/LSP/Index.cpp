@@ -267,7 +267,7 @@ private:
         o->fn = f;
     } else if (isName && lookupBuiltin(callee.text)) {
       o = add(Kind::Builtin, callee.loc, callee.text);
-    } else if (isName && callee.text == adaptiveKlSpec().name) {
+    } else if (isName && lookupControl(callee.text)) {
       add(Kind::Primitive, callee.loc, callee.text);
     } else {
       expr(callee);

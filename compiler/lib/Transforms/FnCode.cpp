@@ -133,6 +133,14 @@ private:
                      ref(m.getInput()));
           return success();
         })
+        .Case([&](r::AdaptiveEntropyOp c) {
+          def(c, "adaptive_entropy " + num(c.getInit().convertToDouble()) +
+                     " " + num(c.getTarget().convertToDouble()) + " " +
+                     num(c.getDelta().convertToDouble()) + " " +
+                     num(c.getMax().convertToDouble()) + " " +
+                     num(c.getMin().convertToDouble()));
+          return success();
+        })
         .Case([&](r::AdaptiveKlOp k) {
           def(k, "adaptive_kl " + num(k.getInit().convertToDouble()) + " " +
                      num(k.getTarget().convertToDouble()) + " " +

@@ -13,8 +13,9 @@
 //               "pad": 0,
 //               "model": {"I": logits [N, S, V] or values [N, S] for the
 //                         token input I, for a loss},
-//               "kl_coef": the value of its adaptive_kl (default: its
-//                          initial value)}
+//               "kl_coef": the value of its adaptive_kl,
+//               "entropy_coef": of its adaptive_entropy (default: their
+//                          initial values)}
 // Prints the outputs as one JSON object: {"advantages": [...], ...}.
 //
 //===----------------------------------------------------------------------===//
@@ -46,8 +47,9 @@ const char *kUsage =
     "  --fn NAME the program of the function NAME (default: the only one)\n"
     "  INPUTS    {\"inputs\": [...], \"masks\": [...], \"pad\": 0, "
     "\"model\": {...},\n"
-    "             \"kl_coef\": x (an adaptive_kl's value; default its "
-    "init)}\n"
+    "             \"kl_coef\": x, \"entropy_coef\": y (the values of its "
+    "adaptive_kl\n"
+    "             and adaptive_entropy; default their init)}\n"
     "Prints the function's outputs as JSON.\n";
 
 /// `path`'s text; "-" is stdin.
@@ -204,14 +206,22 @@ int main(int argc, char **argv) {
     }
     FnInputs x;
     x.pad = in.value("pad", 0);
-    if (in.contains("kl_coef")) {
-      if (!in["kl_coef"].is_number())
-        throw Error("\"kl_coef\" must be a number, the value of the "
-                    "function's adaptive_kl");
-      if (!f.klControl())
-        throw Error("'" + f.name() +
-                    "' has no adaptive_kl for \"kl_coef\" to set");
-      x.klCoef = in["kl_coef"].get<double>();
+    for (FnControl::Kind kind :
+         {FnControl::Kind::Kl, FnControl::Kind::Entropy}) {
+      FnControl c;
+      c.kind = kind;
+      const std::string key = std::string(c.metric()) + "_coef";
+      if (!in.contains(key))
+        continue;
+      if (!in[key].is_number())
+        throw Error("\"" + key +
+                    "\" must be a number, the value of the "
+                    "function's " +
+                    c.op());
+      if (!f.controls()[size_t(kind)])
+        throw Error("'" + f.name() + "' has no " + c.op() + " for \"" + key +
+                    "\" to set");
+      x.coefs[size_t(kind)] = in[key].get<double>();
     }
     const json &ins = in.at("inputs");
     if (int64_t(ins.size()) != f.numInputs())

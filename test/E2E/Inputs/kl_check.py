@@ -27,7 +27,21 @@ def fail(msg):
 
 
 def close(a, b):
-    return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    return abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1e-300)
+
+
+def logged(path, steps, keys):
+    """The rows of metrics.jsonl at PATH, at least STEPS of them, each with
+    a finite value of every key (entropy_check.py uses it too)."""
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if len(rows) < steps:
+        fail("%d steps logged, expected %d" % (len(rows), steps))
+    for r in rows:
+        for key in keys:
+            if key not in r or not math.isfinite(r[key]):
+                fail("step %d has no finite %s" % (r["step"], key))
+    return rows
 
 
 def main():
@@ -42,14 +56,7 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     a = ap.parse_args()
 
-    with open(a.metrics) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    if len(rows) < a.steps:
-        fail("%d steps logged, expected %d" % (len(rows), a.steps))
-    for r in rows:
-        for key in (a.coef, a.kl):
-            if key not in r or not math.isfinite(r[key]):
-                fail("step %d has no finite %s" % (r["step"], key))
+    rows = logged(a.metrics, a.steps, (a.coef, a.kl))
     if not close(rows[0][a.coef], a.init):
         fail("step 1: %s is %r, not the initial %r" %
              (a.coef, rows[0][a.coef], a.init))

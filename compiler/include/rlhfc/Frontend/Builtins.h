@@ -64,12 +64,17 @@ struct FnPrimitiveSpec {
   const char *summary;
 };
 
-/// `adaptive_kl(init, target, horizon = 10000)`, a KL coefficient the run
-/// adapts: only a number argument of a function's call may be one
-/// (lang/README.md §6.7).
-const FnPrimitiveSpec &adaptiveKlSpec();
-/// Its parameters in order; the first two are required.
-llvm::ArrayRef<SettingSpec> adaptiveKlParams();
+/// A coefficient the run adapts, which only a number argument of a
+/// function's call may be (lang/README.md §6.7): `adaptive_kl(init, target,
+/// horizon = 10000)` and `adaptive_entropy(init, target, delta = 0.0001,
+/// max = 0.005, min = 0)`.
+struct ControlSpec {
+  FnPrimitiveSpec spec;
+  /// Its parameters in order; the first two are required.
+  llvm::ArrayRef<SettingSpec> params;
+};
+llvm::ArrayRef<ControlSpec> allControls();
+const ControlSpec *lookupControl(llvm::StringRef name);
 
 const BuiltinSpec *lookupBuiltin(llvm::StringRef name);
 const FnPrimitiveSpec *lookupFnPrimitive(llvm::StringRef name);

@@ -174,6 +174,41 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+/// Where an adaptive coefficient may stand: in a call's body whose results
+/// (a train step's metrics, after its loss) include `metric`, which it
+/// follows, and as the only one of its kind there.
+template <typename OpTy>
+static LogicalResult verifyAdaptive(OpTy op, StringRef metric, StringRef what) {
+  Operation *call = op->getParentOp();
+  Type record = isa_and_nonnull<ComputeOp>(call)
+                    ? cast<ComputeOp>(call).getResult().getType()
+                : isa_and_nonnull<TrainStepOp>(call)
+                    ? cast<TrainStepOp>(call).getStats().getType()
+                    : Type();
+  if (!record)
+    return op.emitOpError() << "belongs in the body of an rlhf.compute or "
+                               "rlhf.train_step";
+  // A train step's first field is its loss; the metrics follow.
+  auto names = cast<RecordType>(record).getNames();
+  bool measured = false;
+  for (size_t i = isa<TrainStepOp>(call) ? 1 : 0; i < names.size(); ++i)
+    measured = measured || names[i].getValue() == metric;
+  if (!measured)
+    return op.emitOpError() << "adapts to the " << what
+                            << " its call measures, but the call has no "
+                               "number result '"
+                            << metric << "'";
+  for (Operation &other : op->getBlock()->getOperations()) {
+    if (&other == op.getOperation())
+      break;
+    if (isa<OpTy>(other))
+      return op.emitOpError() << "is the second in this body; a call adapts "
+                                 "one "
+                              << what << " coefficient";
+  }
+  return success();
+}
+
 LogicalResult AdaptiveKlOp::verify() {
   const double init = getInit().convertToDouble(),
                target = getTarget().convertToDouble(),
@@ -181,31 +216,20 @@ LogicalResult AdaptiveKlOp::verify() {
   if (!(init > 0) || !(target > 0) || !(horizon >= 1))
     return emitOpError() << "needs init and target above 0 and a horizon of "
                             "at least 1";
-  Operation *call = (*this)->getParentOp();
-  Type record = isa_and_nonnull<ComputeOp>(call)
-                    ? cast<ComputeOp>(call).getResult().getType()
-                : isa_and_nonnull<TrainStepOp>(call)
-                    ? cast<TrainStepOp>(call).getStats().getType()
-                    : Type();
-  if (!record)
-    return emitOpError() << "belongs in the body of an rlhf.compute or "
-                            "rlhf.train_step";
-  // A train step's first field is its loss; the metrics follow.
-  auto names = cast<RecordType>(record).getNames();
-  bool measured = false;
-  for (size_t i = isa<TrainStepOp>(call) ? 1 : 0; i < names.size(); ++i)
-    measured = measured || names[i].getValue() == "kl";
-  if (!measured)
-    return emitOpError() << "adapts to the KL its call measures, but the "
-                            "call has no number result 'kl'";
-  for (Operation &op : getOperation()->getBlock()->getOperations()) {
-    if (&op == getOperation())
-      break;
-    if (isa<AdaptiveKlOp>(op))
-      return emitOpError() << "is the second in this body; a call adapts "
-                              "one KL coefficient";
-  }
-  return success();
+  return verifyAdaptive(*this, "kl", "KL");
+}
+
+LogicalResult AdaptiveEntropyOp::verify() {
+  const double init = getInit().convertToDouble(),
+               target = getTarget().convertToDouble(),
+               delta = getDelta().convertToDouble(),
+               max = getMax().convertToDouble(),
+               min = getMin().convertToDouble();
+  if (!(target > 0) || !(delta > 0) || !(min >= 0) || !(init >= min) ||
+      !(max >= init))
+    return emitOpError() << "needs a target and a delta above 0 and "
+                            "0 <= min <= init <= max";
+  return verifyAdaptive(*this, "entropy", "entropy");
 }
 
 LogicalResult RunningMomentOp::verify() {

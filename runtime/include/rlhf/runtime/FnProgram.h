@@ -23,13 +23,21 @@
 //                         must be declared, each exactly once
 //   const X               [0] a number (strtod)
 //   adaptive_kl I T H     [0] a KL coefficient the run adapts (Ziegler et
-//                         al. 2019): FnInputs::klCoef, or I before the run
+//                         al. 2019): FnInputs::coefs, or I before the run
 //                         sets one. After each call the run moves it
 //                         toward making the output `kl` (a scalar the
 //                         program must have; in a loss, a metric) equal T:
 //                         coef *= 1 + clip(kl / T - 1, -0.2, 0.2) * N / H,
 //                         N the batch's rows. At most one per program;
 //                         I, T > 0, H >= 1
+//   adaptive_entropy I T D MAX MIN
+//                         [0] an entropy coefficient the run adapts
+//                         (Skywork-OR1): FnInputs::coefs, or I before the
+//                         run sets one. After each call whose output
+//                         `entropy` was under T it rises by D, else it
+//                         falls by D, within [MIN, MAX]; it applies (else
+//                         0) while the last entropy was under T. At most
+//                         one per program; T, D > 0, 0 <= MIN <= I <= MAX
 //   running_mean %x, running_std %x
 //                         [1] -> [0], host functions only: the mean
 //                         (standard deviation, dividing by count - 1; 0
@@ -101,6 +109,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -123,6 +132,10 @@ const char *fnKindName(FnKind k);
 
 struct FnRunning;
 
+/// The run's values of a program's adaptive coefficients, by
+/// FnControl::Kind.
+using FnCoefs = std::array<std::optional<double>, 2>;
+
 /// What a function is applied to. Float inputs are fp32 (bool converts);
 /// token inputs are integer ids.
 struct FnInputs {
@@ -137,8 +150,9 @@ struct FnInputs {
   /// Evaluation gives the rows padding a short last batch weight 0, so that
   /// the loss is that of the real rows alone.
   at::Tensor rowWeights;
-  /// The value of the program's `adaptive_kl` (unset: its initial value).
-  std::optional<double> klCoef;
+  /// The values of the program's adaptive coefficients, by
+  /// FnControl::Kind (unset: their initial values).
+  FnCoefs coefs;
   /// The call site's running moments (running_mean, running_std), which
   /// evaluate adds this call's rows to; null: this call's rows alone.
   FnRunning *running = nullptr;
@@ -162,11 +176,31 @@ struct FnRunning {
   std::map<int, FnMoments> moments;
 };
 
-/// A program's adaptive KL coefficient (`adaptive_kl I T H`).
-struct FnKlControl {
-  double init = 0, target = 0, horizon = 0;
-  /// The coefficient after a call whose output `kl` was `kl` on `rows` rows.
-  double next(double coef, double kl, int64_t rows) const;
+/// A coefficient the run adapts between steps from a metric of the call
+/// that uses it: `adaptive_kl I T H` follows the output `kl` (Ziegler et
+/// al. 2019, TRL's and verl's AdaptiveKLController), `adaptive_entropy I T
+/// D MAX MIN` the output `entropy` (Skywork-OR1's adaptive entropy
+/// control).
+struct FnControl {
+  enum class Kind : uint8_t { Kl, Entropy };
+  Kind kind = Kind::Kl;
+  double init = 0, target = 0;
+  double horizon = 0;                 ///< Kl: rows over which it adapts
+  double delta = 0, max = 0, min = 0; ///< Entropy: its step and bounds
+  /// What the run keeps between steps: the coefficient, and (Entropy)
+  /// whether it applies, the last entropy having been under the target.
+  struct State {
+    double value = 0;
+    bool on = true;
+  };
+  State start() const { return {init, true}; }
+  /// The value a call uses.
+  static double coefficient(const State &s) { return s.on ? s.value : 0.0; }
+  /// The state after a call whose metric() was `m`, over `rows` rows.
+  State next(State s, double m, int64_t rows) const;
+  /// Its op (`adaptive_kl`), and the output it follows (`kl`).
+  const char *op() const;
+  const char *metric() const;
 };
 
 /// The trained model's raw output for the token input `input` (whose ids
@@ -211,8 +245,10 @@ public:
   std::vector<int64_t> modelInputs() const;
   /// Whether it reads running moments (running_mean, running_std).
   bool keepsMoments() const;
-  /// Its `adaptive_kl`, if it has one.
-  const std::optional<FnKlControl> &klControl() const { return klCtl; }
+  /// Its `adaptive_kl` and `adaptive_entropy`, by FnControl::Kind.
+  const std::array<std::optional<FnControl>, 2> &controls() const {
+    return ctls;
+  }
   /// The index of output `name` in outputNames(), or -1.
   int outputIndex(std::string_view name) const;
 
@@ -237,6 +273,7 @@ private:
     Input,
     Const,
     AdaptiveKl,
+    AdaptiveEntropy,
     RunningMean,
     RunningStd,
     Neg,
@@ -320,7 +357,7 @@ private:
   std::vector<std::string> outNames;
   std::vector<int> outValues;
   int numDenoms = 0;
-  std::optional<FnKlControl> klCtl;
+  std::array<std::optional<FnControl>, 2> ctls;
 };
 
 } // namespace rlhf

@@ -15,6 +15,7 @@
 #ifndef RLHF_RUNTIME_TRAIN_H
 #define RLHF_RUNTIME_TRAIN_H
 
+#include "rlhf/runtime/FnProgram.h"
 #include "rlhf/runtime/Model.h"
 
 #include <optional>
@@ -165,8 +166,8 @@ struct TrainOptions {
   /// Shard Adam's moments (ZeRO-1) over the replicas (dp, or dp x sp).
   bool zero = false;
   int64_t pad = 0; ///< the pad id, for the masks of token inputs
-  /// The value of the loss's `adaptive_kl` (FnInputs::klCoef).
-  std::optional<double> klCoef;
+  /// The values of the loss's adaptive coefficients (FnInputs::coefs).
+  FnCoefs coefs;
   /// Leave the last minibatch's gradients of fp32 weights in their .grad
   /// (as reduced, before clipping), for inspection. Otherwise the call frees
   /// them, as it frees bf16 weights' fp32 accumulators: a model holds gradients

@@ -81,6 +81,38 @@ def RLHF_AdaptiveKlOp : RLHF_FnOp<"adaptive_kl"> {
   let hasVerifier = 1;
 }
 
+def RLHF_AdaptiveEntropyOp : RLHF_FnOp<"adaptive_entropy"> {
+  let summary = "an entropy coefficient the run adapts toward a target "
+                "entropy";
+  let description = [{
+    The value of a number parameter given `adaptive_entropy(init, target,
+    delta, max, min)` at the call: Skywork-OR1's adaptive entropy control
+    (He et al. 2025), which keeps the policy's entropy from collapsing
+    without the instability of a large fixed bonus. The first call reads
+    `init`. After each call of a training step the runtime reads the call's
+    `entropy` metric: under `target`, the coefficient rises by `delta`,
+    otherwise it falls by `delta`, within [`min`, `max`]; and the call uses
+    it only while the last entropy was under the target (0 otherwise). It
+    is logged as `entropy_coef` (`entropy_coef/MODEL` for a loss), the value
+    used, and saved in checkpoints. An evaluation reads it without moving
+    it.
+
+    A body holds at most one; its op's call yields a scalar named
+    `entropy`.
+
+    ```mlir
+    %c = rlhf.adaptive_entropy init 0.000000e+00 target 2.000000e-01 delta 1.000000e-04 max 5.000000e-03 min 0.000000e+00
+    ```
+  }];
+  let arguments = (ins F64Attr:$init, F64Attr:$target, F64Attr:$delta,
+                       F64Attr:$max, F64Attr:$min);
+  let results = (outs F64:$result);
+  let assemblyFormat =
+      "`init` $init `target` $target `delta` $delta `max` $max `min` $min "
+      "attr-dict";
+  let hasVerifier = 1;
+}
+
 class RLHF_FnUnaryOp<string mnemonic, string sum> :
     RLHF_FnOp<mnemonic, [SameOperandsAndResultType]> {
   let summary = sum;
