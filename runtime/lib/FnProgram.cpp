@@ -368,7 +368,7 @@ struct FnProgram::Parser {
       std::optional<FnControl> &slot = f.ctls[size_t(c.kind)];
       if (slot)
         fail("a second '" + op + "'; a function adapts one such coefficient");
-      double sum = c.init + c.target;
+      double sum = 0; // finite when every operand is
       for (double x : in.nums)
         sum += x;
       // Written so that a nan fails too.
