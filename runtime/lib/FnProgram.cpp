@@ -584,7 +584,7 @@ struct FnProgram::Parser {
       if (k < 0 || (f.fnMode == Mode::Loss && k == 0) ||
           f.outputKind(size_t(k)) != FnKind::Scalar)
         fail("'" + std::string(c->op()) + "' adapts to the " +
-             (c->kind == FnControl::Kind::Kl ? "KL" : "entropy") +
+             FnControl::noun(c->kind) +
              " the function measures, but it has no rank-0 output '" +
              c->metric() + "'" +
              std::string(f.fnMode == Mode::Loss ? " after the loss" : ""));
@@ -635,13 +635,15 @@ FnControl::State FnControl::next(State s, double m, int64_t rows) const {
   return s;
 }
 
-const char *FnControl::op() const {
-  return kind == Kind::Kl ? "adaptive_kl" : "adaptive_entropy";
+const char *FnControl::op(Kind k) {
+  return k == Kind::Kl ? "adaptive_kl" : "adaptive_entropy";
 }
 
-const char *FnControl::metric() const {
-  return kind == Kind::Kl ? "kl" : "entropy";
+const char *FnControl::metric(Kind k) {
+  return k == Kind::Kl ? "kl" : "entropy";
 }
+
+const char *FnControl::noun(Kind k) { return k == Kind::Kl ? "KL" : "entropy"; }
 
 FnKind FnProgram::outputKind(size_t i) const {
   return code.at(size_t(outValues.at(i))).kind;

@@ -223,14 +223,14 @@ void rlhf::exec::endStepFnState(rlhf_prog *p, const at::Tensor &gathered) {
   // the file.
   for (const auto &[key, state] : p->fnState.resumedCoefs)
     if (!p->fnState.coefs.count(key) && p->rank == 0) {
-      const bool kl = key.first == int(FnControl::Kind::Kl);
+      const auto kind = FnControl::Kind(key.first);
       std::fprintf(stderr,
                    "%s: warning: --resume: the checkpoint's adaptive %s "
                    "coefficient %.6g of %s matches no call of this step; "
                    "the program's %s calls start from their initial "
                    "values\n",
-                   p->name.c_str(), kl ? "KL" : "entropy", state.value,
-                   key.second.c_str(), kl ? "adaptive_kl" : "adaptive_entropy");
+                   p->name.c_str(), FnControl::noun(kind), state.value,
+                   key.second.c_str(), FnControl::op(kind));
     }
   for (const auto &[site, r] : p->fnState.resumedRunning)
     if (!p->fnState.running.count(site) && p->rank == 0)

@@ -273,7 +273,14 @@ llvm::ArrayRef<ControlSpec> rlhfc::allControls() {
         "adaptive_kl(0.05, 0.02))`. After each step `coef *= 1 + clip(kl / "
         "target - 1, -0.2, 0.2) * N / horizon`, N the call's rows; logged as "
         "`kl_coef` and saved in checkpoints"},
-       klParams},
+       klParams,
+       "kl",
+       "KL",
+       "a KL coefficient the run adapts",
+       "gae(r, v, g.logprobs, lr, kl = adaptive_kl(0.05, 0.1))",
+       "(init, target, horizon = 10000): the coefficient to start from, the "
+       "KL to hold, and the rows over which it adapts",
+       "gae and grpo_loss do"},
       {{"adaptive_entropy",
         "(init: number, target: number, delta: number = 0.0001, max: number "
         "= 0.005, min: number = 0) -> number",
@@ -285,7 +292,14 @@ llvm::ArrayRef<ControlSpec> rlhfc::allControls() {
         "falls by delta otherwise, within [min, max], and applies only "
         "while the entropy is under target; logged as `entropy_coef` and "
         "saved in checkpoints"},
-       entropyParams},
+       entropyParams,
+       "entropy",
+       "entropy",
+       "an entropy coefficient the run adapts",
+       "ppo_entropy_loss(g, adv, entropy = adaptive_entropy(0, 0.2))",
+       "(init, target, delta = 0.0001, max = 0.005, min = 0): the coefficient "
+       "to start from, the entropy to hold, its step and its bounds",
+       "ppo_entropy_loss does"},
   };
   return controls;
 }

@@ -357,20 +357,19 @@ std::optional<FnBody> FnChecker::instantiate(const FnDecl &d,
   for (size_t i = 0; i < d.params.size(); ++i) {
     if (!args[i].control)
       continue;
-    const FnControl &c = *args[i].control;
-    const bool kl = c.kind == FnControl::Kind::Kl;
+    const ControlSpec &c = *lookupControl(args[i].control->name());
     auto m = llvm::find_if(d.results, [&](const auto &r) {
-      return r.first == c.metric() && r.second.dims.empty();
+      return r.first == c.metric && r.second.dims.empty();
     });
     if (m == d.results.end() || (isLoss(d) && m == d.results.begin())) {
       error(args[i].loc ? mlir::Location(args[i].loc) : call,
-            std::string(c.name()) + " moves '" + d.params[i].name +
-                "' after each call toward a target " + (kl ? "KL" : "entropy") +
-                ", which it reads from the call's number result '" +
-                c.metric() + "', but '" + d.name + "' has none; return the " +
-                (kl ? "KL" : "entropy") + " it measures as '" + c.metric() +
-                ": number', as " +
-                (kl ? "gae and grpo_loss do" : "ppo_entropy_loss does"));
+            llvm::formatv("{0} moves '{1}' after each call toward a target "
+                          "{2}, which it reads from the call's number result "
+                          "'{3}', but '{4}' has none; return the {2} it "
+                          "measures as '{3}: number', as {5}",
+                          c.spec.name, d.params[i].name, c.noun, c.metric,
+                          d.name, c.returners)
+                .str());
       return std::nullopt;
     }
   }

@@ -510,15 +510,13 @@ std::optional<FnVal> FnEval::call(const Expr &e) {
     return userCall(e, *d);
   if (lookupFnPrimitive(callee.text))
     return primitive(e, callee.text);
-  if (lookupControl(callee.text)) {
-    const bool kl = callee.text == "adaptive_kl";
-    fail(callee.loc, callee.text +
-                         "(...) is given where an algorithm calls a "
-                         "function: declare a number parameter here, such as "
-                         "'" +
-                         (kl ? "kl" : "entropy") + ": number', and pass '" +
-                         (kl ? "kl" : "entropy") + " = " + callee.text +
-                         "(...)' at the call");
+  if (const ControlSpec *spec = lookupControl(callee.text)) {
+    fail(callee.loc,
+         formatv("{0}(...) is given where an algorithm calls a function: "
+                 "declare a number parameter here, such as '{1}: number', "
+                 "and pass '{1} = {0}(...)' at the call",
+                 callee.text, spec->metric)
+             .str());
     return std::nullopt;
   }
   std::vector<std::string> names = c.names();

@@ -316,19 +316,11 @@ std::optional<Node> Sema::checkBuiltinCall(const Expr &call,
   if (const ast::FnDecl *fn = fns.find(fname))
     return checkFnCall(call, *fn, env);
   if (!spec) {
-    if (fname == "adaptive_kl") {
+    if (const ControlSpec *c = lookupControl(fname)) {
       error(call.base->loc,
-            "adaptive_kl(...) is a KL coefficient the run adapts, given "
-            "for a number parameter of a function's call, as in 'gae(r, "
-            "v, g.logprobs, lr, kl = adaptive_kl(0.05, 0.1))'");
-      return std::nullopt;
-    }
-    if (fname == "adaptive_entropy") {
-      error(call.base->loc,
-            "adaptive_entropy(...) is an entropy coefficient the run "
-            "adapts, given for a number parameter of a function's call, as "
-            "in 'ppo_entropy_loss(g, adv, entropy = adaptive_entropy(0, "
-            "0.2))'");
+            formatv("{0}(...) is {1}, given for a number parameter of a "
+                    "function's call, as in '{2}'",
+                    fname, c->what, c->example));
       return std::nullopt;
     }
     if (lookupFnPrimitive(fname)) {

@@ -28,14 +28,7 @@ Sema::checkAdaptiveControl(const Expr &call, llvm::StringMap<Local> &env) {
     names.push_back(p.name);
     v.push_back(p.fallback);
   }
-  const std::string usage =
-      c.kind == FnControl::Kind::Kl
-          ? "'adaptive_kl' takes (init, target, horizon = 10000): the "
-            "coefficient to start from, the KL to hold, and the rows over "
-            "which it adapts"
-          : "'adaptive_entropy' takes (init, target, delta = 0.0001, max = "
-            "0.005, min = 0): the coefficient to start from, the entropy to "
-            "hold, its step and its bounds";
+  const std::string usage = "'" + fname + "' takes " + spec.usage;
   std::vector<const Expr *> given(names.size(), nullptr);
   size_t pos = 0;
   for (const Arg &a : call.args) {

@@ -208,18 +208,17 @@ int main(int argc, char **argv) {
     x.pad = in.value("pad", 0);
     for (FnControl::Kind kind :
          {FnControl::Kind::Kl, FnControl::Kind::Entropy}) {
-      FnControl c;
-      c.kind = kind;
-      const std::string key = std::string(c.metric()) + "_coef";
+      const std::string key = std::string(FnControl::metric(kind)) + "_coef";
+      const std::string op = FnControl::op(kind);
       if (!in.contains(key))
         continue;
       if (!in[key].is_number())
         throw Error("\"" + key +
                     "\" must be a number, the value of the "
                     "function's " +
-                    c.op());
+                    op);
       if (!f.controls()[size_t(kind)])
-        throw Error("'" + f.name() + "' has no " + c.op() + " for \"" + key +
+        throw Error("'" + f.name() + "' has no " + op + " for \"" + key +
                     "\" to set");
       x.coefs[size_t(kind)] = in[key].get<double>();
     }

@@ -72,6 +72,16 @@ struct ControlSpec {
   FnPrimitiveSpec spec;
   /// Its parameters in order; the first two are required.
   llvm::ArrayRef<SettingSpec> params;
+  /// The call's number result it follows (`kl`), and what that measures
+  /// (`KL`), for errors.
+  const char *metric;
+  const char *noun;
+  /// For errors: what it is, a call that gives one, its parameters in
+  /// words, and the stdlib functions that return its metric.
+  const char *what;
+  const char *example;
+  const char *usage;
+  const char *returners;
 };
 llvm::ArrayRef<ControlSpec> allControls();
 const ControlSpec *lookupControl(llvm::StringRef name);

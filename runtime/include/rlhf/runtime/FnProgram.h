@@ -198,9 +198,13 @@ struct FnControl {
   static double coefficient(const State &s) { return s.on ? s.value : 0.0; }
   /// The state after a call whose metric() was `m`, over `rows` rows.
   State next(State s, double m, int64_t rows) const;
-  /// Its op (`adaptive_kl`), and the output it follows (`kl`).
-  const char *op() const;
-  const char *metric() const;
+  /// Its op (`adaptive_kl`), the output it follows (`kl`) and what that
+  /// measures (`KL`), by kind.
+  static const char *op(Kind k);
+  static const char *metric(Kind k);
+  static const char *noun(Kind k);
+  const char *op() const { return op(kind); }
+  const char *metric() const { return metric(kind); }
 };
 
 /// The trained model's raw output for the token input `input` (whose ids
